@@ -1,0 +1,1 @@
+"""Benchmarks against the peers, in one run: ``python -m benchmarks --help``."""

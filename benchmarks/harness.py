@@ -1,0 +1,61 @@
+"""Timing discipline: a warm-up, then the median of ``runs`` timed runs, with peak memory."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.memory import peak_memory
+
+
+@dataclass
+class Measurement:
+    workload: str
+    system: str
+    rows: int
+    distribution: str
+    seconds: list[float] = field(default_factory=list)
+    peak_bytes: int = 0
+    error: str | None = None
+    note: str = ""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds) if self.seconds else float("nan")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "system": self.system,
+            "rows": self.rows,
+            "distribution": self.distribution,
+            "seconds": self.seconds,
+            "median_seconds": self.median,
+            "seconds_per_million_rows": self.median / self.rows * 1e6 if self.seconds else None,
+            "peak_bytes": self.peak_bytes,
+            "error": self.error,
+            "note": self.note,
+        }
+
+
+def measure(
+    measurement: Measurement, fn: Callable[[], Any], runs: int, warmup: int = 1
+) -> Measurement:
+    """Run ``fn`` ``warmup`` times untimed, then ``runs`` times timed; errors are recorded."""
+    try:
+        for _ in range(warmup):
+            fn()
+        for _ in range(runs):
+            gc.collect()
+            with peak_memory() as peak:
+                started = time.perf_counter()
+                fn()
+                measurement.seconds.append(time.perf_counter() - started)
+            measurement.peak_bytes = max(measurement.peak_bytes, peak["peak_bytes"])
+    except Exception as e:  # a failed system is a result to report, not a crash
+        measurement.error = f"{type(e).__name__}: {str(e)[:300]}"
+    return measurement

@@ -1,0 +1,320 @@
+"""The YAML job config, validated once at load into frozen dataclasses.
+
+Every mistake becomes one ``ConfigError`` sentence that names the key path and
+what to write instead (``shuffle.bufer_size: unknown key; allowed keys are: ...``).
+Nothing downstream sees a dict: the planner, scheduler and executors get these
+typed objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+import tempfile
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from hybrid_shuffle.errors import ConfigError
+from hybrid_shuffle.shuffle.partition_type import MODES
+
+__all__ = [
+    "Config",
+    "EdgeConfig",
+    "RayConfig",
+    "ShuffleConfig",
+    "SparkConfig",
+    "format_size",
+    "load_config",
+    "parse_size",
+]
+
+MiB = 1 << 20
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "k": 1 << 10,
+    "m": 1 << 20,
+    "g": 1 << 30,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(value: int | str, path: str) -> int:
+    """Bytes from ``1048576``, ``"4 MiB"``, ``"512MiB"``, ``"1 GB"``; must be positive."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{path}: {value!r} is not a size; write e.g. 4 MiB, 512MiB or 1048576")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE.match(str(value))
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _UNITS:
+            raise ConfigError(
+                f"{path}: '{value}' is not a size; write e.g. 4 MiB, 512MiB or 1048576"
+            )
+        size = int(float(match.group(1)) * _UNITS[unit])
+    if size <= 0:
+        raise ConfigError(f"{path}: must be a positive size, got {value!r}")
+    return size
+
+
+def format_size(n: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} B"
+
+
+@dataclass(frozen=True)
+class EdgeConfig:
+    mode: str | None = None
+    partitions: int | None = None
+
+
+@dataclass(frozen=True)
+class ShuffleConfig:
+    service: str = "executor-local"
+    default_mode: str = "hybrid-selective"
+    #: bytes per object-store buffer
+    buffer_size: int = 4 * MiB
+    #: in-memory partition bytes for the whole session, split evenly over its slots
+    memory_budget: int = 512 * MiB
+    spill_dir: str = os.path.join(tempfile.gettempdir(), "hybrid-shuffle")
+    #: pipelined edges: buffers a producer may run ahead of a consumer, per subpartition
+    credits: int = 4
+    #: seconds any single wait may last before it fails naming what it waited for
+    wait_timeout: float = 300.0
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """Only used when the session starts an embedded Ray."""
+
+    num_cpus: int | None = None
+    object_store_memory: int | None = None
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """Spark on Ray through RayDP, started on first use of ``session.spark``."""
+
+    executors: int = 1
+    executor_cores: int = 1
+    executor_memory: int = 1 << 30
+    #: extra Spark settings, passed through as strings
+    configs: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class Config:
+    job: str | None = None
+    parallelism: int = 2
+    slots: int | None = None
+    ray: RayConfig = field(default_factory=RayConfig)
+    shuffle: ShuffleConfig = field(default_factory=ShuffleConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    edges: Mapping[str, EdgeConfig] = field(default_factory=lambda: types.MappingProxyType({}))
+
+    def edge(self, name: str) -> EdgeConfig:
+        return self.edges.get(name, EdgeConfig())
+
+    def applies_to(self, job_name: str) -> bool:
+        """The edges section belongs to the job named by ``job`` (or to every job)."""
+        return self.job is None or self.job == job_name
+
+    def check_edges(self, job_name: str, edge_names: Iterable[str]) -> None:
+        names = sorted(set(edge_names))
+        for name in self.edges:
+            if name not in names:
+                raise ConfigError(
+                    f"edges.{name}: no such edge in job '{job_name}'; edges are: "
+                    f"{', '.join(names) or '(none)'}"
+                )
+
+    def with_overrides(self, **changes: Any) -> Config:
+        if "edges" in changes:
+            changes["edges"] = types.MappingProxyType(dict(changes["edges"]))
+        return dataclasses.replace(self, **changes)
+
+
+# -- validation ----------------------------------------------------------------------------
+
+_TOP = ("edges", "job", "parallelism", "ray", "shuffle", "slots", "spark")
+_SHUFFLE = tuple(f.name for f in dataclasses.fields(ShuffleConfig))
+_RAY = tuple(f.name for f in dataclasses.fields(RayConfig))
+_SPARK = tuple(f.name for f in dataclasses.fields(SparkConfig))
+_EDGE = ("mode", "partitions")
+_MIN_OBJECT_STORE = 80 * MiB
+
+
+def _check_keys(section: Mapping[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
+    for key in section:
+        if key not in allowed:
+            path = f"{prefix}{key}"
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(
+                f"{path}: unknown key{hint}; allowed keys are: {', '.join(sorted(allowed))}"
+            )
+
+
+def _mapping(value: Any, path: str, example: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{path}: must be a mapping like {example}")
+    return value
+
+
+def _positive_int(value: Any, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{path}: must be a positive integer, got {value!r}")
+    return value
+
+
+def _mode(value: Any, path: str) -> str:
+    if value not in MODES:
+        raise ConfigError(f"{path}: '{value}' is not a mode; use one of: {', '.join(MODES)}")
+    return str(value)
+
+
+def _string(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{path}: must be a non-empty string, got {value!r}")
+    return value
+
+
+def _shuffle(raw: Mapping[str, Any]) -> ShuffleConfig:
+    _check_keys(raw, _SHUFFLE, "shuffle.")
+    defaults = ShuffleConfig()
+    s: dict[str, Any] = {}
+    if "service" in raw:
+        s["service"] = _string(raw["service"], "shuffle.service")
+    if "default_mode" in raw:
+        s["default_mode"] = _mode(raw["default_mode"], "shuffle.default_mode")
+    for key in ("buffer_size", "memory_budget"):
+        if key in raw:
+            s[key] = parse_size(raw[key], f"shuffle.{key}")
+    if "spill_dir" in raw:
+        s["spill_dir"] = _string(raw["spill_dir"], "shuffle.spill_dir")
+    if "credits" in raw:
+        s["credits"] = _positive_int(raw["credits"], "shuffle.credits")
+    if "wait_timeout" in raw:
+        timeout = raw["wait_timeout"]
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ConfigError(
+                f"shuffle.wait_timeout: must be a positive number of seconds, got {timeout!r}"
+            )
+        s["wait_timeout"] = float(timeout)
+    config = dataclasses.replace(defaults, **s)
+    if config.buffer_size > config.memory_budget:
+        raise ConfigError(
+            f"shuffle.buffer_size: {format_size(config.buffer_size)} is larger than "
+            f"shuffle.memory_budget {format_size(config.memory_budget)}; lower buffer_size "
+            "or raise memory_budget"
+        )
+    return config
+
+
+def _ray(raw: Mapping[str, Any]) -> RayConfig:
+    _check_keys(raw, _RAY, "ray.")
+    num_cpus = _positive_int(raw["num_cpus"], "ray.num_cpus") if "num_cpus" in raw else None
+    store = None
+    if "object_store_memory" in raw:
+        store = parse_size(raw["object_store_memory"], "ray.object_store_memory")
+        if store < _MIN_OBJECT_STORE:
+            raise ConfigError(
+                f"ray.object_store_memory: {format_size(store)} is below the 80 MiB Ray "
+                "accepts; raise it"
+            )
+    return RayConfig(num_cpus, store)
+
+
+def _spark(raw: Mapping[str, Any]) -> SparkConfig:
+    _check_keys(raw, _SPARK, "spark.")
+    s: dict[str, Any] = {}
+    for key in ("executors", "executor_cores"):
+        if key in raw:
+            s[key] = _positive_int(raw[key], f"spark.{key}")
+    if "executor_memory" in raw:
+        s["executor_memory"] = parse_size(raw["executor_memory"], "spark.executor_memory")
+    if "configs" in raw:
+        configs = _mapping(raw["configs"], "spark.configs", "{spark.sql.shuffle.partitions: 8}")
+        s["configs"] = types.MappingProxyType({str(k): str(v) for k, v in configs.items()})
+    return SparkConfig(**s)
+
+
+def _edges(raw: Any) -> Mapping[str, EdgeConfig]:
+    edges = _mapping(raw, "edges", "{by_customer: {mode: blocking}}")
+    out: dict[str, EdgeConfig] = {}
+    for name, entry in edges.items():
+        path = f"edges.{name}"
+        entry = _mapping(entry, path, "{mode: blocking}") if entry is not None else {}
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{path}: must be a mapping like {{mode: blocking}}")
+        _check_keys(entry, _EDGE, f"{path}.")
+        mode = _mode(entry["mode"], f"{path}.mode") if "mode" in entry else None
+        partitions = (
+            _positive_int(entry["partitions"], f"{path}.partitions")
+            if "partitions" in entry
+            else None
+        )
+        out[str(name)] = EdgeConfig(mode, partitions)
+    return types.MappingProxyType(out)
+
+
+def _from_mapping(raw: Mapping[str, Any]) -> Config:
+    _check_keys(raw, _TOP, "")
+    job = raw.get("job")
+    if job is not None and not isinstance(job, str):
+        raise ConfigError(f"job: must be the job's name as a string, got {job!r}")
+    return Config(
+        job=job,
+        parallelism=_positive_int(raw["parallelism"], "parallelism") if "parallelism" in raw else 2,
+        slots=_positive_int(raw["slots"], "slots") if "slots" in raw else None,
+        ray=_ray(_mapping(raw.get("ray"), "ray", "{num_cpus: 2}")),
+        shuffle=_shuffle(_mapping(raw.get("shuffle"), "shuffle", "{buffer_size: 4 MiB}")),
+        spark=_spark(_mapping(raw.get("spark"), "spark", "{executors: 1}")),
+        edges=_edges(raw.get("edges")),
+    )
+
+
+def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | None) -> Config:
+    """A ``Config`` from a YAML path, a mapping, a ``Config`` or ``None`` (defaults)."""
+    if source is None:
+        return Config()
+    if isinstance(source, Config):
+        return source
+    if isinstance(source, Mapping):
+        return _from_mapping(source)
+    path = os.fspath(source)
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = yaml.safe_load(f)
+    except FileNotFoundError as e:
+        raise ConfigError(f"config file '{path}' does not exist; check the path") from e
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"config file '{path}': YAML syntax error{where}: {problem}") from e
+    if raw is None:
+        return Config()
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"config file '{path}': the top level must be a mapping of keys")
+    return _from_mapping(raw)

@@ -1,0 +1,68 @@
+"""The exceptions a user of hybrid-shuffle can see.
+
+One named exception per failure, as Flink does (partition not found, producer
+failed, data consumption failed).  Every message is one sentence that names the
+thing that went wrong and what to change; internal errors are translated at
+phase boundaries with ``raise ... from e`` so the Ray traceback stays attached
+for ``--debug`` but is not what the user reads first.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "DataConsumptionError",
+    "ExecutorLostError",
+    "HybridShuffleError",
+    "JobCancelledError",
+    "JobFailedError",
+    "PartitionNotFoundError",
+    "PlanError",
+    "ProducerFailedError",
+    "SlotsExceededError",
+    "WaitTimeoutError",
+]
+
+
+class HybridShuffleError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class ConfigError(HybridShuffleError, ValueError):
+    """A YAML or code setting is invalid; the message names the key path."""
+
+
+class PlanError(HybridShuffleError, ValueError):
+    """The job graph cannot be built: a missing column, a duplicate edge name, ..."""
+
+
+class SlotsExceededError(PlanError):
+    """A pipelined region needs more slots at once than the session has."""
+
+
+class WaitTimeoutError(HybridShuffleError, TimeoutError):
+    """A bounded wait ran out; the message names what was waited for."""
+
+
+class ExecutorLostError(HybridShuffleError):
+    """An executor actor died; the partitions it owned are gone with it."""
+
+
+class PartitionNotFoundError(HybridShuffleError):
+    """A consumer asked for a result partition its owner no longer holds."""
+
+
+class ProducerFailedError(HybridShuffleError):
+    """The task producing a partition failed, so its consumers cannot finish."""
+
+
+class DataConsumptionError(HybridShuffleError):
+    """A consumer could not fetch or decode a buffer it was promised."""
+
+
+class JobFailedError(HybridShuffleError):
+    """A task raised; the message names the task and the user's error."""
+
+
+class JobCancelledError(HybridShuffleError):
+    """The job was cancelled (another task failed); raised inside the other tasks."""

@@ -1,0 +1,138 @@
+"""The job graph: vertices (operator chains) joined by named edges.
+
+This is the planner's output and the scheduler's input.  Everything here is
+plain, picklable data; nothing touches Ray.  Identity types are ``NewType`` so a
+vertex id is never mistaken for a subtask index.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NewType
+
+from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.shuffle.partition_type import ResultPartitionType
+
+__all__ = [
+    "EdgeName",
+    "JobEdge",
+    "JobGraph",
+    "JobVertex",
+    "Partitioner",
+    "PartitionerKind",
+    "VertexId",
+]
+
+VertexId = NewType("VertexId", int)
+EdgeName = NewType("EdgeName", str)
+
+
+class PartitionerKind(enum.Enum):
+    FORWARD = "forward"  # producer subtask i -> consumer subtask i
+    HASH = "hash"
+    RANGE = "range"
+    ROUND_ROBIN = "round-robin"
+    BROADCAST = "broadcast"
+
+
+@dataclass(frozen=True)
+class Partitioner:
+    """How a producer's rows are routed to consumer subtasks."""
+
+    kind: PartitionerKind
+    keys: tuple[str, ...] = ()
+    descending: bool = False
+
+    def is_all_to_all(self) -> bool:
+        """Every producer subtask feeds every consumer subtask."""
+        return self.kind is not PartitionerKind.FORWARD
+
+    def shares_one_subpartition(self) -> bool:
+        """Every consumer reads the same stream (and filters it, for range).
+
+        Broadcast needs every row everywhere; range partitioning decides each
+        consumer's key interval only when every producer's sample is known, so
+        the producer writes one sorted stream and consumers read their slice.
+        """
+        return self.kind in (PartitionerKind.BROADCAST, PartitionerKind.RANGE)
+
+    def describe(self) -> str:
+        if self.kind is PartitionerKind.HASH:
+            return f"hash({', '.join(self.keys)})"
+        if self.kind is PartitionerKind.RANGE:
+            order = " desc" if self.descending else ""
+            return f"range({self.keys[0]}{order})"
+        return self.kind.value
+
+
+@dataclass
+class JobVertex:
+    """A chain of operators run as one task per subtask."""
+
+    id: VertexId
+    name: str
+    parallelism: int
+    operators: list[Operator]
+    #: the source partitions (ObjectRefs) of each subtask, for source vertices
+    source_splits: list[list[object]] | None = None
+    inputs: list[JobEdge] = field(default_factory=list)
+    outputs: list[JobEdge] = field(default_factory=list)
+
+    @property
+    def is_source(self) -> bool:
+        return self.source_splits is not None
+
+
+@dataclass
+class JobEdge:
+    """An exchange between two vertices, named for YAML and explain."""
+
+    name: EdgeName
+    source: VertexId
+    target: VertexId
+    #: which input of the target's head operator this edge feeds (1 = join build side)
+    target_input: int
+    partitioner: Partitioner
+    partition_type: ResultPartitionType
+    #: where the effective mode came from: "yaml", "code" or "default"
+    mode_origin: str = "default"
+
+    @property
+    def mode(self) -> str:
+        return self.partition_type.mode
+
+
+@dataclass
+class JobGraph:
+    job_name: str
+    vertices: dict[VertexId, JobVertex]
+    edges: list[JobEdge]
+    #: the vertex whose output the job returns to the driver
+    sink: VertexId
+
+    def edge(self, name: str) -> JobEdge:
+        for e in self.edges:
+            if e.name == name:
+                return e
+        raise KeyError(name)
+
+    def topological_order(self) -> list[VertexId]:
+        """Vertices, producers before consumers (ids are assigned in build order)."""
+        indegree = {v: len(self.vertices[v].inputs) for v in self.vertices}
+        ready = sorted(v for v, d in indegree.items() if d == 0)
+        order: list[VertexId] = []
+        while ready:
+            v = ready.pop(0)
+            order.append(v)
+            for e in self.vertices[v].outputs:
+                indegree[e.target] -= 1
+                if indegree[e.target] == 0:
+                    ready.append(e.target)
+                    ready.sort()
+        return order
+
+    def edges_between(self, vertices: Sequence[VertexId]) -> list[JobEdge]:
+        inside = set(vertices)
+        return [e for e in self.edges if e.source in inside and e.target in inside]

@@ -1,0 +1,18 @@
+"""Arrow operators run inside tasks; the contract is in ``operators.base``."""
+
+from hybrid_shuffle.operators.aggregate import HashAggregate
+from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.join import HashJoin
+from hybrid_shuffle.operators.sort import SortPartition
+from hybrid_shuffle.operators.stateless import Filter, Identity, MapBatches, Select
+
+__all__ = [
+    "Filter",
+    "HashAggregate",
+    "HashJoin",
+    "Identity",
+    "MapBatches",
+    "Operator",
+    "Select",
+    "SortPartition",
+]

@@ -1,0 +1,67 @@
+"""The contract between an operator and the task that runs it.
+
+A task runs a *chain* of operators inside one executor actor.  Data moves as
+``pyarrow.Table`` values (one table is one batch; it may have several chunks).
+The task calls, in this order and never concurrently:
+
+1. ``open()`` once, inside the executor, before any data;
+2. ``process(table, input_index)`` for every batch of every input, inputs
+   interleaved in whatever order their data arrives;
+3. ``end_input(input_index)`` once per input when that input has no more data;
+4. ``finish()`` once, after every input ended.
+
+Each of 2-4 returns an iterable of output tables which the task hands to the
+next operator of the chain (or to the result partition writers).  An operator
+that only emits at end of input (aggregate, sort) returns nothing from
+``process`` and everything from ``finish`` -- the FLIP-331 "output on EOF"
+property, declared by ``output_on_eof``.
+
+Operators are created on the driver and pickled into the task, so they must be
+picklable before ``open()``; per-task state is created in ``open()``.
+``output_schema`` lets the planner check column names and types before the job
+runs; it returns ``None`` when the schema cannot be known without running
+(``map_batches`` with a user function).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+
+import pyarrow as pa
+
+__all__ = ["Operator"]
+
+
+class Operator(ABC):
+    """One step of a chain; see the module docstring for the call order."""
+
+    #: how many inputs the operator reads (2 for a join)
+    num_inputs: int = 1
+    #: True if the operator emits only from ``finish()`` (FLIP-331 isOutputOnEOF)
+    output_on_eof: bool = False
+    #: a short human name used in explain output and error messages
+    name: str = "operator"
+
+    def open(self) -> None:
+        """Create per-task state; called inside the executor before any data."""
+
+    @abstractmethod
+    def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
+        """Consume one batch of input ``input_index``; return what can be emitted now."""
+
+    def end_input(self, input_index: int) -> Iterable[pa.Table]:
+        """Input ``input_index`` has no more data."""
+        return ()
+
+    def finish(self) -> Iterable[pa.Table]:
+        """Every input ended; emit what is left."""
+        return ()
+
+    def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
+        """The output schema for these input schemas, or ``None`` if unknown.
+
+        Raises ``hybrid_shuffle.errors.PlanError`` naming the column when an input
+        lacks a column the operator needs or has the wrong type for it.
+        """
+        return None

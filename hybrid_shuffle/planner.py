@@ -1,0 +1,377 @@
+"""From the API's logical nodes to a ``JobGraph`` with modes, regions and slots.
+
+Plain Python, no Ray: chaining, effective modes (YAML over code over the
+default), parallelism of exchange consumers, schema checks, and pipelined
+regions.  Regions are computed per *subtask* as in Flink: pipelined edges glue
+subtasks together (all-to-all edges glue every producer subtask to every
+consumer subtask, forward edges pair subtask i with i), and each connected
+component must get all its slots at once.  A region larger than the session's
+slots is rejected here, before anything runs, naming the edges to switch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from hybrid_shuffle.config import Config
+from hybrid_shuffle.errors import ConfigError, PlanError, SlotsExceededError
+from hybrid_shuffle.graph import (
+    EdgeName,
+    JobEdge,
+    JobGraph,
+    JobVertex,
+    Partitioner,
+    PartitionerKind,
+    VertexId,
+)
+from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.shuffle.partition_type import MODES, partition_type
+
+__all__ = ["ExchangeSpec", "LogicalNode", "Plan", "TaskKey", "plan_job"]
+
+TaskKey = tuple[VertexId, int]
+
+
+@dataclass
+class ExchangeSpec:
+    """How a node reads one input across an exchange (absent: forward, chainable)."""
+
+    partitioner: Partitioner
+    edge: str | None = None
+    mode: str | None = None
+    partitions: int | None = None
+
+
+@dataclass(eq=False)
+class LogicalNode:
+    id: int
+    name: str
+    operator: Operator | None
+    inputs: list[tuple[LogicalNode, ExchangeSpec | None]] = field(default_factory=list)
+    #: set for sources and fixed by the user; resolved by the planner otherwise
+    parallelism: int | None = None
+    source_splits: list[list[Any]] | None = None
+    source_schema: pa.Schema | None = None
+
+
+@dataclass
+class Region:
+    """Subtasks that must run at the same time.
+
+    Slot sharing, as Flink's default group: one slot holds at most one subtask
+    of each vertex, so a region needs as many slots as its widest vertex has
+    subtasks in it, not one per task.
+    """
+
+    id: int
+    tasks: list[TaskKey]
+    #: the pipelined edges that glue it together
+    edges: list[str]
+
+    @property
+    def slots(self) -> int:
+        counts: dict[VertexId, int] = defaultdict(int)
+        for vid, _ in self.tasks:
+            counts[vid] += 1
+        return max(counts.values())
+
+
+@dataclass
+class Plan:
+    graph: JobGraph
+    regions: list[Region]
+    #: vertex id -> the display region ("R0") its subtasks belong to
+    vertex_region: dict[VertexId, str]
+    slots: int
+    config: Config
+
+    @property
+    def slots_needed(self) -> int:
+        return max((r.slots for r in self.regions), default=0)
+
+    def region_of(self, task: TaskKey) -> Region:
+        for region in self.regions:
+            if task in region.tasks:
+                return region
+        raise KeyError(task)
+
+    def explain(self) -> str:
+        g = self.graph
+        lines = [
+            f"job '{g.job_name}': {len(g.vertices)} vertices, {len(g.edges)} edges, "
+            f"needs {self.slots_needed} slots at once (session has {self.slots})",
+            "vertices:",
+        ]
+        for vid in g.topological_order():
+            v = g.vertices[vid]
+            ops = " -> ".join(op.name for op in v.operators) or "(source)"
+            lines.append(
+                f"  {v.name:<24} parallelism {v.parallelism:<3} region {self.vertex_region[vid]:<4}"
+                f" ops: {ops}"
+            )
+        lines.append("edges:")
+        for e in g.edges:
+            src, dst = g.vertices[e.source], g.vertices[e.target]
+            region = (
+                self.vertex_region[e.source]
+                if e.partition_type.must_be_pipelined()
+                else f"{self.vertex_region[e.source]}->{self.vertex_region[e.target]}"
+            )
+            lines.append(
+                f"  {e.name:<20} {src.name} -> {dst.name}: {e.partitioner.describe()}, "
+                f"mode {e.mode} ({e.mode_origin}), partitions {dst.parallelism}, region {region}"
+            )
+        return "\n".join(lines)
+
+
+def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Plan:
+    nodes = _reachable(sink)
+    overrides = config.edges if config.applies_to(job_name) else {}
+    _resolve_parallelism(nodes, config, overrides)
+    _check_schemas(nodes)
+    graph = _build_graph(job_name, nodes, sink, config, overrides)
+    if config.applies_to(job_name):
+        config.check_edges(job_name, [e.name for e in graph.edges])
+    regions = _regions(graph)
+    vertex_region = _vertex_regions(graph)
+    plan = Plan(graph, regions, vertex_region, slots, config)
+    _check_slots(plan)
+    return plan
+
+
+def _reachable(sink: LogicalNode) -> list[LogicalNode]:
+    seen: dict[int, LogicalNode] = {}
+    stack = [sink]
+    while stack:
+        node = stack.pop()
+        if node.id in seen:
+            continue
+        seen[node.id] = node
+        stack.extend(n for n, _ in node.inputs)
+    return [seen[i] for i in sorted(seen)]  # ids grow as the API builds: inputs come first
+
+
+def _edge_partitions(spec: ExchangeSpec, overrides: Any) -> int | None:
+    if spec.edge is not None and spec.edge in overrides:
+        override = overrides[spec.edge].partitions
+        if override is not None:
+            return int(override)
+    return spec.partitions
+
+
+def _resolve_parallelism(nodes: list[LogicalNode], config: Config, overrides: Any) -> None:
+    for node in nodes:
+        if node.parallelism is not None and node.source_splits is not None:
+            continue
+        exchanged = [
+            _edge_partitions(spec, overrides) for _, spec in node.inputs if spec is not None
+        ]
+        forwarded = [up.parallelism for up, spec in node.inputs if spec is None]
+        if exchanged and not forwarded:
+            wanted = {p for p in exchanged if p is not None}
+            if len(wanted) > 1:
+                raise PlanError(
+                    f"'{node.name}': its input edges ask for different partition counts "
+                    f"{sorted(wanted)}; give them the same 'partitions'"
+                )
+            node.parallelism = wanted.pop() if wanted else node.parallelism or config.parallelism
+        elif forwarded:
+            node.parallelism = max(p for p in forwarded if p is not None)
+        if node.parallelism is None or node.parallelism < 1:
+            raise PlanError(f"'{node.name}': parallelism must be a positive integer")
+
+
+def _check_schemas(nodes: list[LogicalNode]) -> None:
+    schemas: dict[int, pa.Schema | None] = {}
+    for node in nodes:
+        if node.source_splits is not None:
+            schemas[node.id] = node.source_schema
+            continue
+        inputs = [schemas[up.id] for up, _ in node.inputs]
+        for (_up, spec), schema in zip(node.inputs, inputs, strict=True):
+            if spec is not None and schema is not None:
+                for key in spec.partitioner.keys:
+                    if key not in schema.names:
+                        raise PlanError(
+                            f"edge '{spec.edge or node.name}': key column '{key}' not in its "
+                            f"input; columns are: {', '.join(schema.names)}"
+                        )
+        assert node.operator is not None
+        schemas[node.id] = node.operator.output_schema(inputs)
+
+
+def _build_graph(
+    job_name: str,
+    nodes: list[LogicalNode],
+    sink: LogicalNode,
+    config: Config,
+    overrides: Any,
+) -> JobGraph:
+    consumers: dict[int, int] = defaultdict(int)
+    for node in nodes:
+        for up, _ in node.inputs:
+            consumers[up.id] += 1
+    vertex_of: dict[int, JobVertex] = {}
+    vertices: dict[VertexId, JobVertex] = {}
+    edges: list[JobEdge] = []
+    ids = itertools.count()
+
+    def new_vertex(node: LogicalNode) -> JobVertex:
+        assert node.parallelism is not None
+        v = JobVertex(VertexId(next(ids)), node.name, node.parallelism, [], node.source_splits)
+        vertices[v.id] = v
+        return v
+
+    for node in nodes:
+        chainable = (
+            len(node.inputs) == 1
+            and node.inputs[0][1] is None
+            and consumers[node.inputs[0][0].id] == 1
+            and node.inputs[0][0].parallelism == node.parallelism
+        )
+        if chainable:
+            vertex = vertex_of[node.inputs[0][0].id]
+            vertex.name = f"{vertex.name}->{node.name}"
+        else:
+            vertex = new_vertex(node)
+        vertex_of[node.id] = vertex
+        if node.operator is not None:
+            vertex.operators.append(node.operator)
+        if chainable:
+            continue
+        for input_index, (up, spec) in enumerate(node.inputs):
+            producer = vertex_of[up.id]
+            if spec is None:  # a forward input that could not be chained
+                kind = (
+                    PartitionerKind.FORWARD
+                    if producer.parallelism == vertex.parallelism
+                    else PartitionerKind.ROUND_ROBIN
+                )
+                spec = ExchangeSpec(Partitioner(kind))
+            name = spec.edge or f"{up.name}->{node.name}"
+            mode, origin = _effective_mode(name, spec, config, overrides)
+            edge = JobEdge(
+                EdgeName(name),
+                producer.id,
+                vertex.id,
+                input_index,
+                spec.partitioner,
+                partition_type(mode),
+                origin,
+            )
+            edges.append(edge)
+            producer.outputs.append(edge)
+            vertex.inputs.append(edge)
+    names = [e.name for e in edges]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise PlanError(
+            f"edge name '{duplicates[0]}' is used for more than one exchange in job "
+            f"'{job_name}'; give each exchange its own edge= name"
+        )
+    return JobGraph(job_name, vertices, edges, vertex_of[sink.id].id)
+
+
+def _effective_mode(
+    name: str, spec: ExchangeSpec, config: Config, overrides: Any
+) -> tuple[str, str]:
+    if name in overrides and overrides[name].mode is not None:
+        return overrides[name].mode, "yaml"
+    if spec.mode is not None:
+        if spec.mode not in MODES:
+            raise ConfigError(
+                f"edge '{name}': mode '{spec.mode}' is not a mode; use one of: {', '.join(MODES)}"
+            )
+        return spec.mode, "code"
+    return config.shuffle.default_mode, "default"
+
+
+def _task_pairs(graph: JobGraph, edge: JobEdge) -> list[tuple[TaskKey, TaskKey]]:
+    src, dst = graph.vertices[edge.source], graph.vertices[edge.target]
+    if edge.partitioner.is_all_to_all():
+        return [
+            ((src.id, i), (dst.id, j))
+            for i in range(src.parallelism)
+            for j in range(dst.parallelism)
+        ]
+    return [((src.id, i), (dst.id, i)) for i in range(src.parallelism)]
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[Any, Any] = {}
+
+    def find(self, x: Any) -> Any:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: Any, b: Any) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def _regions(graph: JobGraph) -> list[Region]:
+    """Subtask-level pipelined regions, in deployment order (producers first)."""
+    uf = _UnionFind()
+    order = graph.topological_order()
+    for vid in order:
+        for i in range(graph.vertices[vid].parallelism):
+            uf.find((vid, i))
+    pipelined = [e for e in graph.edges if e.partition_type.must_be_pipelined()]
+    for edge in pipelined:
+        for a, b in _task_pairs(graph, edge):
+            uf.union(a, b)
+    position = {vid: n for n, vid in enumerate(order)}
+    members: dict[Any, list[TaskKey]] = defaultdict(list)
+    for vid in order:
+        for i in range(graph.vertices[vid].parallelism):
+            members[uf.find((vid, i))].append((vid, i))
+    groups = sorted(members.values(), key=lambda ts: min((position[v], i) for v, i in ts))
+    regions = []
+    for n, tasks in enumerate(groups):
+        inside = {v for v, _ in tasks}
+        names = [str(e.name) for e in pipelined if e.source in inside and e.target in inside]
+        regions.append(Region(n, tasks, names))
+    return regions
+
+
+def _vertex_regions(graph: JobGraph) -> dict[VertexId, str]:
+    uf = _UnionFind()
+    for vid in graph.vertices:
+        uf.find(vid)
+    for e in graph.edges:
+        if e.partition_type.must_be_pipelined():
+            uf.union(e.source, e.target)
+    labels: dict[Any, str] = {}
+    result = {}
+    for vid in graph.topological_order():
+        root = uf.find(vid)
+        labels.setdefault(root, f"R{len(labels)}")
+        result[vid] = labels[root]
+    return result
+
+
+def _check_slots(plan: Plan) -> None:
+    for region in plan.regions:
+        if region.slots <= plan.slots:
+            continue
+        g = plan.graph
+        counts: dict[VertexId, int] = defaultdict(int)
+        for vid, _ in region.tasks:
+            counts[vid] += 1
+        parts = ", ".join(f"{g.vertices[v].name} x{n}" for v, n in counts.items())
+        label = plan.vertex_region[region.tasks[0][0]]
+        raise SlotsExceededError(
+            f"pipelined region {label} ({parts}) needs {region.slots} slots at once but "
+            f"the session has {plan.slots}; set edges {', '.join(region.edges)} to "
+            "hybrid-selective or blocking (edges.<name>.mode in the YAML), or raise slots"
+        )

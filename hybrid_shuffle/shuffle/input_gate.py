@@ -1,0 +1,265 @@
+"""Consumer-side input gates: pull buffers from every producer of one input edge.
+
+A gate has one *channel* per producer subtask.  Each channel keeps one poll in
+flight at a time; the poll's cursor acknowledges what the consumer already took,
+which is how credit flows back to a bounded producer.  ``read_gates`` multiplexes
+every channel of every input of a task over ``ray.wait``, so a join reads both
+sides as their data arrives and a slow producer never blocks a fast one.
+
+Every wait is bounded: a producer that does not answer a poll within
+``wait_timeout`` seconds, or a buffer that cannot be fetched in that time, ends
+the task with an error naming the edge and the producer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import ray
+from ray.exceptions import GetTimeoutError, ObjectLostError, OwnerDiedError, RayActorError
+
+from hybrid_shuffle.errors import (
+    DataConsumptionError,
+    ExecutorLostError,
+    JobCancelledError,
+    PartitionNotFoundError,
+    ProducerFailedError,
+    WaitTimeoutError,
+)
+from hybrid_shuffle.shuffle.api import PollRequest, PollResponse, ShuffleDescriptor
+from hybrid_shuffle.shuffle.metrics import ReadMetrics
+from hybrid_shuffle.shuffle.partitioner import range_boundaries, range_bucket_mask
+
+__all__ = ["ChannelSpec", "GateSpec", "InputGate", "RangeRead", "read_gates"]
+
+_POLL_WAIT = 1.0  # seconds a producer may hold a poll open waiting for data
+_WAIT_SLICE = 0.5
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    descriptor: ShuffleDescriptor
+    producer_subtask: int
+    subpartition: int
+    reader: int
+
+
+@dataclass(frozen=True)
+class RangeRead:
+    """This consumer's place in a range-partitioned edge."""
+
+    consumer: int
+    consumers: int
+    key: str
+    descending: bool
+
+    @property
+    def bucket(self) -> int:
+        """Consumers are ordered by output position; buckets by ascending key."""
+        return self.consumers - 1 - self.consumer if self.descending else self.consumer
+
+    @property
+    def take_nulls(self) -> bool:
+        return self.consumer == self.consumers - 1  # nulls sort last either way
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    input_index: int
+    edge: str
+    consumer_subtask: int
+    channels: tuple[ChannelSpec, ...]
+    range_read: RangeRead | None = None
+
+
+@dataclass
+class _Channel:
+    spec: ChannelSpec
+    cursor: int = 0
+    done: bool = False
+    sample: Any = None
+    polled_at: float = 0.0
+
+
+@dataclass
+class InputGate:
+    """One input edge of a consumer task (see module docstring)."""
+
+    spec: GateSpec
+    max_buffers: int
+    wait_timeout: float
+    channels: list[_Channel] = field(default_factory=list)
+    boundaries: Any = None
+    metrics: ReadMetrics = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.channels = [_Channel(c) for c in self.spec.channels]
+        self.metrics = ReadMetrics(self.spec.edge, self.spec.consumer_subtask)
+
+    @property
+    def finished(self) -> bool:
+        return all(c.done for c in self.channels)
+
+    def _sampling(self) -> bool:
+        return self.spec.range_read is not None and self.boundaries is None
+
+    def request(self, channel: _Channel) -> PollRequest:
+        spec = channel.spec
+        rr = self.spec.range_read
+        sampling = self._sampling()
+        return PollRequest(
+            partition_id=spec.descriptor.partition.partition_id,
+            subpartition=spec.subpartition,
+            reader=spec.reader,
+            cursor=channel.cursor,
+            max_buffers=0 if sampling else self.max_buffers,
+            wait_seconds=_POLL_WAIT,
+            bucket=None if rr is None or sampling else rr.bucket,
+            boundaries=self.boundaries,
+            num_buckets=0 if rr is None else rr.consumers,
+            take_nulls=rr is not None and rr.take_nulls,
+        )
+
+    def accept(self, channel: _Channel, response: PollResponse) -> None:
+        """Apply a poll response's state (errors, cursor, samples); the caller fetches data."""
+        producer = channel.spec.producer_subtask
+        if response.error is not None:
+            exc = (
+                ProducerFailedError
+                if response.error_kind == "producer-failed"
+                else (PartitionNotFoundError)
+            )
+            raise exc(response.error)
+        if response.producer_finished_at is not None:
+            self.metrics.producer_finished_at[producer] = response.producer_finished_at
+        if self._sampling():
+            if response.sample is not None:
+                channel.sample = response.sample
+            if all(c.sample is not None for c in self.channels):
+                rr = self.spec.range_read
+                assert rr is not None
+                self.boundaries = range_boundaries([c.sample for c in self.channels], rr.consumers)
+            return
+        channel.cursor = response.next_cursor
+        channel.done = response.end_of_partition
+        if response.buffers and producer not in self.metrics.first_buffer_from:
+            now = time.time()
+            self.metrics.first_buffer_from[producer] = now
+            if not self.metrics.first_buffer_at:
+                self.metrics.first_buffer_at = now
+
+    def select_rows(self, table: pa.Table) -> pa.Table:
+        """Range edges: keep the rows of this consumer's key interval."""
+        rr = self.spec.range_read
+        if rr is None:
+            return table
+        keys = table.column(rr.key)
+        mask = pc.and_kleene(
+            range_bucket_mask(keys, self.boundaries, rr.bucket, rr.consumers), pc.is_valid(keys)
+        )
+        if rr.take_nulls:
+            mask = pc.or_kleene(mask, pc.is_null(keys))
+        return table.filter(mask)
+
+
+def read_gates(
+    gates: Sequence[InputGate], cancelled: threading.Event
+) -> Iterator[tuple[int, pa.Table | None]]:
+    """Yield ``(input_index, table)`` as buffers arrive and ``(input_index, None)`` when an
+    input has no more data.  Raises the library's errors for failed or lost producers."""
+    outstanding: dict[Any, tuple[InputGate, _Channel]] = {}
+
+    def issue(gate: InputGate, channel: _Channel) -> None:
+        location = channel.spec.descriptor.location
+        ref = location.poll.remote(gate.request(channel))
+        channel.polled_at = time.monotonic()
+        outstanding[ref] = (gate, channel)
+
+    for gate in gates:
+        if gate.finished:  # no producers at all
+            yield gate.spec.input_index, None
+            continue
+        for channel in gate.channels:
+            issue(gate, channel)
+    while outstanding:
+        ready, _ = ray.wait(list(outstanding), num_returns=1, timeout=_WAIT_SLICE)
+        if cancelled.is_set():
+            raise JobCancelledError("job cancelled")
+        if not ready:
+            _check_stuck_polls(outstanding)
+            continue
+        gate, channel = outstanding.pop(ready[0])
+        response = _get_response(ready[0], gate, channel)
+        was_sampling = gate._sampling()
+        gate.accept(channel, response)
+        if gate._sampling():
+            if channel.sample is None:  # else wait for the other producers' samples
+                issue(gate, channel)
+        elif was_sampling:
+            # boundaries known: every channel starts reading its bucket
+            for other in gate.channels:
+                if all(ch is not other for _, ch in outstanding.values()):
+                    issue(gate, other)
+        elif not channel.done:
+            issue(gate, channel)  # before fetching: the poll acknowledges, we hold the refs
+        if response.buffers:
+            tables = _fetch(response, gate, channel)
+            for table in tables:
+                gate.metrics.buffers += 1
+                gate.metrics.bytes += table.nbytes
+                selected = gate.select_rows(table)
+                gate.metrics.rows += selected.num_rows
+                if selected.num_rows:
+                    yield gate.spec.input_index, selected
+        if channel.done and gate.finished:
+            yield gate.spec.input_index, None
+
+
+def _check_stuck_polls(outstanding: dict[Any, tuple[InputGate, _Channel]]) -> None:
+    now = time.monotonic()
+    for gate, channel in outstanding.values():
+        if now - channel.polled_at > gate.wait_timeout:
+            raise WaitTimeoutError(
+                f"edge '{gate.spec.edge}': producer subtask {channel.spec.producer_subtask} "
+                f"on {channel.spec.descriptor.location_name} did not answer for "
+                f"{gate.wait_timeout:.0f} s; it is overloaded or hung, so check that executor "
+                "or raise shuffle.wait_timeout"
+            )
+
+
+def _lost(gate: InputGate, channel: _Channel) -> str:
+    return (
+        f"edge '{gate.spec.edge}': {channel.spec.descriptor.location_name}, which held producer "
+        f"subtask {channel.spec.producer_subtask}'s partition, died; its data is lost, "
+        "so rerun the job (or use a blocking/hybrid-full edge once failover is enabled)"
+    )
+
+
+def _get_response(ref: Any, gate: InputGate, channel: _Channel) -> PollResponse:
+    try:
+        response: PollResponse = ray.get(ref, timeout=gate.wait_timeout)
+    except RayActorError as e:
+        raise ExecutorLostError(_lost(gate, channel)) from e
+    return response
+
+
+def _fetch(response: PollResponse, gate: InputGate, channel: _Channel) -> list[pa.Table]:
+    try:
+        tables: list[pa.Table] = ray.get(
+            [b.ref for b in response.buffers], timeout=gate.wait_timeout
+        )
+    except (OwnerDiedError, ObjectLostError) as e:
+        raise ExecutorLostError(_lost(gate, channel)) from e
+    except GetTimeoutError as e:
+        raise DataConsumptionError(
+            f"edge '{gate.spec.edge}': {len(response.buffers)} buffers from producer subtask "
+            f"{channel.spec.producer_subtask} did not arrive within {gate.wait_timeout:.0f} s; "
+            "the object store is overloaded, so lower shuffle.buffer_size or raise wait_timeout"
+        ) from e
+    return tables

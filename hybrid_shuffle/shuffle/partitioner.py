@@ -1,0 +1,205 @@
+"""Vectorized partition kernels: hash, round-robin and range.
+
+Plain functions over Arrow and NumPy, no Ray, no per-row Python.  Hashes must
+agree across processes and runs (Python's ``hash()`` of ``str`` does not), so
+fixed-width keys are mixed with splitmix64 and variable-width keys (strings,
+binary) with a polynomial over their bytes computed by ``np.add.reduceat`` on
+the Arrow data buffer, then mixed.  Nulls of a column all hash alike.
+
+Range partitioning (a global sort) works on one key: producers publish a
+sample of their sorted keys (``sample_keys``), every consumer derives the same
+``range_boundaries`` from all samples, and bucket ``j`` holds the non-null keys
+``boundaries[j-1] <= key < boundaries[j]`` (bucket 0 unbounded below, the last
+bucket unbounded above).  Null keys belong to no bucket here; callers route
+them (they sort last).  With no samples at all the boundaries are empty and
+bucket 0 holds every key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "bucket_overlaps",
+    "hash_partition_ids",
+    "range_boundaries",
+    "range_bucket_mask",
+    "round_robin_ids",
+    "sample_keys",
+    "split_by_ids",
+]
+
+_NULL_HASH = np.uint64(0x9E3779B97F4A7C15)
+_PRIME = np.uint64(0x100000001B3)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser, elementwise on uint64 (wrapping arithmetic)."""
+    x = x.astype(np.uint64, copy=True)
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return x
+
+
+def _bytes_hash(array: pa.Array) -> np.ndarray:
+    """Polynomial hash of each value's bytes, from the offsets and data buffers."""
+    n = len(array)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
+    offset_type = np.int64 if large else np.int32
+    buffers = array.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=offset_type)[array.offset : array.offset + n + 1]
+    offsets = offsets.astype(np.int64)
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = (
+        np.frombuffer(buffers[2], dtype=np.uint8)[start:end]
+        if buffers[2] is not None
+        else np.zeros(0, np.uint8)
+    )
+    lengths = np.diff(offsets)
+    if data.size == 0:
+        return _mix(lengths.astype(np.uint64))
+    max_len = int(lengths.max())
+    powers = np.ones(max_len, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        if max_len > 1:
+            powers[1:] = np.cumprod(np.full(max_len - 1, _PRIME, dtype=np.uint64))
+        owner = np.repeat(np.arange(n), lengths)
+        value_starts: np.ndarray = offsets[:-1] - start
+        position = np.arange(data.size, dtype=np.int64) - value_starts[owner]
+        terms = (data.astype(np.uint64) + np.uint64(1)) * powers[position]
+        starts = np.minimum(offsets[:-1] - start, data.size - 1)
+        sums = np.add.reduceat(terms, starts)
+    sums[lengths == 0] = 0
+    return _mix(sums ^ lengths.astype(np.uint64))
+
+
+def _column_hash(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    t = array.type
+    if pa.types.is_decimal(t):
+        array = pc.cast(array, pa.string())
+        t = array.type
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_string(t)
+        or (pa.types.is_large_binary(t))
+    ):
+        hashed = _bytes_hash(array)
+    elif pa.types.is_floating(t):
+        values = pc.fill_null(pc.cast(array, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+        values = values + 0.0  # -0.0 and 0.0 are equal keys
+        hashed = _mix(values.view(np.uint64))
+    elif pa.types.is_boolean(t):
+        hashed = _mix(pc.fill_null(array, False).to_numpy(zero_copy_only=False).astype(np.uint64))
+    elif pa.types.is_integer(t) or pa.types.is_temporal(t):
+        as_int = (
+            array
+            if pa.types.is_integer(t)
+            else array.view(pa.int64() if t.bit_width == 64 else pa.int32())
+        )
+        values = pc.fill_null(pc.cast(as_int, pa.int64()), 0).to_numpy(zero_copy_only=False)
+        hashed = _mix(values.view(np.uint64))
+    else:
+        raise TypeError(f"cannot hash-partition a column of type {t}; cast it to string first")
+    if array.null_count:
+        hashed = np.where(pc.is_null(array).to_numpy(zero_copy_only=False), _NULL_HASH, hashed)
+    return hashed
+
+
+def hash_partition_ids(table: pa.Table, keys: Sequence[str], n: int) -> np.ndarray:
+    """Partition id in ``[0, n)`` of every row, equal for equal keys in any process."""
+    combined = np.zeros(table.num_rows, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for key in keys:
+            combined = _mix(combined * np.uint64(31) + _column_hash(table.column(key)))
+    return (combined % np.uint64(n)).astype(np.int64)
+
+
+def round_robin_ids(num_rows: int, n: int, start: int) -> np.ndarray:
+    return (np.arange(num_rows, dtype=np.int64) + start) % n
+
+
+def split_by_ids(table: pa.Table, ids: np.ndarray, n: int) -> list[pa.Table]:
+    """``n`` tables, rows of each in their original order (one take, then zero-copy slices)."""
+    order = np.argsort(ids, kind="stable")
+    counts = np.bincount(ids, minlength=n)
+    grouped = table.take(pa.array(order))
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    return [grouped.slice(int(bounds[i]), int(counts[i])) for i in range(n)]
+
+
+def sample_keys(sorted_keys: pa.Array, max_samples: int) -> tuple[pa.Array, float]:
+    """Evenly spaced non-null samples of an ascending (nulls last) key column, and the
+    number of rows each sample stands for."""
+    valid = len(sorted_keys) - sorted_keys.null_count
+    if valid == 0:
+        return sorted_keys.slice(0, 0), 0.0
+    count = min(valid, max_samples)
+    positions = np.linspace(0, valid - 1, count).round().astype(np.int64)
+    return sorted_keys.take(pa.array(positions)), valid / count
+
+
+def range_boundaries(samples: Sequence[tuple[pa.Array, float]], n: int) -> pa.Array:
+    """``n - 1`` ascending boundaries at the weighted quantiles of all samples."""
+    parts = [(a, w) for a, w in samples if len(a)]
+    if not parts or n <= 1:
+        typed = [a for a, _ in samples]
+        return typed[0].slice(0, 0) if typed else pa.array([])
+    keys = pa.concat_arrays([a for a, _ in parts])
+    weights = np.concatenate([np.full(len(a), w) for a, w in parts])
+    order = pc.sort_indices(keys).to_numpy()
+    keys = keys.take(pa.array(order))
+    cumulative = np.cumsum(weights[order])
+    targets = cumulative[-1] * np.arange(1, n) / n
+    idx = np.minimum(np.searchsorted(cumulative, targets, side="left"), len(keys) - 1)
+    return keys.take(pa.array(idx))
+
+
+def range_bucket_mask(
+    keys: pa.Array | pa.ChunkedArray, boundaries: pa.Array, bucket: int, n: int
+) -> pa.Array:
+    """True for the non-null keys of ascending bucket ``bucket`` (nulls: False)."""
+    lower, upper, empty = _bounds(boundaries, bucket)
+    mask = pc.is_valid(keys)
+    if empty:
+        return pc.and_(mask, pa.scalar(False))
+    if lower is not None:
+        mask = pc.and_kleene(mask, pc.greater_equal(keys, lower))
+    if upper is not None:
+        mask = pc.and_kleene(mask, pc.less(keys, upper))
+    return pc.fill_null(mask, False)
+
+
+def bucket_overlaps(
+    min_key: Any, max_key: Any, has_nulls: bool, boundaries: pa.Array, bucket: int, n: int
+) -> bool:
+    """Whether non-null keys spanning ``[min_key, max_key]`` can fall into ``bucket``."""
+    lower, upper, empty = _bounds(boundaries, bucket)
+    if empty or not min_key.is_valid:
+        return False
+    if lower is not None and pc.less(max_key, lower).as_py():
+        return False
+    return not (upper is not None and pc.greater_equal(min_key, upper).as_py())
+
+
+def _bounds(boundaries: pa.Array, bucket: int) -> tuple[Any, Any, bool]:
+    """(lower, upper, empty) of a bucket; None means unbounded."""
+    if bucket > len(boundaries):
+        return None, None, True
+    lower = boundaries[bucket - 1] if bucket > 0 else None
+    upper = boundaries[bucket] if bucket < len(boundaries) else None
+    return lower, upper, False

@@ -1,0 +1,303 @@
+"""The producer-side result partition: subpartitions of buffers and their readers.
+
+Lifecycle, as in Flink's ``io/network/partition``: a partition is *created*
+when its producer task deploys, *written* (``add``) and *finished* by that task,
+*consumed* by ``poll`` calls from consumer tasks (possibly while it is still
+being written), and *released* by the scheduler or as its readers consume it.
+
+The partition type's properties decide everything mode-specific:
+- ``bounded``: ``add`` waits while a subpartition's slowest reader is ``credits``
+  buffers behind (credit-based backpressure; never spills);
+- ``spills``: a buffer that does not fit the executor's memory budget goes to
+  the spill file instead of waiting;
+- ``persist_all``: every buffer also goes to the spill file (hybrid-full);
+- ``releases_on_consumption``: a buffer is dropped once all its readers passed it;
+- ``reconsumable``: buffers stay readable until ``release()``.
+
+Buffers in memory are ObjectRefs created by ``put`` in this (the owning)
+process; consumers borrow them through poll responses.  I/O is passed in
+(``put``), so this class is unit-tested with plain objects.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from hybrid_shuffle.errors import JobCancelledError, WaitTimeoutError
+from hybrid_shuffle.shuffle.api import BufferRef, PartitionDescriptor, PollRequest, PollResponse
+from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
+from hybrid_shuffle.shuffle.metrics import WriteMetrics
+from hybrid_shuffle.shuffle.partitioner import bucket_overlaps
+from hybrid_shuffle.shuffle.spill_file import SpillFile, SpillSegment
+
+__all__ = ["KeyRange", "ResultPartition"]
+
+_WAIT_SLICE = 0.2  # seconds between checks of the cancel flag while waiting
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """Non-null key span of a sorted buffer of a range partition, for skipping it."""
+
+    min_key: Any  # pyarrow scalar, null if the buffer holds only null keys
+    max_key: Any
+    has_nulls: bool
+
+
+@dataclass
+class _Buffer:
+    rows: int
+    nbytes: int
+    ref: Any | None  # the in-memory copy, None once released or if never kept
+    segment: SpillSegment | None
+    key_range: KeyRange | None
+
+
+class _Subpartition:
+    def __init__(self, readers: int) -> None:
+        self.buffers: dict[int, _Buffer] = {}
+        self.next_seq = 0
+        self.cursors = [0] * readers
+
+    def backlog(self) -> int:
+        return self.next_seq - min(self.cursors)
+
+
+class ResultPartition:
+    def __init__(
+        self,
+        descriptor: PartitionDescriptor,
+        budget: MemoryBudget,
+        spill_path: str,
+        put: Callable[[pa.Table], Any],
+        credits: int,
+        wait_timeout: float,
+        cancelled: threading.Event,
+    ) -> None:
+        self.descriptor = descriptor
+        self.type = descriptor.partition_type
+        self._budget = budget
+        self._spill_path = spill_path
+        self._spill: SpillFile | None = None
+        self._put = put
+        self._credits = credits
+        self._wait_timeout = wait_timeout
+        self._cancelled = cancelled
+        self._cond = threading.Condition()
+        self._subs = [
+            _Subpartition(descriptor.readers_per_subpartition)
+            for _ in range(descriptor.num_subpartitions)
+        ]
+        self._finished = False
+        self._failure: str | None = None
+        self._released = False
+        self._sample: Any = None
+        self._memory_bytes = 0
+        self.metrics = WriteMetrics(descriptor.edge, descriptor.producer_subtask)
+        self.metrics.started_at = time.time()
+
+    # -- producer side -------------------------------------------------------------------
+
+    def add(self, subpartition: int, table: pa.Table, key_range: KeyRange | None = None) -> None:
+        """Append one buffer; waits for credit on bounded partitions (bounded by wait_timeout)."""
+        sub = self._subs[subpartition]
+        if self.type.bounded:
+            self._wait_for_credit(sub, subpartition)
+        nbytes = table.nbytes
+        if self.type.spills:
+            in_memory = self._budget.try_reserve(nbytes)
+        else:
+            self._budget.force_reserve(nbytes)
+            in_memory = True
+        ref = self._put(table) if in_memory else None
+        segment = None
+        if not in_memory or self.type.persist_all:
+            segment = self._spill_file().append(table)
+        with self._cond:
+            if self._released:  # released under our feet (job cancelled): give memory back
+                if in_memory:
+                    self._budget.release(nbytes)
+                return
+            sub.buffers[sub.next_seq] = _Buffer(table.num_rows, nbytes, ref, segment, key_range)
+            sub.next_seq += 1
+            m = self.metrics
+            m.rows += table.num_rows
+            m.bytes += nbytes
+            m.buffers += 1
+            if in_memory:
+                self._memory_bytes += nbytes
+                m.peak_memory_bytes = max(m.peak_memory_bytes, self._memory_bytes)
+            else:
+                m.spilled_bytes += nbytes
+            if in_memory and segment is not None:
+                m.persisted_bytes += nbytes
+            m.peak_backlog_buffers = max(m.peak_backlog_buffers, sub.backlog())
+            self._cond.notify_all()
+
+    def _wait_for_credit(self, sub: _Subpartition, index: int) -> None:
+        started = time.monotonic()
+        with self._cond:
+            while sub.backlog() >= self._credits and not self._released:
+                waited = time.monotonic() - started
+                if self._cancelled.is_set():
+                    raise JobCancelledError(f"edge '{self.descriptor.edge}': job cancelled")
+                if waited > self._wait_timeout:
+                    raise WaitTimeoutError(
+                        f"edge '{self.descriptor.edge}': producer subtask "
+                        f"{self.descriptor.producer_subtask} waited {waited:.0f} s for the "
+                        f"consumer of subpartition {index} to take a buffer; that consumer is "
+                        "stalled, so raise shuffle.wait_timeout or make the edge hybrid-selective"
+                    )
+                self._cond.wait(_WAIT_SLICE)
+            self.metrics.blocked_seconds += time.monotonic() - started
+
+    def publish_sample(self, sample: Any) -> None:
+        """Range partitions: the producer's key sample, published before its buffers."""
+        with self._cond:
+            self._sample = sample
+            self._cond.notify_all()
+
+    def finish(self) -> None:
+        with self._cond:
+            self._finished = True
+            self.metrics.finished_at = time.time()
+            self._cond.notify_all()
+
+    def fail(self, reason: str) -> None:
+        with self._cond:
+            self._failure = reason
+            self._cond.notify_all()
+
+    # -- consumer side -------------------------------------------------------------------
+
+    def poll(self, request: PollRequest) -> PollResponse:
+        """Acknowledge everything before ``request.cursor`` and return what follows."""
+        sub = self._subs[request.subpartition]
+        deadline = time.monotonic() + request.wait_seconds
+        with self._cond:
+            if self._released:
+                return self._gone()
+            sub.cursors[request.reader] = max(sub.cursors[request.reader], request.cursor)
+            self._release_consumed(sub)
+            self._cond.notify_all()  # credit may have come back
+            while (
+                request.cursor >= sub.next_seq
+                and not self._finished
+                and self._failure is None
+                and not self._released
+                and (request.max_buffers > 0 or self._sample is None)
+            ):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(min(remaining, _WAIT_SLICE))
+            if self._released:
+                return self._gone()
+            if self._failure is not None:
+                return PollResponse(error=self._failure, error_kind="producer-failed")
+            picked: list[tuple[int, _Buffer]] = []
+            cursor = request.cursor
+            while cursor < sub.next_seq and len(picked) < request.max_buffers:
+                buf = sub.buffers.get(cursor)
+                if buf is None:
+                    return PollResponse(
+                        error=(
+                            f"edge '{self.descriptor.edge}': buffer {cursor} of partition "
+                            f"{self.descriptor.partition_id} was already consumed and released; "
+                            f"a '{self.type.mode}' partition cannot be read twice, use "
+                            "hybrid-full or blocking for re-reads"
+                        ),
+                        error_kind="not-found",
+                    )
+                if self._wanted(buf, request):
+                    picked.append((cursor, buf))
+                cursor += 1
+            response = PollResponse(
+                next_cursor=cursor,
+                end_of_partition=self._finished and cursor >= sub.next_seq,
+                sample=self._sample,
+                producer_finished_at=self.metrics.finished_at if self._finished else None,
+            )
+        # materialising spilled buffers happens outside the lock: it reads disk and puts
+        for seq, buf in picked:
+            ref = buf.ref
+            if ref is None:
+                assert buf.segment is not None
+                ref = self._put(self._spill_file().read(buf.segment))
+            response.buffers.append(BufferRef(seq, ref, buf.rows, buf.nbytes))
+        return response
+
+    @staticmethod
+    def _wanted(buf: _Buffer, request: PollRequest) -> bool:
+        if request.bucket is None or buf.key_range is None:
+            return True
+        kr = buf.key_range
+        if kr.has_nulls and request.take_nulls:
+            return True
+        if not kr.min_key.is_valid:
+            return False
+        return bucket_overlaps(
+            kr.min_key, kr.max_key, False, request.boundaries, request.bucket, request.num_buckets
+        )
+
+    def _release_consumed(self, sub: _Subpartition) -> None:
+        """Drop in-memory copies every reader passed (and the records, if not re-readable)."""
+        if not (self.type.releases_on_consumption() or self.type.persist_all):
+            return
+        done = min(sub.cursors)
+        for seq in [s for s in sub.buffers if s < done]:
+            buf = sub.buffers[seq]
+            if buf.ref is not None:
+                buf.ref = None
+                self._budget.release(buf.nbytes)
+                self._memory_bytes -= buf.nbytes
+            if self.type.releases_on_consumption():
+                del sub.buffers[seq]
+
+    def _gone(self) -> PollResponse:
+        return PollResponse(
+            error=(
+                f"edge '{self.descriptor.edge}': partition {self.descriptor.partition_id} "
+                "was released before this consumer finished reading it"
+            ),
+            error_kind="not-found",
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def _spill_file(self) -> SpillFile:
+        if self._spill is None:
+            self._spill = SpillFile(self._spill_path)
+        return self._spill
+
+    @property
+    def is_finished(self) -> bool:
+        return self._finished
+
+    def is_fully_consumed(self) -> bool:
+        """Every reader passed every buffer of a finished partition."""
+        with self._cond:
+            return self._finished and all(min(s.cursors) >= s.next_seq for s in self._subs)
+
+    def release(self) -> None:
+        """Drop every buffer and the spill file; idempotent."""
+        with self._cond:
+            if self._released:
+                return
+            self._released = True
+            for sub in self._subs:
+                for buf in sub.buffers.values():
+                    if buf.ref is not None:
+                        buf.ref = None
+                        self._budget.release(buf.nbytes)
+                sub.buffers.clear()
+            self._memory_bytes = 0
+            self._cond.notify_all()
+        if self._spill is not None:
+            self._spill.delete()

@@ -1,0 +1,130 @@
+"""Producer-side writer: routes a task's output rows into its result partition.
+
+Rows are routed with vectorized kernels (``partitioner``) and coalesced per
+subpartition until a buffer reaches ``buffer_size`` bytes, because the object
+store has a per-object cost: too small a buffer pays it per row group, too
+large a buffer stops pipelining.  Range partitions are the exception: the
+producer keeps its whole output, sorts it and publishes a key sample first, so
+consumers can agree on key intervals before any row moves (see
+``Partitioner.shares_one_subpartition``).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hybrid_shuffle.graph import PartitionerKind
+from hybrid_shuffle.shuffle.partitioner import (
+    hash_partition_ids,
+    round_robin_ids,
+    sample_keys,
+    split_by_ids,
+)
+from hybrid_shuffle.shuffle.result_partition import KeyRange, ResultPartition
+
+__all__ = ["ResultPartitionWriter"]
+
+_RANGE_SAMPLES = 1000
+
+
+class _Coalescer:
+    """Collects slices for one subpartition until they make one buffer."""
+
+    def __init__(self) -> None:
+        self.parts: list[pa.Table] = []
+        self.nbytes = 0
+
+    def add(self, table: pa.Table) -> None:
+        self.parts.append(table)
+        self.nbytes += table.nbytes
+
+    def take(self) -> pa.Table:
+        table = pa.concat_tables(self.parts).combine_chunks()
+        self.parts, self.nbytes = [], 0
+        return table
+
+
+class ResultPartitionWriter:
+    def __init__(self, partition: ResultPartition, buffer_size: int) -> None:
+        self.partition = partition
+        self.descriptor = partition.descriptor
+        self._partitioner = partition.descriptor.partitioner
+        self._buffer_size = buffer_size
+        n = partition.descriptor.num_subpartitions
+        self._coalescers = [_Coalescer() for _ in range(n)]
+        self._rr_offset = partition.descriptor.producer_subtask
+        self._range_parts: list[pa.Table] = []
+
+    def emit(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        kind = self._partitioner.kind
+        n = self.descriptor.num_subpartitions
+        if kind is PartitionerKind.RANGE:
+            self._range_parts.append(table)
+            return
+        if n == 1:
+            self._append(0, table)
+            return
+        if kind is PartitionerKind.HASH:
+            ids = hash_partition_ids(table, self._partitioner.keys, n)
+        else:  # round-robin; forward and broadcast have one subpartition
+            ids = round_robin_ids(table.num_rows, n, self._rr_offset)
+            self._rr_offset = (self._rr_offset + table.num_rows) % n
+        for sub, part in enumerate(split_by_ids(table, ids, n)):
+            if part.num_rows:
+                self._append(sub, part)
+
+    def _append(self, sub: int, table: pa.Table) -> None:
+        co = self._coalescers[sub]
+        co.add(table)
+        if co.nbytes >= self._buffer_size:
+            self._flush(sub)
+
+    def _flush(self, sub: int) -> None:
+        co = self._coalescers[sub]
+        if not co.parts:
+            return
+        table = co.take()
+        for piece in _split_rows(table, self._buffer_size):
+            self.partition.add(sub, piece)
+
+    def finish(self) -> None:
+        """Flush everything (range: sort, publish the sample, then write) and finish."""
+        if self._partitioner.kind is PartitionerKind.RANGE:
+            self._finish_range()
+        else:
+            for sub in range(len(self._coalescers)):
+                self._flush(sub)
+        self.partition.finish()
+
+    def _finish_range(self) -> None:
+        key = self._partitioner.keys[0]
+        if not self._range_parts:
+            self.partition.publish_sample((pa.array([]), 0.0))
+            return
+        table = pa.concat_tables(self._range_parts)
+        self._range_parts = []
+        table = table.sort_by([(key, "ascending", "at_end")]).combine_chunks()
+        self.partition.publish_sample(
+            sample_keys(table.column(key).combine_chunks(), _RANGE_SAMPLES)
+        )
+        for piece in _split_rows(table, self._buffer_size):
+            column = piece.column(key)
+            bounds = pc.min_max(column)
+            self.partition.add(
+                0, piece, KeyRange(bounds["min"], bounds["max"], column.null_count > 0)
+            )
+
+    def fail(self, reason: str) -> None:
+        self.partition.fail(reason)
+
+
+def _split_rows(table: pa.Table, buffer_size: int) -> list[pa.Table]:
+    """Slices of about ``buffer_size`` bytes (zero-copy)."""
+    if table.nbytes <= buffer_size or table.num_rows <= 1:
+        return [table]
+    pieces = -(-table.nbytes // buffer_size)
+    rows = -(-table.num_rows // pieces)
+    return [table.slice(i, rows) for i in range(0, table.num_rows, rows)]

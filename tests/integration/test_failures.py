@@ -1,0 +1,91 @@
+"""Bad input and dead actors end in one clear error, never a hang, and nothing leaks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+import ray
+
+import hybrid_shuffle as hs
+
+from .conftest import assert_closed_cleanly, assert_no_leaks
+from .data import orders
+
+CONFIG = {"parallelism": 2, "shuffle": {"buffer_size": "64 KiB", "wait_timeout": 30}}
+
+
+@pytest.fixture(scope="module")
+def session(local_ray: None) -> Iterator[hs.Session]:
+    with hs.Session(CONFIG, slots=4) as s:
+        yield s
+    assert_closed_cleanly(s)
+
+
+def boom(batch: pa.Table) -> pa.Table:
+    raise ValueError("bad row in batch")
+
+
+@pytest.mark.parametrize("mode", ["pipelined", "hybrid-selective", "blocking"])
+def test_user_error_names_the_task_and_the_cause(session: hs.Session, mode: str) -> None:
+    job = session.job("boom")
+    stream = (
+        job.from_arrow(orders(10_000), name="orders")
+        .key_by("customer", edge="by_customer", mode=mode)
+        .map_batches(boom, name="explode")
+    )
+    with pytest.raises(hs.JobFailedError) as err:
+        stream.collect()
+    assert str(err.value).startswith("task 'explode[")
+    assert "ValueError: bad row in batch" in str(err.value)
+    assert_no_leaks(session)
+
+
+def test_missing_column_at_run_time_is_named(session: hs.Session) -> None:
+    job = session.job("missing")
+    stream = (
+        job.from_arrow(orders(1_000), name="orders")
+        .map_batches(lambda t: t.drop_columns(["cents"]), name="drop")
+        .key_by("customer", edge="by_customer")
+        .aggregate({"cents": "sum"}, name="totals")
+    )
+    with pytest.raises(hs.HybridShuffleError, match="'cents'"):
+        stream.collect()
+    assert_no_leaks(session)
+
+
+def test_missing_column_known_from_the_schema_fails_before_running(session: hs.Session) -> None:
+    job = session.job("missing-early")
+    stream = job.from_arrow(orders(100), name="orders").select("custmer")
+    with pytest.raises(hs.PlanError, match="custmer"):
+        stream.explain()
+
+
+def test_join_key_type_mismatch_is_named(session: hs.Session) -> None:
+    job = session.job("types")
+    left = job.from_arrow(pa.table({"k": [1, 2, 3]}), name="left")
+    right = job.from_arrow(pa.table({"k": ["1", "2"], "x": [1, 2]}), name="right")
+    with pytest.raises(hs.PlanError, match="'k'"):
+        left.join(right, on="k").explain()
+
+
+def test_killed_executor_fails_the_job_with_a_named_error_not_a_hang(local_ray: None) -> None:
+    with hs.Session(CONFIG, slots=2) as session:
+        job = session.job("kill")
+        stream = (
+            job.from_arrow(orders(200_000), name="orders", parallelism=1)
+            .map_batches(lambda t: (time.sleep(0.02), t)[1], name="slow")
+            .key_by("customer", edge="by_customer", mode="pipelined", partitions=1)
+            .aggregate({"cents": "sum"}, name="totals")
+        )
+        victim = session.executors[0]
+        threading.Timer(2.0, lambda: ray.kill(victim)).start()
+        started = time.perf_counter()
+        with pytest.raises((hs.ExecutorLostError, hs.ProducerFailedError)) as err:
+            stream.collect()
+        assert time.perf_counter() - started < 60
+        assert "died" in str(err.value)
+    assert_closed_cleanly(session)

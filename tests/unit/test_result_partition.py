@@ -1,0 +1,145 @@
+"""Credits, spilling and release of one result partition, with plain objects for refs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+from hybrid_shuffle.errors import WaitTimeoutError
+from hybrid_shuffle.graph import Partitioner, PartitionerKind
+from hybrid_shuffle.shuffle.api import PartitionDescriptor, PartitionId, PollRequest
+from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
+from hybrid_shuffle.shuffle.partition_type import partition_type
+from hybrid_shuffle.shuffle.result_partition import ResultPartition
+
+BATCH = pa.table({"k": list(range(1000)), "v": [1.0] * 1000})
+
+
+def make(
+    mode: str, tmp_path, budget: int = 10 * BATCH.nbytes, credits: int = 2, timeout: float = 5.0
+) -> tuple[ResultPartition, MemoryBudget]:
+    descriptor = PartitionDescriptor(
+        PartitionId("job/e/0"),
+        "job",
+        "e",
+        0,
+        1,
+        1,
+        partition_type(mode),
+        Partitioner(PartitionerKind.HASH, ("k",)),
+    )
+    memory = MemoryBudget(budget)
+    put = lambda t: t  # noqa: E731 - a table stands in for its ObjectRef
+    partition = ResultPartition(
+        descriptor,
+        memory,
+        str(tmp_path / "spill.arrows"),
+        put,
+        credits,
+        timeout,
+        threading.Event(),
+    )
+    return partition, memory
+
+
+def poll(partition: ResultPartition, cursor: int, max_buffers: int = 10):
+    return partition.poll(PollRequest(PartitionId("job/e/0"), 0, 0, cursor, max_buffers, 0.01))
+
+
+def test_pipelined_producer_waits_at_its_credit_bound_until_the_consumer_acks(tmp_path) -> None:
+    partition, _ = make("pipelined", tmp_path, credits=2)
+    written = []
+
+    def produce() -> None:
+        for _ in range(5):
+            partition.add(0, BATCH)
+            written.append(1)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    time.sleep(0.5)
+    assert len(written) == 2  # stopped at the bound
+    response = poll(partition, cursor=0)
+    assert len(response.buffers) == 2
+    poll(partition, cursor=response.next_cursor)  # acknowledge: two credits back
+    time.sleep(0.5)
+    assert len(written) == 4
+    poll(partition, cursor=4)
+    producer.join(5)
+    assert len(written) == 5
+    assert partition.metrics.peak_backlog_buffers == 2
+    assert partition.metrics.spilled_bytes == 0
+
+
+def test_pipelined_producer_facing_a_stalled_consumer_times_out_naming_the_edge(tmp_path) -> None:
+    partition, _ = make("pipelined", tmp_path, credits=1, timeout=0.5)
+    partition.add(0, BATCH)
+    with pytest.raises(WaitTimeoutError, match="edge 'e': producer subtask 0 waited"):
+        partition.add(0, BATCH)
+
+
+def test_hybrid_producer_never_waits_and_spills_past_the_budget(tmp_path) -> None:
+    partition, memory = make("hybrid-selective", tmp_path, budget=2 * BATCH.nbytes)
+    for _ in range(6):
+        partition.add(0, BATCH)  # no consumer at all
+    assert partition.metrics.spilled_bytes == 4 * BATCH.nbytes
+    assert memory.used == 2 * BATCH.nbytes
+    response = poll(partition, cursor=0)
+    assert [b.seq for b in response.buffers] == list(range(6))
+    assert all(b.ref.equals(BATCH) for b in response.buffers)
+
+
+def test_selective_buffers_are_gone_once_consumed_and_cannot_be_read_twice(tmp_path) -> None:
+    partition, memory = make("hybrid-selective", tmp_path)
+    partition.add(0, BATCH)
+    partition.finish()
+    first = poll(partition, cursor=0)
+    assert first.end_of_partition
+    poll(partition, cursor=first.next_cursor)
+    assert memory.used == 0
+    assert poll(partition, cursor=0).error_kind == "not-found"
+
+
+@pytest.mark.parametrize("mode", ["blocking", "hybrid-full"])
+def test_reconsumable_partitions_can_be_read_again_after_consumption(tmp_path, mode) -> None:
+    partition, memory = make(mode, tmp_path)
+    partition.add(0, BATCH)
+    partition.add(0, BATCH)
+    partition.finish()
+    poll(partition, cursor=2)  # everything acknowledged
+    again = poll(partition, cursor=0)
+    assert again.error is None and len(again.buffers) == 2
+    partition.release()
+    assert memory.used == 0
+
+
+def test_hybrid_full_persists_every_buffer_and_frees_memory_after_consumption(tmp_path) -> None:
+    partition, memory = make("hybrid-full", tmp_path)
+    partition.add(0, BATCH)
+    partition.finish()
+    assert partition.metrics.persisted_bytes == BATCH.nbytes
+    poll(partition, cursor=1)
+    assert memory.used == 0
+    assert poll(partition, cursor=0).buffers[0].ref.equals(BATCH)  # read back from disk
+
+
+def test_release_deletes_the_spill_file_and_reports_gone_to_late_readers(tmp_path) -> None:
+    partition, memory = make("blocking", tmp_path, budget=BATCH.nbytes)
+    partition.add(0, BATCH)
+    partition.add(0, BATCH)  # spilled
+    assert (tmp_path / "spill.arrows").exists()
+    partition.release()
+    assert not (tmp_path / "spill.arrows").exists()
+    assert memory.used == 0
+    assert poll(partition, cursor=0).error_kind == "not-found"
+
+
+def test_failed_producer_is_reported_to_its_consumers(tmp_path) -> None:
+    partition, _ = make("hybrid-selective", tmp_path)
+    partition.fail("producer task 'x[0]' failed: ValueError: boom")
+    response = poll(partition, cursor=0)
+    assert response.error_kind == "producer-failed"
+    assert "boom" in (response.error or "")
