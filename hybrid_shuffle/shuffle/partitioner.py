@@ -77,9 +77,9 @@ def _bytes_hash(array: pa.Array) -> np.ndarray:
         owner = np.repeat(np.arange(n), lengths)
         value_starts: np.ndarray = offsets[:-1] - start
         position = np.arange(data.size, dtype=np.int64) - value_starts[owner]
-        terms = (data.astype(np.uint64) + np.uint64(1)) * powers[position]
-        starts = np.minimum(offsets[:-1] - start, data.size - 1)
-        sums = np.add.reduceat(terms, starts)
+        terms = np.zeros(data.size + 1, dtype=np.uint64)  # a trailing 0: every start is valid
+        terms[:-1] = (data.astype(np.uint64) + np.uint64(1)) * powers[position]
+        sums = np.add.reduceat(terms, value_starts)
     sums[lengths == 0] = 0
     return _mix(sums ^ lengths.astype(np.uint64))
 

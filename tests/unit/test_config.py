@@ -1,0 +1,212 @@
+"""YAML validation: each mistake gives one sentence naming the key path and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hybrid_shuffle.config import EdgeConfig, format_size, load_config, parse_size
+from hybrid_shuffle.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_quickstart_loads_into_typed_values() -> None:
+    config = load_config(ROOT / "configs" / "quickstart.yaml")
+    assert config.job == "revenue"
+    assert config.parallelism == 4 and config.slots == 4
+    assert config.shuffle.service == "executor-local"
+    assert config.shuffle.default_mode == "hybrid-selective"
+    assert config.shuffle.buffer_size == 4 << 20
+    assert config.shuffle.memory_budget == 512 << 20
+    assert config.edge("by_customer") == EdgeConfig("pipelined", None)
+    assert config.edge("to_sort") == EdgeConfig("blocking", 8)
+    assert config.edge("absent") == EdgeConfig()
+
+
+def test_no_config_means_defaults() -> None:
+    config = load_config(None)
+    assert config.parallelism == 2 and config.slots is None
+    assert config.shuffle.credits == 4 and config.shuffle.wait_timeout == 300.0
+    assert dict(config.edges) == {}
+
+
+def test_config_is_immutable() -> None:
+    config = load_config({"edges": {"e": {"mode": "blocking"}}})
+    with pytest.raises(AttributeError):
+        config.parallelism = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        config.edges["f"] = EdgeConfig()  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("4 MiB", 4 << 20),
+        ("512MiB", 512 << 20),
+        ("1 GiB", 1 << 30),
+        ("64KiB", 64 << 10),
+        ("1GB", 10**9),
+        ("1000", 1000),
+        ("2.5 MiB", int(2.5 * (1 << 20))),
+        (123, 123),
+    ],
+)
+def test_sizes_parse_binary_and_decimal_units(text: Any, size: int) -> None:
+    assert parse_size(text, "x") == size
+
+
+def test_sizes_format_back_readably() -> None:
+    assert [format_size(n) for n in (100, 4 << 20, 3 << 29)] == ["100 B", "4 MiB", "1.5 GiB"]
+
+
+BAD: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "unknown-top-level-key",
+        {"shufle": {}},
+        "shufle: unknown key (did you mean 'shuffle'?); allowed keys are: edges, job, "
+        "parallelism, ray, shuffle, slots, spark",
+    ),
+    (
+        "unknown-nested-key",
+        {"shuffle": {"bufer_size": "1 MiB"}},
+        "shuffle.bufer_size: unknown key (did you mean 'buffer_size'?); allowed keys are: "
+        "buffer_size, credits, default_mode, memory_budget, service, spill_dir, wait_timeout",
+    ),
+    (
+        "unknown-edge-key",
+        {"edges": {"by_customer": {"mdoe": "blocking"}}},
+        "edges.by_customer.mdoe: unknown key (did you mean 'mode'?); allowed keys are: "
+        "mode, partitions",
+    ),
+    (
+        "wrong-edge-mode",
+        {"edges": {"by_customer": {"mode": "pipelind"}}},
+        "edges.by_customer.mode: 'pipelind' is not a mode; use one of: pipelined, blocking, "
+        "hybrid-selective, hybrid-full",
+    ),
+    (
+        "wrong-default-mode",
+        {"shuffle": {"default_mode": "hybrid"}},
+        "shuffle.default_mode: 'hybrid' is not a mode; use one of: pipelined, blocking, "
+        "hybrid-selective, hybrid-full",
+    ),
+    (
+        "bad-size-string",
+        {"shuffle": {"buffer_size": "4 MB/s"}},
+        "shuffle.buffer_size: '4 MB/s' is not a size; write e.g. 4 MiB, 512MiB or 1048576",
+    ),
+    (
+        "negative-size",
+        {"shuffle": {"memory_budget": -5}},
+        "shuffle.memory_budget: must be a positive size, got -5",
+    ),
+    ("zero-parallelism", {"parallelism": 0}, "parallelism: must be a positive integer, got 0"),
+    (
+        "bool-parallelism",
+        {"parallelism": True},
+        "parallelism: must be a positive integer, got True",
+    ),
+    ("string-slots", {"slots": "four"}, "slots: must be a positive integer, got 'four'"),
+    (
+        "edge-not-a-mapping",
+        {"edges": {"by_customer": "blocking"}},
+        "edges.by_customer: must be a mapping like {mode: blocking}",
+    ),
+    (
+        "edges-as-a-list",
+        {"edges": ["by_customer"]},
+        "edges: must be a mapping like {by_customer: {mode: blocking}}",
+    ),
+    (
+        "zero-partitions",
+        {"edges": {"to_sort": {"partitions": 0}}},
+        "edges.to_sort.partitions: must be a positive integer, got 0",
+    ),
+    (
+        "buffer-larger-than-budget",
+        {"shuffle": {"buffer_size": "64 MiB", "memory_budget": "16 MiB"}},
+        "shuffle.buffer_size: 64 MiB is larger than shuffle.memory_budget 16 MiB; lower "
+        "buffer_size or raise memory_budget",
+    ),
+    (
+        "zero-credits",
+        {"shuffle": {"credits": 0}},
+        "shuffle.credits: must be a positive integer, got 0",
+    ),
+    (
+        "zero-timeout",
+        {"shuffle": {"wait_timeout": 0}},
+        "shuffle.wait_timeout: must be a positive number of seconds, got 0",
+    ),
+    (
+        "tiny-object-store",
+        {"ray": {"object_store_memory": "10 MiB"}},
+        "ray.object_store_memory: 10 MiB is below the 80 MiB Ray accepts; raise it",
+    ),
+    (
+        "empty-service",
+        {"shuffle": {"service": ""}},
+        "shuffle.service: must be a non-empty string, got ''",
+    ),
+    ("job-not-a-string", {"job": 5}, "job: must be the job's name as a string, got 5"),
+    (
+        "shuffle-not-a-mapping",
+        {"shuffle": "fast"},
+        "shuffle: must be a mapping like {buffer_size: 4 MiB}",
+    ),
+]
+
+
+@pytest.mark.parametrize(("raw", "message"), [(b[1], b[2]) for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_config_is_one_sentence_naming_the_key(raw: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(raw)
+    assert str(err.value) == message
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"config file '{path}' does not exist; check the path"
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("job: revenue\nedges:\n  by_customer: {mode: blocking\n")
+    with pytest.raises(ConfigError, match=r"YAML syntax error at line \d"):
+        load_config(path)
+
+
+def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("- job\n- revenue\n")
+    with pytest.raises(ConfigError, match="the top level must be a mapping"):
+        load_config(path)
+
+
+def test_unknown_edge_is_named_with_the_job_and_its_edges() -> None:
+    config = load_config({"job": "revenue", "edges": {"by_custmer": {"mode": "blocking"}}})
+    with pytest.raises(ConfigError) as err:
+        config.check_edges("revenue", ["to_sort", "by_customer"])
+    assert str(err.value) == (
+        "edges.by_custmer: no such edge in job 'revenue'; edges are: by_customer, to_sort"
+    )
+
+
+def test_edges_apply_only_to_the_named_job() -> None:
+    config = load_config({"job": "revenue"})
+    assert config.applies_to("revenue") and not config.applies_to("other")
+    assert load_config({}).applies_to("anything")
+
+
+def test_unknown_shuffle_service_is_named() -> None:
+    from hybrid_shuffle.shuffle.service import load_shuffle_service
+
+    with pytest.raises(ConfigError, match=r"shuffle\.service: 'remote' is not a shuffle service"):
+        load_shuffle_service("remote")
+    with pytest.raises(ConfigError, match=r"shuffle\.service: cannot import 'nosuch\.mod:Factory'"):
+        load_shuffle_service("nosuch.mod:Factory")
