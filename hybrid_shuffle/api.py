@@ -11,6 +11,7 @@ into one task by the planner.
 from __future__ import annotations
 
 import itertools
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ from hybrid_shuffle.operators import (
     SortPartition,
 )
 from hybrid_shuffle.operators.base import Operator
-from hybrid_shuffle.planner import ExchangeSpec, LogicalNode, Plan, plan_job
+from hybrid_shuffle.planner import ExchangeSpec, LogicalNode, Plan, plan_job, reachable
 from hybrid_shuffle.result import JobResult, edge_metrics
 from hybrid_shuffle.scheduler import Scheduler
 
@@ -103,6 +104,26 @@ class Job:
         )
         return Stream(self, node)
 
+    def from_spark(self, df: Any, name: str = "spark", parallelism: int | None = None) -> Stream:
+        """A source from a Spark DataFrame (see ``hybrid_shuffle.spark`` for the copies made).
+
+        ``parallelism`` defaults to the DataFrame's partition count.
+        """
+        bridge = self.session.bridge
+        schema = bridge.arrow_schema(df, name)
+        if parallelism is None:
+            parallelism = max(int(df._jdf.rdd().getNumPartitions()), 1)
+        node = self._node(
+            "source",
+            name,
+            None,
+            [],
+            parallelism=parallelism,
+            source_schema=schema,
+            load=lambda: bridge.to_arrow_refs(df, name),
+        )
+        return Stream(self, node)
+
     def plan(self, stream: Stream | None = None) -> Plan:
         node = stream.node if stream is not None else self._last
         if node is None:
@@ -115,6 +136,9 @@ class Job:
 
     def run(self, stream: Stream) -> JobResult:
         started = time.perf_counter()
+        self.plan(stream)  # fail on a bad job before fetching any lazy source
+        for node in reachable(stream.node):
+            node.resolve()
         plan = self.plan(stream)
         scheduler = Scheduler(plan, self.session.master, self.session.executors)
         try:
@@ -123,12 +147,10 @@ class Job:
         finally:
             scheduler.release()
         if table is None:
-            schemas = [
-                r.schema
-                for r in reports
-                if r.schema is not None and r.vertex == (plan.graph.vertices[plan.graph.sink].name)
-            ]
-            table = schemas[0].empty_table() if schemas else pa.table({})
+            sink = plan.graph.vertices[plan.graph.sink].name
+            seen = [r.schema for r in reports if r.schema is not None and r.vertex == sink]
+            schema = seen[0] if seen else plan.output_schema
+            table = schema.empty_table() if schema is not None else pa.table({})
         return JobResult(
             table,
             edge_metrics(reports, scheduler.edge_modes()),
@@ -136,6 +158,25 @@ class Job:
             time.perf_counter() - started,
             plan.explain(),
         )
+
+
+def _ship_by_value(fn: Any) -> Any:
+    """Make executors receive ``fn``'s module by value when they could not import it.
+
+    Ray pickles functions by reference to their module; a pipeline's own module
+    (a script folder on ``sys.path``, a file the CLI loaded) does not exist in the
+    executors, so it travels with the function instead, as Ray's docs advise.
+    """
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    path = getattr(module, "__file__", None)
+    if module is None or path is None or module.__name__ == "__main__":
+        return fn
+    if any(part in path for part in ("site-packages", "dist-packages")) or (
+        module.__name__.split(".")[0] == "hybrid_shuffle"
+    ):
+        return fn
+    ray.cloudpickle.register_pickle_by_value(module)
+    return fn
 
 
 class Stream:
@@ -171,12 +212,12 @@ class Stream:
         self, fn: Callable[[pa.Table], pa.Table | pd.DataFrame], name: str | None = None
     ) -> Stream:
         """Apply ``fn`` to every batch (a ``pyarrow.Table``); it may return a pandas frame."""
-        return self._chain("map_batches", name, lambda n: MapBatches(fn, n))
+        return self._chain("map_batches", name, lambda n: MapBatches(_ship_by_value(fn), n))
 
     def filter(self, predicate: Any, name: str | None = None) -> Stream:
         """Keep rows where ``predicate`` (a ``pyarrow.compute`` expression or a function
         returning a boolean mask) is true."""
-        return self._chain("filter", name, lambda n: Filter(predicate, n))
+        return self._chain("filter", name, lambda n: Filter(_ship_by_value(predicate), n))
 
     def select(self, *columns: str, name: str | None = None) -> Stream:
         return self._chain("select", name, lambda n: Select(list(columns), n))
@@ -291,6 +332,10 @@ class Stream:
     def to_pandas(self) -> pd.DataFrame:
         return self.to_arrow().to_pandas()
 
+    def to_spark(self) -> Any:
+        """Run the job; a Spark DataFrame of the result, with the result's column types."""
+        return self.job.session.bridge.to_dataframe(self.to_arrow())
+
     def explain(self) -> str:
         return self.job.explain(self)
 
@@ -319,5 +364,8 @@ class KeyedStream:
         """Apply ``fn`` to the batches of each hash partition (a key's rows all reach the
         same subtask, possibly over several batches)."""
         return self._stream._exchange(
-            "map_batches", name, lambda n: MapBatches(fn, n), [(self._stream, self._spec)]
+            "map_batches",
+            name,
+            lambda n: MapBatches(_ship_by_value(fn), n),
+            [(self._stream, self._spec)],
         )

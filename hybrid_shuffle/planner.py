@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ from hybrid_shuffle.graph import (
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.shuffle.partition_type import MODES, partition_type
 
-__all__ = ["ExchangeSpec", "LogicalNode", "Plan", "TaskKey", "plan_job"]
+__all__ = ["ExchangeSpec", "LogicalNode", "Plan", "TaskKey", "plan_job", "reachable"]
 
 TaskKey = tuple[VertexId, int]
 
@@ -57,6 +58,19 @@ class LogicalNode:
     parallelism: int | None = None
     source_splits: list[list[Any]] | None = None
     source_schema: pa.Schema | None = None
+    #: sources whose data is fetched only when the job runs (from_spark): returns all refs
+    load: Callable[[], list[Any]] | None = None
+
+    @property
+    def is_source(self) -> bool:
+        return self.source_splits is not None or self.load is not None
+
+    def resolve(self) -> None:
+        """Fetch a lazy source's data and deal its refs to the subtasks."""
+        if self.load is not None and self.source_splits is None:
+            assert self.parallelism is not None
+            refs = self.load()
+            self.source_splits = [refs[i :: self.parallelism] for i in range(self.parallelism)]
 
 
 @dataclass
@@ -89,6 +103,8 @@ class Plan:
     vertex_region: dict[VertexId, str]
     slots: int
     config: Config
+    #: the job's output schema when it can be known without running, else None
+    output_schema: pa.Schema | None = None
 
     @property
     def slots_needed(self) -> int:
@@ -130,21 +146,21 @@ class Plan:
 
 
 def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Plan:
-    nodes = _reachable(sink)
+    nodes = reachable(sink)
     overrides = config.edges if config.applies_to(job_name) else {}
     _resolve_parallelism(nodes, config, overrides)
-    _check_schemas(nodes)
+    schemas = _check_schemas(nodes)
     graph = _build_graph(job_name, nodes, sink, config, overrides)
     if config.applies_to(job_name):
         config.check_edges(job_name, [e.name for e in graph.edges])
     regions = _regions(graph)
     vertex_region = _vertex_regions(graph)
-    plan = Plan(graph, regions, vertex_region, slots, config)
+    plan = Plan(graph, regions, vertex_region, slots, config, schemas[sink.id])
     _check_slots(plan)
     return plan
 
 
-def _reachable(sink: LogicalNode) -> list[LogicalNode]:
+def reachable(sink: LogicalNode) -> list[LogicalNode]:
     seen: dict[int, LogicalNode] = {}
     stack = [sink]
     while stack:
@@ -166,7 +182,7 @@ def _edge_partitions(spec: ExchangeSpec, overrides: Any) -> int | None:
 
 def _resolve_parallelism(nodes: list[LogicalNode], config: Config, overrides: Any) -> None:
     for node in nodes:
-        if node.parallelism is not None and node.source_splits is not None:
+        if node.parallelism is not None and node.is_source:
             continue
         exchanged = [
             _edge_partitions(spec, overrides) for _, spec in node.inputs if spec is not None
@@ -186,10 +202,11 @@ def _resolve_parallelism(nodes: list[LogicalNode], config: Config, overrides: An
             raise PlanError(f"'{node.name}': parallelism must be a positive integer")
 
 
-def _check_schemas(nodes: list[LogicalNode]) -> None:
+def _check_schemas(nodes: list[LogicalNode]) -> dict[int, pa.Schema | None]:
+    """Every node's output schema where it is known; raises on missing key columns."""
     schemas: dict[int, pa.Schema | None] = {}
     for node in nodes:
-        if node.source_splits is not None:
+        if node.is_source:
             schemas[node.id] = node.source_schema
             continue
         inputs = [schemas[up.id] for up, _ in node.inputs]
@@ -203,6 +220,7 @@ def _check_schemas(nodes: list[LogicalNode]) -> None:
                         )
         assert node.operator is not None
         schemas[node.id] = node.operator.output_schema(inputs)
+    return schemas
 
 
 def _build_graph(

@@ -299,8 +299,19 @@ def _translate(e: RayTaskError, task: str) -> BaseException:
         translated = type(cause)(f"task '{task}': {cause}")
         return translated
     if cause is None:
-        return JobFailedError(f"task '{task}' failed: {e}")
-    return JobFailedError(f"task '{task}' failed: {type(cause).__name__}: {cause}")
+        return JobFailedError(f"task '{task}' failed: {_first_line(e)}")
+    if isinstance(cause, ModuleNotFoundError) or "No module named" in str(cause):
+        return JobFailedError(
+            f"task '{task}' failed: the executor cannot import {_first_line(cause)!r}; install "
+            "that module where Ray runs, or define the function in the pipeline file"
+        )
+    return JobFailedError(f"task '{task}' failed: {type(cause).__name__}: {_first_line(cause)}")
+
+
+def _first_line(e: BaseException) -> str:
+    """The message without the remote traceback Ray appends."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _root_cause(errors: list[BaseException]) -> BaseException:

@@ -4,9 +4,11 @@
 store size from config) unless Ray is already initialised in this process or
 ``address=`` names a cluster to join.  It creates ``slots`` executor actors (one
 slot each; slots are a logical count as in Flink, so 8 slots on 2 cores share
-the cores) and the driver-side ``ShuffleMaster``.  ``close()`` releases every
-partition, kills the executors, removes the session's spill directory and shuts
-down Ray only if the session started it.
+the cores) and the driver-side ``ShuffleMaster``.  ``session.spark`` starts
+Spark on Ray through RayDP on first use (or is the session passed as
+``spark=``).  ``close()`` stops the Spark it started, releases every partition,
+kills the executors, removes the session's spill directory and shuts down Ray
+only if the session started it: an attached cluster keeps running.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hybrid_shuffle.actors.executor import MAX_CONCURRENCY, Executor
 from hybrid_shuffle.config import Config, load_config
 from hybrid_shuffle.errors import ConfigError, ExecutorLostError, WaitTimeoutError
 from hybrid_shuffle.shuffle.service import load_shuffle_service
+from hybrid_shuffle.spark import SparkBridge
 
 if TYPE_CHECKING:
     from hybrid_shuffle.api import Job
@@ -42,11 +45,13 @@ class Session:
         *,
         address: str | None = None,
         slots: int | None = None,
+        spark: Any = None,
     ) -> None:
         self.config = load_config(config)
         self.session_id = f"s{uuid.uuid4().hex[:10]}"
         self._owns_ray = False
         self._closed = False
+        self.bridge = SparkBridge(self.config.spark, f"hybrid-shuffle-{self.session_id}", spark)
         if not ray.is_initialized():
             self._start_ray(address)
         cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -112,6 +117,13 @@ class Session:
             raise ConfigError("this session is closed; open a new hs.Session()")
         return Job(self, name)
 
+    @property
+    def spark(self) -> Any:
+        """The Spark session on Ray: the one passed in, or one started now through RayDP."""
+        if self._closed:
+            raise ConfigError("this session is closed; open a new hs.Session()")
+        return self.bridge.session
+
     def partitions_occupying_local_resources(self) -> dict[int, set[str]]:
         """Per executor, the partitions it still holds (empty after every job)."""
         sets = ray.get(
@@ -137,6 +149,7 @@ class Session:
             return
         self._closed = True
         try:
+            self.bridge.stop()
             self.master.close()
             closing = [e.close.remote() for e in getattr(self, "executors", [])]
             if closing:

@@ -1,0 +1,134 @@
+"""``hybrid-shuffle run|explain|validate``: the way spark-submit runs an application.
+
+A pipeline file defines ``build(session) -> Stream``; the command opens the
+session (embedded Ray, or ``--address``), builds the job and runs or explains
+it.  Errors are one sentence and a non-zero exit; ``--debug`` shows the
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import hybrid_shuffle as hs
+from hybrid_shuffle.config import load_config
+
+__all__ = ["main"]
+
+
+class UsageError(Exception):
+    """A mistake in the command line or the pipeline file (exit code 2)."""
+
+
+def _load_build(path: str) -> Callable[[hs.Session], Any]:
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"pipeline file '{path}' does not exist; check the path")
+    spec = importlib.util.spec_from_file_location(f"_pipeline_{file.stem}", file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # so its functions can be shipped to executors by value
+    spec.loader.exec_module(module)
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise UsageError(
+            f"pipeline file '{path}' has no build(session) function; define one that returns "
+            "the stream to run"
+        )
+    return build
+
+
+def _stream(build: Callable[[hs.Session], Any], session: hs.Session, path: str) -> hs.Stream:
+    stream = build(session)
+    if not isinstance(stream, hs.Stream):
+        raise UsageError(
+            f"build() in '{path}' returned a {type(stream).__name__}; return the hs.Stream to run"
+        )
+    return stream
+
+
+def _run(args: argparse.Namespace) -> int:
+    build = _load_build(args.pipeline)
+    with hs.Session(args.config, address=args.address) as session:
+        stream = _stream(build, session, args.pipeline)
+        started = time.perf_counter()
+        result = stream.collect()
+        elapsed = time.perf_counter() - started
+        print(result.table.slice(0, args.show).to_pandas().to_string(index=False))
+        print(f"\n{result.table.num_rows} rows in {elapsed:.2f} s")
+        for edge in result.edges.values():
+            print(
+                f"  edge {edge.name:<20} {edge.mode:<17} {edge.rows:>10} rows, "
+                f"spilled {edge.spilled_bytes} bytes"
+            )
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    build = _load_build(args.pipeline)
+    with hs.Session(args.config, address=args.address) as session:
+        print(_stream(build, session, args.pipeline).explain())
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    edges = ", ".join(f"{k}={v.mode or '-'}" for k, v in config.edges.items()) or "none"
+    print(f"{args.config}: valid (job {config.job or 'any'}, edges: {edges})")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hybrid-shuffle", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, fn, helptext in (
+        ("run", _run, "run a pipeline file"),
+        ("explain", _explain, "print edges, modes, partitions and regions without running"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("pipeline", help="a Python file defining build(session) -> Stream")
+        p.add_argument("--config", required=True, help="the job's YAML config")
+        p.add_argument("--address", help="join this Ray cluster instead of an embedded one")
+        p.add_argument("--debug", action="store_true", help="show tracebacks")
+        if name == "run":
+            p.add_argument("--show", type=int, default=10, help="rows of the result to print")
+        p.set_defaults(fn=fn)
+    v = sub.add_parser("validate", help="check a config file alone")
+    v.add_argument("config")
+    v.add_argument("--debug", action="store_true", help="show tracebacks")
+    v.set_defaults(fn=_validate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        code: int = args.fn(args)
+        return code
+    except (hs.HybridShuffleError, UsageError) as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"hybrid-shuffle: {e}", file=sys.stderr)
+        return 2 if isinstance(e, (UsageError, hs.ConfigError)) else 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        if args.debug:
+            raise
+        print(
+            f"hybrid-shuffle: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""The command line: one readable sentence and a non-zero exit on mistakes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "hybrid_shuffle.cli"]
+
+
+def run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False
+    )
+
+
+def test_validate_accepts_the_shipped_configs() -> None:
+    for name in ("quickstart.yaml", "main.yaml"):
+        out = run("validate", f"configs/{name}")
+        assert out.returncode == 0, out.stderr
+        assert "valid" in out.stdout
+
+
+def test_validate_rejects_a_bad_config_in_one_sentence(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("edges:\n  by_customer: {mode: fast}\n")
+    out = run("validate", str(bad))
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "hybrid-shuffle: edges.by_customer.mode: 'fast' is not a mode; use one of: pipelined, "
+        "blocking, hybrid-selective, hybrid-full"
+    )
+    assert "Traceback" not in out.stderr
+
+
+def test_missing_pipeline_file_is_named_without_a_traceback() -> None:
+    out = run("run", "nope.py", "--config", "configs/main.yaml")
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "hybrid-shuffle: pipeline file 'nope.py' does not exist; check the path"
+    )
+
+
+@pytest.mark.spark
+def test_explain_prints_every_edge_without_running() -> None:
+    out = run("explain", "examples/pipeline_revenue.py", "--config", "configs/main.yaml")
+    assert out.returncode == 0, out.stderr[-2000:]
+    for edge in ("by_custkey.left", "by_custkey.right", "by_group", "to_sort"):
+        assert edge in out.stdout
+    assert "mode pipelined (yaml)" in out.stdout
+    assert "needs 2 slots at once" in out.stdout
