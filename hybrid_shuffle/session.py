@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from hybrid_shuffle.actors.executor import MAX_CONCURRENCY, Executor
 from hybrid_shuffle.config import Config, load_config
@@ -63,13 +64,17 @@ class Session:
             self.config.shuffle.memory_budget // self.slots, self.config.shuffle.buffer_size
         )
         actor = ray.remote(Executor)
+        nodes = _worker_nodes()
         self.executors = [
             actor.options(
                 name=f"{self.session_id}-executor-{i}",
                 namespace=NAMESPACE,
                 num_cpus=0,
                 max_concurrency=MAX_CONCURRENCY,
-                scheduling_strategy="SPREAD",
+                # slots round-robin over the nodes, so partitions spread over the cluster
+                scheduling_strategy=NodeAffinitySchedulingStrategy(
+                    nodes[i % len(nodes)], soft=True
+                ),
             ).remote(i, self.session_id, service, self.config.shuffle, share)
             for i in range(self.slots)
         ]
@@ -166,3 +171,10 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _worker_nodes() -> list[str]:
+    """Alive nodes with CPUs (the head of a cluster started with 0 CPUs hosts no slot)."""
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    with_cpus = [n for n in alive if n.get("Resources", {}).get("CPU", 0) > 0] or alive
+    return sorted(n["NodeID"] for n in with_cpus)
