@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import ray
 
 import hybrid_shuffle as hs
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=8)
     parser.add_argument("--name", default="latest")
     parser.add_argument("--object-store", default="3 GiB")
+    parser.add_argument("--out", default=str(RESULTS), help="folder for the JSON and PNG")
     args = parser.parse_args(argv)
     workloads = set(args.workloads.split(","))
     distributions = args.distributions.split(",")
@@ -62,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
                     results += _aggregation(session, spark, data, rows, dist, args.runs)
                 if "repartition" in workloads:
                     results += _repartition(session, spark, data, rows, dist, args.runs)
+        if spark is not None:
+            for rows in args.rows:
+                results += _spark_io(session, spark, rows, args.runs)
         if "modes" in workloads:
             results += _modes(config, args.rows[0], args.runs)
     payload = {
@@ -73,11 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         "results": [m.to_json() for m in results],
         "ratios": ratios(results),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(payload, indent=2))
-    write_chart(results, RESULTS / f"{args.name}.png")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.name}.json").write_text(json.dumps(payload, indent=2))
+    write_chart(results, out / f"{args.name}.png")
     print_table(results)
-    print(f"\nwrote {RESULTS / (args.name + '.json')} and .png")
+    print(f"\nwrote {out / (args.name + '.json')} and .png")
     return 0
 
 
@@ -185,6 +191,44 @@ def _repartition(session, spark, data, rows, dist, runs) -> list[Measurement]:  
             )
         )
         df.unpersist()
+    return out
+
+
+def _spark_io(session, spark, rows, runs) -> list[Measurement]:  # type: ignore[no-untyped-def]
+    """Spark -> engine and engine -> Spark against RayDP's own conversions, same DataFrame."""
+    df = systems.spark_frame(spark, rows)
+    table = pa.Table.from_batches(df._collect_as_arrow())
+    out = [
+        measure(
+            Measurement(
+                "spark in",
+                "engine from_spark",
+                rows,
+                "uniform",
+                note="Spark converts to Arrow, driver puts",
+            ),
+            lambda: systems.engine_from_spark(session, df)([]),
+            runs,
+        ),
+        measure(
+            Measurement("spark in", "ray.data.from_spark (RayDP)", rows, "uniform"),
+            lambda: systems.ray_data_from_spark(df)([]),
+            runs,
+        ),
+        measure(
+            Measurement("spark out", "engine to_spark", rows, "uniform", note="to the noop sink"),
+            lambda: systems.engine_to_spark(session, table)([]),
+            runs,
+        ),
+        measure(
+            Measurement(
+                "spark out", "ray.data to_spark (RayDP)", rows, "uniform", note="to the noop sink"
+            ),
+            lambda: systems.ray_data_to_spark(session, table)([]),
+            runs,
+        ),
+    ]
+    df.unpersist()
     return out
 
 
