@@ -88,9 +88,5 @@ class Executor:
         worker: Any = ray._private.worker.global_worker
         return len(worker.core_worker.get_all_reference_counts())
 
-    def memory_in_use(self) -> int:
-        budget = getattr(self.env, "budget", None)
-        return 0 if budget is None else int(budget.used)
-
     def close(self) -> None:
         self.env.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,5 +58,12 @@ def measure(
                 measurement.seconds.append(time.perf_counter() - started)
             measurement.peak_bytes = max(measurement.peak_bytes, peak["peak_bytes"])
     except Exception as e:  # a failed system is a result to report, not a crash
-        measurement.error = f"{type(e).__name__}: {str(e)[:300]}"
+        measurement.error = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"
+    status = measurement.error or f"median {measurement.median:.3f} s"
+    print(
+        f"[bench] {measurement.workload} | {measurement.rows:,} {measurement.distribution} | "
+        f"{measurement.system}: {status}",
+        file=sys.stderr,
+        flush=True,
+    )
     return measurement

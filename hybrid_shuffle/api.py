@@ -139,6 +139,7 @@ class Job:
         self.plan(stream)  # fail on a bad job before fetching any lazy source
         for node in reachable(stream.node):
             node.resolve()
+        sources_seconds = time.perf_counter() - started
         plan = self.plan(stream)
         scheduler = Scheduler(plan, self.session.master, self.session.executors)
         try:
@@ -157,6 +158,7 @@ class Job:
             reports,
             time.perf_counter() - started,
             plan.explain(),
+            sources_seconds,
         )
 
 

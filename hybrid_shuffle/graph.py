@@ -8,7 +8,6 @@ vertex id is never mistaken for a subtask index.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NewType
 
@@ -132,7 +131,3 @@ class JobGraph:
                     ready.append(e.target)
                     ready.sort()
         return order
-
-    def edges_between(self, vertices: Sequence[VertexId]) -> list[JobEdge]:
-        inside = set(vertices)
-        return [e for e in self.edges if e.source in inside and e.target in inside]

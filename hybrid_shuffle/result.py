@@ -51,6 +51,8 @@ class JobResult:
     tasks: list[TaskReport]
     wall_seconds: float
     explain: str
+    #: of ``wall_seconds``, the time spent fetching lazy sources (Spark -> Arrow)
+    sources_seconds: float = 0.0
 
     @property
     def spilled_bytes(self) -> int:

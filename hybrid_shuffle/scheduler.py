@@ -33,7 +33,7 @@ from hybrid_shuffle.errors import (
     ProducerFailedError,
     WaitTimeoutError,
 )
-from hybrid_shuffle.graph import EdgeName, JobEdge, Partitioner, PartitionerKind, VertexId
+from hybrid_shuffle.graph import JobEdge, Partitioner, PartitionerKind, VertexId
 from hybrid_shuffle.planner import Plan, Region, TaskKey
 from hybrid_shuffle.shuffle.api import (
     PartitionDescriptor,
@@ -285,12 +285,6 @@ class Scheduler:
 
     def edge_modes(self) -> dict[str, tuple[str, str]]:
         return {e.name: (e.mode, e.partitioner.describe()) for e in self.graph.edges}
-
-    def vertex(self, vid: VertexId) -> str:
-        return self.graph.vertices[vid].name
-
-    def edge(self, name: EdgeName) -> JobEdge:
-        return self.graph.edge(name)
 
 
 def _translate(e: RayTaskError, task: str) -> BaseException:

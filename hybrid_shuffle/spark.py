@@ -103,10 +103,6 @@ class SparkBridge:
             self._owned = True
         return self._spark
 
-    @property
-    def started(self) -> bool:
-        return self._spark is not None
-
     def stop(self) -> None:
         if self._owned and self._spark is not None:
             import raydp

@@ -37,7 +37,6 @@ class TaskDeployment:
     outputs: list[PartitionDescriptor]
     #: source tasks: the ObjectRefs of this subtask's split
     source_refs: list[Any] | None = None
-    num_inputs: int = 1
     buffer_size: int = 4 << 20
     wait_timeout: float = 300.0
 

@@ -104,10 +104,6 @@ class ExecutorLocalShuffleEnvironment(ShuffleEnvironment):
         self._released: set[PartitionId] = set()
         self._lock = threading.Lock()
 
-    @property
-    def budget(self) -> MemoryBudget:
-        return self._budget
-
     def create_result_partition_writers(
         self, partitions: Sequence[PartitionDescriptor], cancelled: threading.Event
     ) -> list[ResultPartitionWriter]:

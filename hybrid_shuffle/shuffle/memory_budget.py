@@ -50,7 +50,3 @@ class MemoryBudget:
     @property
     def peak(self) -> int:
         return self._peak
-
-    def reset_peak(self) -> None:
-        with self._lock:
-            self._peak = self._used

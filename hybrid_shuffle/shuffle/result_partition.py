@@ -276,15 +276,6 @@ class ResultPartition:
             self._spill = SpillFile(self._spill_path)
         return self._spill
 
-    @property
-    def is_finished(self) -> bool:
-        return self._finished
-
-    def is_fully_consumed(self) -> bool:
-        """Every reader passed every buffer of a finished partition."""
-        with self._cond:
-            return self._finished and all(min(s.cursors) >= s.next_seq for s in self._subs)
-
     def release(self) -> None:
         """Drop every buffer and the spill file; idempotent."""
         with self._cond:
