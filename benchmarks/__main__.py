@@ -41,6 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--distributions", default="uniform,zipf")
     parser.add_argument("--workloads", default="agg,repartition,modes,spark")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--engine-modes",
+        default="blocking,hybrid-selective",
+        help="engine modes for the aggregation and repartition workloads (all four run in "
+        "the modes workload)",
+    )
     parser.add_argument("--blocks", type=int, default=8)
     parser.add_argument("--name", default="latest")
     parser.add_argument("--object-store", default="3 GiB")
@@ -48,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workloads = set(args.workloads.split(","))
     distributions = args.distributions.split(",")
+    modes = args.engine_modes.split(",")
     config = {
         "parallelism": args.blocks,
         "ray": {"num_cpus": 2, "object_store_memory": args.object_store},
@@ -63,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
             for dist in distributions:
                 data = blocks(make_table(rows, dist), args.blocks)
                 if "agg" in workloads:
-                    results += _aggregation(session, spark, data, rows, dist, args.runs)
+                    results += _aggregation(session, spark, data, rows, dist, args.runs, modes)
                 if "repartition" in workloads:
-                    results += _repartition(session, spark, data, rows, dist, args.runs)
+                    results += _repartition(session, spark, data, rows, dist, args.runs, modes)
         if spark is not None:
             for rows in args.rows:
                 results += _spark_io(session, spark, rows, args.runs)
@@ -97,9 +104,9 @@ def _spark(session: hs.Session) -> Any:
         return None
 
 
-def _aggregation(session, spark, data, rows, dist, runs) -> list[Measurement]:  # type: ignore[no-untyped-def]
+def _aggregation(session, spark, data, rows, dist, runs, modes) -> list[Measurement]:  # type: ignore[no-untyped-def]
     out = []
-    for mode in ENGINE_MODES:
+    for mode in modes:
         m = Measurement("hash-aggregation", f"engine {mode}", rows, dist)
         out.append(
             measure(m, lambda mode=mode: systems.engine_aggregate(session, mode)(data), runs)
@@ -143,9 +150,9 @@ def _aggregation(session, spark, data, rows, dist, runs) -> list[Measurement]:  
     return out
 
 
-def _repartition(session, spark, data, rows, dist, runs) -> list[Measurement]:  # type: ignore[no-untyped-def]
+def _repartition(session, spark, data, rows, dist, runs, modes) -> list[Measurement]:  # type: ignore[no-untyped-def]
     out = []
-    for mode in ENGINE_MODES:
+    for mode in modes:
         m = Measurement("hash-repartition", f"engine {mode}", rows, dist)
         out.append(
             measure(m, lambda mode=mode: systems.engine_repartition(session, mode)(data), runs)
