@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         if spark is not None:
             for rows in args.rows:
                 results += _spark_io(session, spark, rows, args.runs)
+            results += _main_job(session, spark, args.runs)
         if "modes" in workloads:
             results += _modes(config, args.rows[0], args.runs)
     payload = {
@@ -238,6 +239,49 @@ def _spark_io(session, spark, rows, runs) -> list[Measurement]:  # type: ignore[
         ),
     ]
     df.unpersist()
+    return out
+
+
+def _main_job(session: hs.Session, spark: Any, runs: int) -> list[Measurement]:
+    """The main job's pipeline at two scales against the same pipeline in plain PySpark.
+
+    The engine's time is split into conversion in, engine and conversion out (to
+    Spark's noop sink); medians of each part are in the measurement's note.
+    """
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    from main_job import engine_pipeline, generate, spark_pipeline
+
+    out = []
+    for scale in (0.1, 0.5):
+        orders, customers = generate(spark, scale)
+        orders, customers = orders.cache(), customers.cache()
+        rows = orders.count() + customers.count()
+        parts: dict[str, list[float]] = {"in": [], "engine": [], "out": []}
+
+        def engine(orders: Any = orders, customers: Any = customers, parts: Any = parts) -> None:
+            result = engine_pipeline(session, orders, customers).collect()
+            started = time.perf_counter()
+            df = session.bridge.to_dataframe(result.table)
+            df.write.format("noop").mode("overwrite").save()
+            parts["in"].append(result.sources_seconds)
+            parts["engine"].append(result.wall_seconds - result.sources_seconds)
+            parts["out"].append(time.perf_counter() - started)
+
+        m = measure(Measurement("main job", f"engine (scale {scale})", rows, "tpch"), engine, runs)
+        timed = {k: sorted(v[1:])[len(v[1:]) // 2] for k, v in parts.items() if len(v) > 1}
+        m.note = ", ".join(f"{k} {v:.3f} s" for k, v in timed.items())
+        out.append(m)
+        out.append(
+            measure(
+                Measurement("main job", f"plain pyspark (scale {scale})", rows, "tpch"),
+                lambda o=orders, c=customers: (
+                    spark_pipeline(o, c).write.format("noop").mode("overwrite").save()
+                ),
+                runs,
+            )
+        )
+        orders.unpersist()
+        customers.unpersist()
     return out
 
 

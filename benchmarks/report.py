@@ -55,7 +55,10 @@ def print_table(results: list[Measurement]) -> None:
                 print(f"  {m.system:<42} {'-':>9} {'-':>9}   {m.error[:70]}")
                 continue
             ratio = best.median / m.median if best else math.nan
-            print(f"  {m.system:<42} {m.median:9.3f} {m.peak_bytes / 2**20:9.0f} {ratio:19.2f}x")
+            note = f"   {m.note}" if m.note and m.system.startswith("engine") else ""
+            print(
+                f"  {m.system:<42} {m.median:9.3f} {m.peak_bytes / 2**20:9.0f} {ratio:19.2f}x{note}"
+            )
 
 
 def write_chart(results: list[Measurement], path: Path) -> None:
