@@ -83,11 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(result.table.slice(0, 10).to_pandas().to_string(index=False))
     print(f"\n{result.table.num_rows} customers from {args.rows} orders in {elapsed:.2f} s")
-    for edge in result.edges.values():
-        print(
-            f"  edge {edge.name:<12} {edge.mode:<17} {edge.rows:>9} rows "
-            f"{edge.bytes / 2**20:7.1f} MiB, spilled {edge.spilled_bytes / 2**20:.1f} MiB"
-        )
+    print(result.edge_summary())
     return 0
 
 

@@ -120,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"{rows:,} input rows -> {result.table.num_rows} groups, written to {args.out}")
-    for edge in result.edges.values():
-        print(f"  edge {edge.name:<17} {edge.mode:<17} {edge.rows:>9,} rows")
+    print(result.edge_summary())
     print("wall time: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))
     return 0
 

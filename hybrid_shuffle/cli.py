@@ -63,11 +63,7 @@ def _run(args: argparse.Namespace) -> int:
         elapsed = time.perf_counter() - started
         print(result.table.slice(0, args.show).to_pandas().to_string(index=False))
         print(f"\n{result.table.num_rows} rows in {elapsed:.2f} s")
-        for edge in result.edges.values():
-            print(
-                f"  edge {edge.name:<20} {edge.mode:<17} {edge.rows:>10} rows, "
-                f"spilled {edge.spilled_bytes} bytes"
-            )
+        print(result.edge_summary())
     return 0
 
 

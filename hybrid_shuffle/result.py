@@ -61,6 +61,14 @@ class JobResult:
     def to_pandas(self) -> pd.DataFrame:
         return self.table.to_pandas()
 
+    def edge_summary(self) -> str:
+        """One line per edge: mode, rows, bytes and spilled bytes."""
+        return "\n".join(
+            f"  edge {e.name:<20} {e.mode:<17} {e.rows:>11,} rows {e.bytes / 2**20:8.1f} MiB, "
+            f"spilled {e.spilled_bytes / 2**20:.1f} MiB"
+            for e in self.edges.values()
+        )
+
 
 def edge_metrics(
     reports: Sequence[TaskReport], modes: dict[str, tuple[str, str]]
