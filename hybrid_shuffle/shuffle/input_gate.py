@@ -160,11 +160,12 @@ class InputGate:
         if rr is None:
             return table
         keys = table.column(rr.key)
+        missing = pc.is_null(keys, nan_is_null=True)  # null and NaN keys sort last
         mask = pc.and_kleene(
-            range_bucket_mask(keys, self.boundaries, rr.bucket, rr.consumers), pc.is_valid(keys)
+            range_bucket_mask(keys, self.boundaries, rr.bucket, rr.consumers), pc.invert(missing)
         )
         if rr.take_nulls:
-            mask = pc.or_kleene(mask, pc.is_null(keys))
+            mask = pc.or_kleene(mask, missing)
         return table.filter(mask)
 
 

@@ -10,8 +10,8 @@ Range partitioning (a global sort) works on one key: producers publish a
 sample of their sorted keys (``sample_keys``), every consumer derives the same
 ``range_boundaries`` from all samples, and bucket ``j`` holds the non-null keys
 ``boundaries[j-1] <= key < boundaries[j]`` (bucket 0 unbounded below, the last
-bucket unbounded above).  Null keys belong to no bucket here; callers route
-them (they sort last).  With no samples at all the boundaries are empty and
+bucket unbounded above).  Null and NaN keys belong to no bucket here; callers
+route them (both sort last).  With no samples at all the boundaries are empty and
 bucket 0 holds every key.
 """
 
@@ -145,7 +145,8 @@ def split_by_ids(table: pa.Table, ids: np.ndarray, n: int) -> list[pa.Table]:
 def sample_keys(sorted_keys: pa.Array, max_samples: int) -> tuple[pa.Array, float]:
     """Evenly spaced non-null samples of an ascending (nulls last) key column, and the
     number of rows each sample stands for."""
-    valid = len(sorted_keys) - sorted_keys.null_count
+    # NaN sorts after every number, with the nulls: neither may become a boundary
+    valid = len(sorted_keys) - pc.sum(pc.is_null(sorted_keys, nan_is_null=True)).as_py()
     if valid == 0:
         return sorted_keys.slice(0, 0), 0.0
     count = min(valid, max_samples)

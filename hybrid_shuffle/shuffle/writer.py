@@ -113,9 +113,8 @@ class ResultPartitionWriter:
         for piece in _split_rows(table, self._buffer_size):
             column = piece.column(key)
             bounds = pc.min_max(column)
-            self.partition.add(
-                0, piece, KeyRange(bounds["min"], bounds["max"], column.null_count > 0)
-            )
+            missing = pc.sum(pc.is_null(column, nan_is_null=True)).as_py()  # min_max skips NaN
+            self.partition.add(0, piece, KeyRange(bounds["min"], bounds["max"], missing > 0))
 
     def fail(self, reason: str) -> None:
         self.partition.fail(reason)

@@ -81,3 +81,21 @@ def test_blocking_consumer_never_reads_before_its_producer_finished(session: hs.
     edge = timeline(session, "blocking")
     assert edge.first_buffer_at[0][0] >= edge.producer_finished_at[0]
     assert not edge.consumed_before_produced()
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_global_sort_keeps_nan_and_null_keys_last(session: hs.Session, descending: bool) -> None:
+    values = [3.0, float("nan"), None, -1.0, 7.5, None, float("nan"), 0.0] * 500
+    job = session.job("nan-sort")
+    got = (
+        job.from_arrow(pa.table({"x": values}), name="xs", parallelism=2)
+        .sort("x", descending=descending, edge="to_sort", partitions=3)
+        .to_arrow()
+        .column("x")
+        .to_pylist()
+    )
+    assert len(got) == len(values)
+    numbers = [v for v in got if v is not None and v == v]
+    assert numbers == sorted(numbers, reverse=descending)
+    assert got[: len(numbers)] == numbers  # every NaN and null after the numbers
+    assert sum(v is None for v in got) == 1000 and sum(v != v for v in got if v) == 1000
