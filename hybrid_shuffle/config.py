@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 import tempfile
@@ -221,7 +222,12 @@ def _shuffle(raw: Mapping[str, Any]) -> ShuffleConfig:
         s["credits"] = _positive_int(raw["credits"], "shuffle.credits")
     if "wait_timeout" in raw:
         timeout = raw["wait_timeout"]
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
             raise ConfigError(
                 f"shuffle.wait_timeout: must be a positive number of seconds, got {timeout!r}"
             )
@@ -263,8 +269,29 @@ def _spark(raw: Mapping[str, Any]) -> SparkConfig:
         s["collect_chunk"] = _positive_int(raw["collect_chunk"], "spark.collect_chunk")
     if "configs" in raw:
         configs = _mapping(raw["configs"], "spark.configs", "{spark.sql.shuffle.partitions: 8}")
-        s["configs"] = types.MappingProxyType({str(k): str(v) for k, v in configs.items()})
+        s["configs"] = types.MappingProxyType({str(k): _spark_value(v) for k, v in configs.items()})
     return SparkConfig(**s)
+
+
+def _spark_value(value: Any) -> str:
+    """Spark reads booleans as ``true``/``false``; YAML's ``true`` would become ``True``."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a key given twice in one mapping (YAML keeps the last)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ConfigError(
+                    f"line {key_node.start_mark.line + 1}: key '{key}' is given twice (first on "
+                    f"line {seen[key].start_mark.line + 1}); keep one"
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
 
 
 def _edges(raw: Any) -> Mapping[str, EdgeConfig]:
@@ -313,9 +340,13 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
     path = os.fspath(source)
     try:
         with open(path, encoding="utf-8") as f:
-            raw = yaml.safe_load(f)
+            raw = yaml.load(f, Loader=_UniqueKeyLoader)  # a SafeLoader: plain data only
     except FileNotFoundError as e:
         raise ConfigError(f"config file '{path}' does not exist; check the path") from e
+    except IsADirectoryError as e:
+        raise ConfigError(f"config file '{path}' is a directory; give the YAML file") from e
+    except ConfigError as e:
+        raise ConfigError(f"config file '{path}' {e}") from e
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

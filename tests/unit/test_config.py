@@ -210,3 +210,24 @@ def test_unknown_shuffle_service_is_named() -> None:
         load_shuffle_service("remote")
     with pytest.raises(ConfigError, match=r"shuffle\.service: cannot import 'nosuch\.mod:Factory'"):
         load_shuffle_service("nosuch.mod:Factory")
+
+
+def test_a_key_given_twice_names_both_lines(tmp_path: Path) -> None:
+    path = tmp_path / "twice.yaml"
+    path.write_text("parallelism: 0\nslots: 2\nparallelism: 3\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (
+        f"config file '{path}' line 3: key 'parallelism' is given twice (first on line 1); keep one"
+    )
+
+
+def test_a_directory_is_not_a_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)
+    assert str(err.value) == f"config file '{tmp_path}' is a directory; give the YAML file"
+
+
+def test_spark_booleans_reach_spark_in_its_spelling() -> None:
+    config = load_config({"spark": {"configs": {"spark.sql.adaptive.enabled": True}}})
+    assert config.spark.configs["spark.sql.adaptive.enabled"] == "true"
