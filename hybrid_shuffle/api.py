@@ -136,11 +136,13 @@ class Job:
 
     def run(self, stream: Stream) -> JobResult:
         started = time.perf_counter()
-        self.plan(stream)  # fail on a bad job before fetching any lazy source
-        for node in reachable(stream.node):
+        plan = self.plan(stream)  # fails on a bad job before any lazy source is fetched
+        lazy = [n for n in reachable(stream.node) if n.load is not None and n.source_splits is None]
+        for node in lazy:
             node.resolve()
         sources_seconds = time.perf_counter() - started
-        plan = self.plan(stream)
+        if lazy:  # the vertices must carry the fetched splits
+            plan = self.plan(stream)
         scheduler = Scheduler(plan, self.session.master, self.session.executors)
         try:
             reports = scheduler.run()
