@@ -120,7 +120,7 @@ class Job:
             [],
             parallelism=parallelism,
             source_schema=schema,
-            load=lambda: bridge.to_arrow_refs(df, name),
+            load=lambda: bridge.to_arrow_refs(df, name, parallelism),
         )
         return Stream(self, node)
 

@@ -121,15 +121,17 @@ class SparkBridge:
         schema: pa.Schema = to_arrow_schema(df.schema)
         return schema
 
-    def to_arrow_refs(self, df: Any, name: str) -> list[Any]:
-        """The DataFrame as ObjectRefs of Arrow tables (see the module docstring)."""
+    def to_arrow_refs(self, df: Any, name: str, pieces: int = 1) -> list[Any]:
+        """The DataFrame as ObjectRefs of Arrow tables (see the module docstring), at least
+        ``pieces`` of them when it has that many rows, so every source subtask gets data."""
         schema = self.arrow_schema(df, name)
         if _estimated_bytes(df) <= self.config.collect_limit:
             batches = df._collect_as_arrow()
             if not batches:
                 return [ray.put(schema.empty_table())]
             table = pa.Table.from_batches(batches).cast(schema)
-            return [_put(t) for t in _chunks(table, self.config.collect_chunk)]
+            rows = min(self.config.collect_chunk, max(-(-table.num_rows // pieces), 1))
+            return [_put(t) for t in _chunks(table, rows)]
         from raydp.spark.dataset import from_spark_recoverable
 
         return list(from_spark_recoverable(df).to_arrow_refs())
