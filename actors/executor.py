@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import threading
+from collections import OrderedDict
 from typing import Any
 
 import ray
@@ -30,6 +31,8 @@ __all__ = ["MAX_CONCURRENCY", "Executor"]
 
 #: threads per executor: one task, plus polls held open by consumers (up to 1 s each)
 MAX_CONCURRENCY = 64
+#: cancel flags kept: a session runs its jobs one after another, older flags are dead
+_REMEMBERED_JOBS = 64
 
 
 class Executor:
@@ -50,7 +53,8 @@ class Executor:
             spill_dir=config.spill_dir,
         )
         self.env = load_shuffle_service(service).create_shuffle_environment(context)
-        self._cancelled: dict[str, threading.Event] = {}
+        #: job id -> its cancel flag, for the most recent jobs only (no per-job cleanup call)
+        self._cancelled: OrderedDict[str, threading.Event] = OrderedDict()
         self._lock = threading.Lock()
 
     def ready(self) -> dict[str, Any]:
@@ -58,7 +62,11 @@ class Executor:
 
     def _cancel_event(self, job_id: str) -> threading.Event:
         with self._lock:
-            return self._cancelled.setdefault(job_id, threading.Event())
+            event = self._cancelled.setdefault(job_id, threading.Event())
+            self._cancelled.move_to_end(job_id)
+            while len(self._cancelled) > _REMEMBERED_JOBS:
+                self._cancelled.popitem(last=False)
+            return event
 
     def run_task(self, deployment: TaskDeployment) -> TaskReport:
         cancelled = self._cancel_event(deployment.job_id)
@@ -71,10 +79,6 @@ class Executor:
 
     def cancel_job(self, job_id: str) -> None:
         self._cancel_event(job_id).set()
-
-    def forget_job(self, job_id: str) -> None:
-        with self._lock:
-            self._cancelled.pop(job_id, None)
 
     def release_partitions(self, partition_ids: list[PartitionId]) -> None:
         self.env.release_partitions_locally(partition_ids)

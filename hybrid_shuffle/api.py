@@ -10,6 +10,7 @@ into one task by the planner.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import sys
 import time
@@ -28,6 +29,7 @@ from hybrid_shuffle.operators import (
     HashJoin,
     Identity,
     MapBatches,
+    PartialAggregate,
     Select,
     SortPartition,
 )
@@ -352,14 +354,28 @@ class KeyedStream:
         self.keys = keys
         self._spec = spec
 
-    def aggregate(self, spec: Mapping[str, str | Sequence[str]], name: str | None = None) -> Stream:
+    def aggregate(
+        self,
+        spec: Mapping[str, str | Sequence[str]],
+        name: str | None = None,
+        combine: bool = True,
+    ) -> Stream:
         """Group by the keys: ``{"amount": ["sum", "count"]}`` gives ``amount_sum``,
-        ``amount_count`` (sum, count, min, max, mean)."""
+        ``amount_count`` (sum, count, min, max, mean).
+
+        ``combine`` (default) pre-aggregates in every producer before the exchange,
+        as Spark's map-side combine does, so the edge carries partials (one row per
+        key and producer) instead of every row; ``combine=False`` ships the rows.
+        """
+        node_name = name or f"aggregate_{next(self._stream.job._ids)}"
+        final = HashAggregate(self.keys, spec, node_name, "final" if combine else "complete")
+        exchange = self._spec
+        if combine:
+            exchange = dataclasses.replace(
+                exchange, combiner=PartialAggregate(self.keys, spec, node_name)
+            )
         return self._stream._exchange(
-            "aggregate",
-            name,
-            lambda n: HashAggregate(self.keys, spec, n),
-            [(self._stream, self._spec)],
+            "aggregate", node_name, lambda n: final, [(self._stream, exchange)]
         )
 
     def map_batches(

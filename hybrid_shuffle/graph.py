@@ -97,6 +97,9 @@ class JobEdge:
     partition_type: ResultPartitionType
     #: where the effective mode came from: "yaml", "code" or "default"
     mode_origin: str = "default"
+    #: runs in each producer subtask on what it sends over this edge, before partitioning
+    #: (Spark's map-side combine): a ``PartialAggregate`` in front of a final aggregate
+    combiner: Operator | None = None
 
     @property
     def mode(self) -> str:

@@ -46,6 +46,8 @@ class ExchangeSpec:
     edge: str | None = None
     mode: str | None = None
     partitions: int | None = None
+    #: the producer-side combiner of this exchange (see ``JobEdge.combiner``)
+    combiner: Operator | None = None
 
 
 @dataclass(eq=False)
@@ -138,8 +140,9 @@ class Plan:
                 if e.partition_type.must_be_pipelined()
                 else f"{self.vertex_region[e.source]}->{self.vertex_region[e.target]}"
             )
+            combine = f" after {e.combiner.name}" if e.combiner is not None else ""
             lines.append(
-                f"  {e.name:<20} {src.name} -> {dst.name}: {e.partitioner.describe()}, "
+                f"  {e.name:<20} {src.name} -> {dst.name}: {e.partitioner.describe()}{combine}, "
                 f"mode {e.mode} ({e.mode_origin}), partitions {dst.parallelism}, region {region}"
             )
         return "\n".join(lines)
@@ -281,6 +284,7 @@ def _build_graph(
                 spec.partitioner,
                 partition_type(mode),
                 origin,
+                spec.combiner,
             )
             edges.append(edge)
             producer.outputs.append(edge)

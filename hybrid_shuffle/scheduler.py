@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from hybrid_shuffle.errors import (
 from hybrid_shuffle.graph import JobEdge, Partitioner, PartitionerKind, VertexId
 from hybrid_shuffle.planner import Plan, Region, TaskKey
 from hybrid_shuffle.shuffle.api import (
+    BufferRef,
     PartitionDescriptor,
     PartitionId,
     ProducerDescriptor,
@@ -77,40 +79,54 @@ class Scheduler:
         self._descriptors: dict[tuple[str, int], ShuffleDescriptor] = {}
         self._finished: set[TaskKey] = set()
         self._reports: list[TaskReport] = []
+        #: partition id -> (per subpartition its buffers, when its producer finished), for
+        #: finished blocking partitions whose consumers read them without polling
+        self._ready: dict[str, tuple[list[list[BufferRef]], float]] = {}
 
     # -- the loop --------------------------------------------------------------------------
 
     def run(self) -> list[TaskReport]:
+        # the memory budgets of the executors are whole again before this job writes
+        self.master.wait_for_releases(self.config.wait_timeout)
+        running: dict[Any, _Running] = {}
+        try:
+            self._schedule(running)
+        except BaseException as e:
+            # the error outlives the job (the caller holds it): its frames must not keep
+            # task results, whose buffer refs pin the job's objects
+            traceback.clear_frames(e.__traceback__)
+            self._fail(running, e)
+        return self._reports
+
+    def _schedule(self, running: dict[Any, _Running]) -> None:
         free = list(range(len(self.executors)))
         #: executor -> tasks of its region still running there; the slot frees at zero
         occupied: dict[int, int] = {}
         pending: list[Region] = list(self.plan.regions)
-        running: dict[Any, _Running] = {}
-        try:
-            while pending or running:
-                while pending and self._can_deploy(pending[0], len(free)):
-                    deployed = self._deploy(pending.pop(0), free)
-                    for info in deployed.values():
-                        occupied[info.executor] = occupied.get(info.executor, 0) + 1
-                    running.update(deployed)
-                if not running:
-                    raise WaitTimeoutError(  # cannot happen with a valid plan; never hang on it
-                        f"job '{self.graph.job_name}': region {pending[0].id} can never deploy"
-                    )
-                ready, _ = ray.wait(list(running), num_returns=1, timeout=_SLICE)
-                for ref in ready:
-                    info = running.pop(ref)
-                    report = self._result(ref, info)
-                    report.executor_index = info.executor
-                    self._reports.append(report)
-                    self._finished.add(info.task)
-                    occupied[info.executor] -= 1
-                    if occupied[info.executor] == 0:
-                        del occupied[info.executor]
-                        free.append(info.executor)
-        except BaseException as e:
-            self._fail(running, e)
-        return self._reports
+        while pending or running:
+            while pending and self._can_deploy(pending[0], len(free)):
+                deployed = self._deploy(pending.pop(0), free)
+                for info in deployed.values():
+                    occupied[info.executor] = occupied.get(info.executor, 0) + 1
+                running.update(deployed)
+            if not running:
+                raise WaitTimeoutError(  # cannot happen with a valid plan; never hang on it
+                    f"job '{self.graph.job_name}': region {pending[0].id} can never deploy"
+                )
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=_SLICE)
+            for ref in ready:
+                info = running.pop(ref)
+                report = self._result(ref, info)
+                report.executor_index = info.executor
+                for pid, buffers in report.ready_buffers.items():
+                    self._ready[pid] = (buffers, report.finished_at)
+                report.ready_buffers = {}  # the job's reports must not pin its buffers
+                self._reports.append(report)
+                self._finished.add(info.task)
+                occupied[info.executor] -= 1
+                if occupied[info.executor] == 0:
+                    del occupied[info.executor]
+                    free.append(info.executor)
 
     def _can_deploy(self, region: Region, free_slots: int) -> bool:
         if region.slots > free_slots:
@@ -194,8 +210,10 @@ class Scheduler:
         vertex = self.graph.vertices[vid]
         gates = [self._gate(edge, subtask) for edge in vertex.inputs]
         outputs = [self._descriptors[(e.name, subtask)].partition for e in vertex.outputs]
+        combiners = [e.combiner for e in vertex.outputs]
         if vid == self.graph.sink:
             outputs.append(self._descriptors[(RESULT_EDGE, subtask)].partition)
+            combiners.append(None)
         return TaskDeployment(
             job_id=self.job_id,
             vertex=vertex.name,
@@ -203,6 +221,7 @@ class Scheduler:
             operators=vertex.operators,
             gates=gates,
             outputs=outputs,
+            combiners=combiners,
             source_refs=None if vertex.source_splits is None else vertex.source_splits[subtask],
             buffer_size=self.config.buffer_size,
             wait_timeout=self.config.wait_timeout,
@@ -210,6 +229,7 @@ class Scheduler:
 
     def _gate(self, edge: JobEdge, consumer: int) -> GateSpec:
         shared = edge.partitioner.shares_one_subpartition()
+        ranged = edge.partitioner.kind is PartitionerKind.RANGE  # consumers need the samples
         channels = []
         for _, producer in self._producers_of(edge, consumer):
             descriptor = self._descriptors[(edge.name, producer)]
@@ -219,7 +239,9 @@ class Scheduler:
                 subpartition, reader = consumer, 0
             else:
                 subpartition, reader = 0, 0
-            channels.append(ChannelSpec(descriptor, producer, subpartition, reader))
+            channels.append(
+                self._channel(descriptor, producer, subpartition, reader, handover=not ranged)
+            )
         range_read = None
         if edge.partitioner.kind is PartitionerKind.RANGE:
             range_read = RangeRead(
@@ -229,6 +251,23 @@ class Scheduler:
                 edge.partitioner.descending,
             )
         return GateSpec(edge.target_input, edge.name, consumer, tuple(channels), range_read)
+
+    def _channel(
+        self,
+        descriptor: ShuffleDescriptor,
+        producer: int,
+        subpartition: int,
+        reader: int,
+        handover: bool = True,
+    ) -> ChannelSpec:
+        """A channel that reads handed-over buffers if its producer left them, else polls."""
+        ready = self._ready.get(descriptor.partition.partition_id) if handover else None
+        if ready is None:
+            return ChannelSpec(descriptor, producer, subpartition, reader)
+        buffers, finished_at = ready
+        return ChannelSpec(
+            descriptor, producer, subpartition, reader, tuple(buffers[subpartition]), finished_at
+        )
 
     # -- results and failures --------------------------------------------------------------
 
@@ -257,6 +296,7 @@ class Scheduler:
                     self._result(ref, info)
                 except BaseException as e:
                     errors.append(e)
+        running.clear()  # tasks that outlived the grace period: drop their result refs
         self.release()
         raise _root_cause(errors)
 
@@ -267,7 +307,7 @@ class Scheduler:
         cancelled = threading.Event()
         for subtask in range(sink.parallelism):
             descriptor = self._descriptors[(RESULT_EDGE, subtask)]
-            spec = GateSpec(0, RESULT_EDGE, -1, (ChannelSpec(descriptor, subtask, 0, 0),))
+            spec = GateSpec(0, RESULT_EDGE, -1, (self._channel(descriptor, subtask, 0, 0),))
             gate = InputGate(spec, max(self.config.credits, 8), self.config.wait_timeout)
             tables.extend(t for _, t in read_gates([gate], cancelled) if t is not None)
         if not tables:
@@ -275,13 +315,11 @@ class Scheduler:
         return _detach(pa.concat_tables(tables))
 
     def release(self) -> None:
-        """Free every partition of this job and forget its cancel flag (bounded)."""
-        descriptors = self.master.registered_partitions(self.job_id)
-        for d in descriptors:
-            self.master.release_partition_externally(d)
-        for executor in self.executors:
-            executor.forget_job.remote(self.job_id)
-        self.master.wait_for_releases(self.config.wait_timeout)
+        """Free every partition of this job, in the background: the job's result is
+        already copied out, and the next job (or a leak check) waits for the releases
+        first (``ShuffleMaster.wait_for_releases``)."""
+        self._ready.clear()
+        self.master.release_partitions_externally(self.master.registered_partitions(self.job_id))
 
     def edge_modes(self) -> dict[str, tuple[str, str]]:
         return {e.name: (e.mode, e.partitioner.describe()) for e in self.graph.edges}

@@ -131,6 +131,7 @@ class Session:
 
     def partitions_occupying_local_resources(self) -> dict[int, set[str]]:
         """Per executor, the partitions it still holds (empty after every job)."""
+        self.master.wait_for_releases(self.config.shuffle.wait_timeout)
         sets = ray.get(
             [e.partitions_occupying_local_resources.remote() for e in self.executors],
             timeout=self.config.shuffle.wait_timeout,
@@ -139,6 +140,7 @@ class Session:
 
     def owned_objects(self) -> dict[int, int]:
         """Per executor, how many object references it still holds (leak checks)."""
+        self.master.wait_for_releases(self.config.shuffle.wait_timeout)
         counts = ray.get(
             [e.owned_objects.remote() for e in self.executors],
             timeout=self.config.shuffle.wait_timeout,

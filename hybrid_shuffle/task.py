@@ -9,6 +9,7 @@ its consumers can start on the first batch (pipelining needs granularity).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -19,7 +20,7 @@ import pyarrow as pa
 import ray
 
 from hybrid_shuffle.operators.base import Operator
-from hybrid_shuffle.shuffle.api import PartitionDescriptor
+from hybrid_shuffle.shuffle.api import BufferRef, PartitionDescriptor
 from hybrid_shuffle.shuffle.input_gate import GateSpec, InputGate, read_gates
 from hybrid_shuffle.shuffle.metrics import ReadMetrics, WriteMetrics
 from hybrid_shuffle.shuffle.writer import ResultPartitionWriter
@@ -35,6 +36,8 @@ class TaskDeployment:
     operators: list[Operator]
     gates: list[GateSpec]
     outputs: list[PartitionDescriptor]
+    #: per output, the operator its rows pass through before partitioning (or None)
+    combiners: list[Operator | None] = field(default_factory=list)
     #: source tasks: the ObjectRefs of this subtask's split
     source_refs: list[Any] | None = None
     buffer_size: int = 4 << 20
@@ -53,19 +56,32 @@ class TaskReport:
     executor_index: int = -1
     started_at: float = 0.0
     finished_at: float = 0.0
+    #: CPU time of the task's thread (the rest of started..finished is waiting or contention)
+    cpu_seconds: float = 0.0
     rows_out: int = 0
     #: the schema of the chain's output, known even when no row came out
     schema: pa.Schema | None = None
     writes: list[WriteMetrics] = field(default_factory=list)
     reads: list[ReadMetrics] = field(default_factory=list)
+    #: output partition id -> per subpartition, its buffers, for partitions consumers may
+    #: read without polling (``ResultPartition.finished_buffers``); the scheduler takes
+    #: these out of the report so that a finished job's reports hold no ObjectRefs
+    ready_buffers: dict[str, list[list[BufferRef]]] = field(default_factory=dict)
 
 
 class _Chain:
-    """Pushes tables through the operators, fanning the last one out to every writer."""
+    """Pushes tables through the operators, fanning the last one out to every writer
+    (through that output's combiner, if it has one)."""
 
-    def __init__(self, operators: Sequence[Operator], writers: Sequence[ResultPartitionWriter]):
+    def __init__(
+        self,
+        operators: Sequence[Operator],
+        writers: Sequence[ResultPartitionWriter],
+        combiners: Sequence[Operator | None],
+    ):
         self.operators = list(operators)
         self.writers = list(writers)
+        self.combiners = list(combiners) or [None] * len(self.writers)
         self.rows_out = 0
         self.schema: pa.Schema | None = None
 
@@ -74,8 +90,12 @@ class _Chain:
             if level == len(self.operators):
                 self.schema = self.schema or table.schema
                 self.rows_out += table.num_rows
-                for writer in self.writers:
-                    writer.emit(table)
+                for writer, combiner in zip(self.writers, self.combiners, strict=True):
+                    if combiner is None:
+                        writer.emit(table)
+                    else:
+                        for combined in combiner.process(table, 0):
+                            writer.emit(combined)
             else:
                 self.push(level + 1, self.operators[level].process(table, 0))
 
@@ -95,6 +115,10 @@ class _Chain:
             if level > 0:
                 self.push(level + 1, op.end_input(0))
             self.push(level + 1, op.finish())
+        for writer, combiner in zip(self.writers, self.combiners, strict=True):
+            if combiner is not None:
+                for table in (*combiner.end_input(0), *combiner.finish()):
+                    writer.emit(table)
 
 
 def run_task(
@@ -107,19 +131,16 @@ def run_task(
     report = TaskReport(
         deployment.name, deployment.vertex, deployment.subtask, executor_index, time.time()
     )
-    chain = _Chain(deployment.operators, writers)
+    cpu_started = time.thread_time()
+    chain = _Chain(deployment.operators, writers, deployment.combiners)
     try:
-        for op in deployment.operators:
+        for op in [*deployment.operators, *(c for c in deployment.combiners if c is not None)]:
             op.open()
         if deployment.source_refs is not None:
             _read_source(deployment, chain)
             chain.end_input(0)
         else:
-            for input_index, table in read_gates(gates, cancelled):
-                if table is None:
-                    chain.end_input(input_index)
-                else:
-                    chain.process(table, input_index)
+            _read_inputs(gates, cancelled, chain)
         chain.finish()
         for writer in writers:
             writer.finish()
@@ -128,11 +149,25 @@ def run_task(
             writer.fail(f"producer task '{deployment.name}' failed: {type(e).__name__}: {e}")
         raise
     report.finished_at = time.time()
+    report.cpu_seconds = time.thread_time() - cpu_started
     report.rows_out = chain.rows_out
     report.schema = chain.schema
     report.writes = [w.partition.metrics for w in writers]
+    for writer in writers:
+        ready = writer.partition.finished_buffers()
+        if ready is not None:
+            report.ready_buffers[writer.descriptor.partition_id] = ready
     report.reads = [g.metrics for g in gates]
     return report
+
+
+def _read_inputs(gates: Sequence[InputGate], cancelled: threading.Event, chain: _Chain) -> None:
+    with contextlib.closing(read_gates(gates, cancelled)) as inputs:
+        for input_index, table in inputs:
+            if table is None:
+                chain.end_input(input_index)
+            else:
+                chain.process(table, input_index)
 
 
 def _read_source(deployment: TaskDeployment, chain: _Chain) -> None:

@@ -1,6 +1,6 @@
 """Arrow operators run inside tasks; the contract is in ``operators.base``."""
 
-from hybrid_shuffle.operators.aggregate import HashAggregate
+from hybrid_shuffle.operators.aggregate import HashAggregate, PartialAggregate
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.join import HashJoin
 from hybrid_shuffle.operators.sort import SortPartition
@@ -13,6 +13,7 @@ __all__ = [
     "Identity",
     "MapBatches",
     "Operator",
+    "PartialAggregate",
     "Select",
     "SortPartition",
 ]

@@ -1,10 +1,18 @@
-"""Hash aggregation, memory-bounded by partial aggregation per batch.
+"""Hash aggregation, memory-bounded by partial aggregation per batch, in two phases.
 
 Each batch is reduced to one row per key right away (``Table.group_by``); the
 partials are re-reduced whenever they pile up, and ``finish`` combines them.
 ``mean`` travels as a partial sum and count.  Results equal one
 ``group_by().aggregate()`` over the whole input (null keys form a group, sums
 of all-null groups are null, ``count`` counts non-null values).
+
+The same reduction runs on both sides of the hash exchange, as Spark's partial
+and final aggregates and Flink's local/global aggregation do:
+``PartialAggregate`` is the producer's map-side combiner (it sends partials,
+one row per key and producer, instead of every row), ``HashAggregate(phase=
+"final")`` merges partials on the consumer.  A combiner that does not shrink
+its input (nearly unique keys) stops combining and passes its per-batch
+partials straight on, so it never costs more than one ``group_by`` per batch.
 """
 
 from __future__ import annotations
@@ -16,17 +24,23 @@ import pyarrow.compute as pc
 
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.dense_aggregate import dense_aggregate
 
-__all__ = ["AGGREGATIONS", "HashAggregate"]
+__all__ = ["AGGREGATIONS", "HashAggregate", "PartialAggregate"]
 
 AGGREGATIONS = ("sum", "count", "min", "max", "mean")
+PHASES = ("complete", "final")
 _COMPACT_EVERY = 16  # partial tables kept before they are re-reduced
+#: a combiner whose partials keep more than this share of its input rows stops combining
+_USEFUL_REDUCTION = 0.5
+#: a combiner emits its partials once they take this many bytes (bounds its memory)
+_COMBINER_MAX_BYTES = 32 << 20
 # partial column -> how partials of it combine
 _COMBINE = {"sum": "sum", "count": "sum", "min": "min", "max": "max"}
 
 
-class HashAggregate(Operator):
-    output_on_eof = True
+class _Aggregation:
+    """The spec, checks and the two reductions both phases share."""
 
     def __init__(
         self, keys: Sequence[str], spec: Mapping[str, str | Sequence[str]], name: str
@@ -52,11 +66,8 @@ class HashAggregate(Operator):
                     partials.append((column, p))
         self.partials = partials
 
-    def open(self) -> None:
-        self._parts: list[pa.Table] = []
-        self._schema: pa.Schema | None = None
-
-    def _check(self, schema: pa.Schema) -> None:
+    def check(self, schema: pa.Schema) -> None:
+        """Raise a PlanError naming the column if the logical input cannot be aggregated."""
         for column in [*self.keys, *(c for c, _ in self.outputs)]:
             if column not in schema.names:
                 raise PlanError(
@@ -72,35 +83,39 @@ class HashAggregate(Operator):
                     "cast it to a number first"
                 )
 
-    def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
-        if self._schema is None:
-            self._check(table.schema)
-            self._schema = table.schema
-        if table.num_rows:
-            self._parts.append(self._partial(table))
-            if len(self._parts) >= _COMPACT_EVERY:
-                self._parts = [self._combine(pa.concat_tables(self._parts))]
-        return ()
-
-    def _partial(self, table: pa.Table) -> pa.Table:
+    def partial(self, table: pa.Table) -> pa.Table:
+        """Raw rows -> one row per key: the keys, then ``<column>_<partial>`` columns."""
+        wanted = [(c, p, f"{c}_{p}") for c, p in self.partials]
+        dense = dense_aggregate(table, self.keys, wanted, self._partial_schema(table.schema))
+        if dense is not None:
+            return dense
         return table.group_by(self.keys, use_threads=False).aggregate(
             [(c, fn) for c, fn in self.partials]
         )
 
-    def _combine(self, partials: pa.Table) -> pa.Table:
+    def combine(self, partials: pa.Table) -> pa.Table:
+        """Partials -> fewer partials, same columns (associative: any grouping of batches)."""
+        names = [f"{c}_{p}" for c, p in self.partials]
+        wanted = [(n, _COMBINE[p], n) for n, (_, p) in zip(names, self.partials, strict=True)]
+        dense = dense_aggregate(partials, self.keys, wanted, partials.schema)
+        if dense is not None:
+            return dense
         out = partials.group_by(self.keys, use_threads=False).aggregate(
-            [(f"{c}_{p}", _COMBINE[p]) for c, p in self.partials]
+            [(n, fn) for n, fn, _ in wanted]
         )
-        return out.rename_columns([*self.keys, *(f"{c}_{p}" for c, p in self.partials)])
+        return out.rename_columns([*self.keys, *names])
 
-    def finish(self) -> Iterable[pa.Table]:
-        if self._schema is None:
-            return ()
-        if self._parts:
-            combined = self._combine(pa.concat_tables(self._parts))
-        else:
-            combined = self._combine(self._partial(self._schema.empty_table()))
-        self._parts = []
+    def _partial_schema(self, schema: pa.Schema) -> pa.Schema:
+        """The schema ``group_by`` gives partials of this input (what the dense path must
+        match, so that partials from either path concatenate)."""
+        cache: dict[pa.Schema, pa.Schema] = self.__dict__.setdefault("_schemas", {})
+        if schema not in cache:
+            empty = schema.empty_table().group_by(self.keys, use_threads=False)
+            cache[schema] = empty.aggregate([(c, fn) for c, fn in self.partials]).schema
+        return cache[schema]
+
+    def results(self, combined: pa.Table) -> pa.Table:
+        """The user's output columns from fully combined partials."""
         columns = {k: combined.column(k) for k in self.keys}
         for column, fn in self.outputs:
             if fn == "mean":
@@ -110,16 +125,134 @@ class HashAggregate(Operator):
                 columns[f"{column}_mean"] = pc.divide(total, pc.cast(nonzero, pa.float64()))
             else:
                 columns[f"{column}_{fn}"] = combined.column(f"{column}_{fn}")
-        return (pa.table(columns),)
+        return pa.table(columns)
+
+
+class HashAggregate(Operator):
+    """Group by ``keys``; ``phase="final"`` reads a ``PartialAggregate``'s partials.
+
+    Either way the planner checks it against the *logical* input (the rows
+    before any combiner) and it returns the same columns.
+    """
+
+    output_on_eof = True
+
+    def __init__(
+        self,
+        keys: Sequence[str],
+        spec: Mapping[str, str | Sequence[str]],
+        name: str,
+        phase: str = "complete",
+    ) -> None:
+        if phase not in PHASES:
+            raise PlanError(f"aggregate '{name}': phase must be one of {PHASES}, not {phase!r}")
+        self._agg = _Aggregation(keys, spec, name)
+        self.keys = self._agg.keys
+        self.name = name
+        self.phase = phase
+
+    def open(self) -> None:
+        self._parts: list[pa.Table] = []
+        self._schema: pa.Schema | None = None
+
+    def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
+        if self._schema is None:
+            if self.phase == "complete":
+                self._agg.check(table.schema)
+            self._schema = table.schema
+        if table.num_rows:
+            self._parts.append(self._agg.partial(table) if self.phase == "complete" else table)
+            if len(self._parts) >= _COMPACT_EVERY:
+                self._parts = [self._agg.combine(pa.concat_tables(self._parts))]
+        return ()
+
+    def finish(self) -> Iterable[pa.Table]:
+        if self._schema is None:
+            return ()
+        if self._parts:
+            combined = self._agg.combine(pa.concat_tables(self._parts))
+        elif self.phase == "complete":
+            combined = self._agg.combine(self._agg.partial(self._schema.empty_table()))
+        else:
+            combined = self._agg.combine(self._schema.empty_table())
+        self._parts = []
+        return (self._agg.results(combined),)
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         schema = input_schemas[0]
         if schema is None:
             return None
-        self._check(schema)
-        self.open()
-        try:
-            self.process(schema.empty_table())
-            return next(iter(self.finish())).schema
-        finally:
-            self.open()
+        self._agg.check(schema)
+        empty = self._agg.partial(schema.empty_table())
+        return self._agg.results(self._agg.combine(empty)).schema
+
+
+class PartialAggregate(Operator):
+    """The map-side combiner of a ``HashAggregate(phase="final")``: emits partials.
+
+    It keeps its partials until they take ``max_bytes`` or its input ends, so
+    with few keys a producer sends one row per key (the whole point); with many
+    keys it emits as it goes and its memory stays bounded.  When the first
+    batches show the partials keep more than half the rows, it stops re-reducing
+    them and sends each batch's partial on at once (Spark's "skip partial
+    aggregation"): combining cannot pay for itself on nearly unique keys.
+    """
+
+    def __init__(
+        self,
+        keys: Sequence[str],
+        spec: Mapping[str, str | Sequence[str]],
+        name: str,
+        max_bytes: int = _COMBINER_MAX_BYTES,
+    ) -> None:
+        self._agg = _Aggregation(keys, spec, name)  # errors name the aggregate it feeds
+        self.keys = self._agg.keys
+        self.name = f"{name}.combine"
+        self.max_bytes = max_bytes
+
+    def open(self) -> None:
+        self._parts: list[pa.Table] = []
+        self._bytes = 0
+        self._checked = False
+        self._rows_in = 0
+        self._rows_out = 0
+        self._passing = False
+
+    def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
+        if not self._checked:
+            self._agg.check(table.schema)
+            self._checked = True
+        if not table.num_rows:
+            return ()
+        partial = self._agg.partial(table)
+        if self._passing:
+            return (partial,)
+        self._rows_in += table.num_rows
+        self._rows_out += partial.num_rows
+        if self._rows_out > _USEFUL_REDUCTION * self._rows_in:
+            self._passing = True
+            return (*self._drain(), partial)
+        self._parts.append(partial)
+        self._bytes += partial.nbytes
+        if len(self._parts) >= _COMPACT_EVERY:
+            self._parts = [self._agg.combine(pa.concat_tables(self._parts))]
+            self._bytes = self._parts[0].nbytes
+        if self._bytes >= self.max_bytes:
+            return self._drain()
+        return ()
+
+    def _drain(self) -> tuple[pa.Table, ...]:
+        parts, self._parts, self._bytes = self._parts, [], 0
+        if not parts:
+            return ()
+        return (parts[0] if len(parts) == 1 else self._agg.combine(pa.concat_tables(parts)),)
+
+    def end_input(self, input_index: int) -> Iterable[pa.Table]:
+        return self._drain()
+
+    def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
+        schema = input_schemas[0]
+        if schema is None:
+            return None
+        self._agg.check(schema)
+        return self._agg.partial(schema.empty_table()).schema

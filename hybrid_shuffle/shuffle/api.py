@@ -145,8 +145,11 @@ class ShuffleMaster(ABC):
         """Record that ``producer`` will hold ``partition``; return how to read it."""
 
     @abstractmethod
-    def release_partition_externally(self, descriptor: ShuffleDescriptor) -> None:
-        """Free the partition wherever it is held (job end, cache invalidation)."""
+    def release_partitions_externally(self, descriptors: Sequence[ShuffleDescriptor]) -> None:
+        """Free these partitions wherever they are held (job end, cache invalidation).
+
+        Flink's ``releasePartitionExternally`` for many partitions at once, so a
+        service can send one message per location rather than one per partition."""
 
     @abstractmethod
     def registered_partitions(self, job_id: str | None = None) -> list[ShuffleDescriptor]:

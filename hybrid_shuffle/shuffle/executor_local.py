@@ -61,11 +61,8 @@ class ExecutorLocalShuffleMaster(ShuffleMaster):
         self._registry[partition.partition_id] = descriptor
         return descriptor
 
-    def release_partition_externally(self, descriptor: ShuffleDescriptor) -> None:
-        self.release_partitions([descriptor])
-
-    def release_partitions(self, descriptors: Sequence[ShuffleDescriptor]) -> None:
-        """Release many partitions with one call per executor."""
+    def release_partitions_externally(self, descriptors: Sequence[ShuffleDescriptor]) -> None:
+        """One call per executor, whatever the number of partitions."""
         by_location: dict[Any, list[PartitionId]] = defaultdict(list)
         for d in descriptors:
             if self._registry.pop(d.partition.partition_id, None) is not None:
@@ -85,7 +82,7 @@ class ExecutorLocalShuffleMaster(ShuffleMaster):
             ray.wait(pending, num_returns=len(pending), timeout=timeout)
 
     def close(self) -> None:
-        self.release_partitions(list(self._registry.values()))
+        self.release_partitions_externally(list(self._registry.values()))
         self.wait_for_releases(self._config.wait_timeout)
 
 

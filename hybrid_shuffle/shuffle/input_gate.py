@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +32,7 @@ from hybrid_shuffle.errors import (
     ProducerFailedError,
     WaitTimeoutError,
 )
-from hybrid_shuffle.shuffle.api import PollRequest, PollResponse, ShuffleDescriptor
+from hybrid_shuffle.shuffle.api import BufferRef, PollRequest, PollResponse, ShuffleDescriptor
 from hybrid_shuffle.shuffle.metrics import ReadMetrics
 from hybrid_shuffle.shuffle.partitioner import range_boundaries, range_bucket_mask
 
@@ -48,6 +48,10 @@ class ChannelSpec:
     producer_subtask: int
     subpartition: int
     reader: int
+    #: the whole subpartition, when its producer finished before this consumer deployed
+    #: and handed its buffers over (``ResultPartition.finished_buffers``): read, never polled
+    buffers: tuple[BufferRef, ...] | None = None
+    producer_finished_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,7 @@ class InputGate:
 
 def read_gates(
     gates: Sequence[InputGate], cancelled: threading.Event
-) -> Iterator[tuple[int, pa.Table | None]]:
+) -> Generator[tuple[int, pa.Table | None], None, None]:
     """Yield ``(input_index, table)`` as buffers arrive and ``(input_index, None)`` when an
     input has no more data.  Raises the library's errors for failed or lost producers."""
     outstanding: dict[Any, tuple[InputGate, _Channel]] = {}
@@ -179,15 +183,33 @@ def read_gates(
     def issue(gate: InputGate, channel: _Channel) -> None:
         location = channel.spec.descriptor.location
         ref = location.poll.remote(gate.request(channel))
+        gate.metrics.polls += 1
         channel.polled_at = time.monotonic()
         outstanding[ref] = (gate, channel)
 
+    handed_over: list[tuple[InputGate, list[_Channel]]] = []
     for gate in gates:
         if gate.finished:  # no producers at all
             yield gate.spec.input_index, None
             continue
         for channel in gate.channels:
-            issue(gate, channel)
+            if channel.spec.buffers is None:
+                issue(gate, channel)
+        whole = [c for c in gate.channels if c.spec.buffers is not None]
+        if whole:
+            handed_over.append((gate, whole))
+    for gate, channels in handed_over:  # after the polls went out: they run meanwhile
+        for c in channels:
+            producer = c.spec.producer_subtask
+            tables = _fetch(c.spec.buffers, gate, c) if c.spec.buffers else []
+            c.done = True
+            gate.metrics.producer_finished_at[producer] = c.spec.producer_finished_at
+            if tables:
+                gate.metrics.first_buffer_from[producer] = time.time()
+                gate.metrics.first_buffer_at = gate.metrics.first_buffer_at or time.time()
+            yield from _deliver(gate, tables)
+        if gate.finished:
+            yield gate.spec.input_index, None
     while outstanding:
         ready, _ = ray.wait(list(outstanding), num_returns=1, timeout=_WAIT_SLICE)
         if cancelled.is_set():
@@ -210,16 +232,19 @@ def read_gates(
         elif not channel.done:
             issue(gate, channel)  # before fetching: the poll acknowledges, we hold the refs
         if response.buffers:
-            tables = _fetch(response, gate, channel)
-            for table in tables:
-                gate.metrics.buffers += 1
-                gate.metrics.bytes += table.nbytes
-                selected = gate.select_rows(table)
-                gate.metrics.rows += selected.num_rows
-                if selected.num_rows:
-                    yield gate.spec.input_index, selected
+            yield from _deliver(gate, _fetch(response.buffers, gate, channel))
         if channel.done and gate.finished:
             yield gate.spec.input_index, None
+
+
+def _deliver(gate: InputGate, tables: list[pa.Table]) -> Iterator[tuple[int, pa.Table | None]]:
+    for table in tables:
+        gate.metrics.buffers += 1
+        gate.metrics.bytes += table.nbytes
+        selected = gate.select_rows(table)
+        gate.metrics.rows += selected.num_rows
+        if selected.num_rows:
+            yield gate.spec.input_index, selected
 
 
 def _check_stuck_polls(outstanding: dict[Any, tuple[InputGate, _Channel]]) -> None:
@@ -250,16 +275,14 @@ def _get_response(ref: Any, gate: InputGate, channel: _Channel) -> PollResponse:
     return response
 
 
-def _fetch(response: PollResponse, gate: InputGate, channel: _Channel) -> list[pa.Table]:
+def _fetch(buffers: Sequence[BufferRef], gate: InputGate, channel: _Channel) -> list[pa.Table]:
     try:
-        tables: list[pa.Table] = ray.get(
-            [b.ref for b in response.buffers], timeout=gate.wait_timeout
-        )
+        tables: list[pa.Table] = ray.get([b.ref for b in buffers], timeout=gate.wait_timeout)
     except (OwnerDiedError, ObjectLostError) as e:
         raise ExecutorLostError(_lost(gate, channel)) from e
     except GetTimeoutError as e:
         raise DataConsumptionError(
-            f"edge '{gate.spec.edge}': {len(response.buffers)} buffers from producer subtask "
+            f"edge '{gate.spec.edge}': {len(buffers)} buffers from producer subtask "
             f"{channel.spec.producer_subtask} did not arrive within {gate.wait_timeout:.0f} s; "
             "the object store is overloaded, so lower shuffle.buffer_size or raise wait_timeout"
         ) from e

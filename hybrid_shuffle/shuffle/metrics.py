@@ -39,6 +39,8 @@ class ReadMetrics:
     rows: int = 0
     bytes: int = 0
     buffers: int = 0
+    #: poll round trips made (0 when every producer handed its finished partition over)
+    polls: int = 0
     #: when the first buffer arrived (epoch seconds); 0 if none did
     first_buffer_at: float = 0.0
     #: producer subtask -> when this consumer first received a buffer of it

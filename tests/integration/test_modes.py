@@ -112,5 +112,8 @@ def test_explain_lists_every_edge_with_mode_partitioner_and_region(
     text = build(session, data, "hybrid-selective").explain()
     for line in ["by_cust.left", "by_cust.right", "by_key", "to_sort"]:
         assert line in text
-    assert "hash(customer, segment), mode hybrid-selective (code), partitions 2" in text
+    assert (
+        "hash(customer, segment) after totals.combine, mode hybrid-selective (code), partitions 2"
+        in text
+    )
     assert "range(cents_sum desc)" in text
