@@ -18,6 +18,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,7 @@ from hybrid_shuffle.errors import (
 from hybrid_shuffle.graph import JobEdge, Partitioner, PartitionerKind, VertexId
 from hybrid_shuffle.planner import Plan, Region, TaskKey
 from hybrid_shuffle.shuffle.api import (
-    BufferRef,
+    HandedOver,
     PartitionDescriptor,
     PartitionId,
     ProducerDescriptor,
@@ -77,11 +78,18 @@ class Scheduler:
         self.config = plan.config.shuffle
         self.job_id = f"{plan.graph.job_name}-{uuid.uuid4().hex[:8]}"
         self._descriptors: dict[tuple[str, int], ShuffleDescriptor] = {}
+        self._registered: dict[str, ShuffleDescriptor] = {}
         self._finished: set[TaskKey] = set()
         self._reports: list[TaskReport] = []
         #: partition id -> (per subpartition its buffers, when its producer finished), for
-        #: finished blocking partitions whose consumers read them without polling
-        self._ready: dict[str, tuple[list[list[BufferRef]], float]] = {}
+        #: finished partitions whose later consumers read them without polling; dropped
+        #: once every reader of the partition has its channel
+        self._ready: dict[str, HandedOver] = {}
+        #: partition id -> channels made for it / its readers that finished
+        self._channels: Counter[str] = Counter()
+        self._readers_done: Counter[str] = Counter()
+        #: consumer task -> the partitions it reads, released once all their readers finished
+        self._reads: dict[TaskKey, list[ShuffleDescriptor]] = {}
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -118,15 +126,29 @@ class Scheduler:
                 info = running.pop(ref)
                 report = self._result(ref, info)
                 report.executor_index = info.executor
-                for pid, buffers in report.ready_buffers.items():
-                    self._ready[pid] = (buffers, report.finished_at)
+                for pid, handed in report.ready_buffers.items():
+                    if self._channels[pid] < _readers(self._registered[pid]):
+                        self._ready[pid] = handed
                 report.ready_buffers = {}  # the job's reports must not pin its buffers
+                self._release_read(info.task)
                 self._reports.append(report)
                 self._finished.add(info.task)
                 occupied[info.executor] -= 1
                 if occupied[info.executor] == 0:
                     del occupied[info.executor]
                     free.append(info.executor)
+
+    def _release_read(self, task: TaskKey) -> None:
+        """Release the partitions ``task`` read that no other task still reads (as Flink's
+        region release strategy does: a consumed partition is not needed any more)."""
+        done = []
+        for descriptor in self._reads.pop(task, []):
+            pid = descriptor.partition.partition_id
+            self._readers_done[pid] += 1
+            if self._readers_done[pid] == _readers(descriptor):
+                done.append(descriptor)
+        if done:
+            self.master.release_partitions_externally(done)
 
     def _can_deploy(self, region: Region, free_slots: int) -> bool:
         if region.slots > free_slots:
@@ -159,11 +181,11 @@ class Scheduler:
         # register every partition of the region first: its consumers need the descriptors
         for task, executor in placed.items():
             for descriptor in self._output_partitions(task):
-                self._descriptors[(descriptor.edge, task[1])] = (
-                    self.master.register_partition_with_producer(
-                        descriptor, ProducerDescriptor(executor, self.executors[executor])
-                    )
+                registered = self.master.register_partition_with_producer(
+                    descriptor, ProducerDescriptor(executor, self.executors[executor])
                 )
+                self._descriptors[(descriptor.edge, task[1])] = registered
+                self._registered[descriptor.partition_id] = registered
         refs = {}
         for task, executor in placed.items():
             deployment = self._deployment(task)
@@ -209,6 +231,7 @@ class Scheduler:
         vid, subtask = task
         vertex = self.graph.vertices[vid]
         gates = [self._gate(edge, subtask) for edge in vertex.inputs]
+        self._reads[task] = [c.descriptor for g in gates for c in g.channels]
         outputs = [self._descriptors[(e.name, subtask)].partition for e in vertex.outputs]
         combiners = [e.combiner for e in vertex.outputs]
         if vid == self.graph.sink:
@@ -229,9 +252,13 @@ class Scheduler:
 
     def _gate(self, edge: JobEdge, consumer: int) -> GateSpec:
         shared = edge.partitioner.shares_one_subpartition()
-        ranged = edge.partitioner.kind is PartitionerKind.RANGE  # consumers need the samples
+        producers = self._producers_of(edge, consumer)
+        handover = edge.partitioner.kind is not PartitionerKind.RANGE or all(
+            self._descriptors[(edge.name, p)].partition.partition_id in self._ready
+            for _, p in producers
+        )  # a range reader needs every producer's sample: all handed over, or all polled
         channels = []
-        for _, producer in self._producers_of(edge, consumer):
+        for _, producer in producers:
             descriptor = self._descriptors[(edge.name, producer)]
             if shared:
                 subpartition, reader = 0, consumer
@@ -239,9 +266,7 @@ class Scheduler:
                 subpartition, reader = consumer, 0
             else:
                 subpartition, reader = 0, 0
-            channels.append(
-                self._channel(descriptor, producer, subpartition, reader, handover=not ranged)
-            )
+            channels.append(self._channel(descriptor, producer, subpartition, reader, handover))
         range_read = None
         if edge.partitioner.kind is PartitionerKind.RANGE:
             range_read = RangeRead(
@@ -261,12 +286,21 @@ class Scheduler:
         handover: bool = True,
     ) -> ChannelSpec:
         """A channel that reads handed-over buffers if its producer left them, else polls."""
-        ready = self._ready.get(descriptor.partition.partition_id) if handover else None
+        pid = descriptor.partition.partition_id
+        self._channels[pid] += 1
+        ready = self._ready.get(pid) if handover else None
+        if self._channels[pid] == _readers(descriptor):
+            self._ready.pop(pid, None)  # every reader has its channel now
         if ready is None:
             return ChannelSpec(descriptor, producer, subpartition, reader)
-        buffers, finished_at = ready
         return ChannelSpec(
-            descriptor, producer, subpartition, reader, tuple(buffers[subpartition]), finished_at
+            descriptor,
+            producer,
+            subpartition,
+            reader,
+            tuple(ready.buffers[subpartition]),
+            ready.finished_at,
+            ready.sample,
         )
 
     # -- results and failures --------------------------------------------------------------
@@ -323,6 +357,12 @@ class Scheduler:
 
     def edge_modes(self) -> dict[str, tuple[str, str]]:
         return {e.name: (e.mode, e.partitioner.describe()) for e in self.graph.edges}
+
+
+def _readers(descriptor: ShuffleDescriptor) -> int:
+    """How many consumer channels read this partition in all."""
+    partition = descriptor.partition
+    return partition.num_subpartitions * partition.readers_per_subpartition
 
 
 def _translate(e: RayTaskError, task: str) -> BaseException:

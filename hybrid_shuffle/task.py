@@ -20,7 +20,7 @@ import pyarrow as pa
 import ray
 
 from hybrid_shuffle.operators.base import Operator
-from hybrid_shuffle.shuffle.api import BufferRef, PartitionDescriptor
+from hybrid_shuffle.shuffle.api import HandedOver, PartitionDescriptor
 from hybrid_shuffle.shuffle.input_gate import GateSpec, InputGate, read_gates
 from hybrid_shuffle.shuffle.metrics import ReadMetrics, WriteMetrics
 from hybrid_shuffle.shuffle.writer import ResultPartitionWriter
@@ -66,7 +66,7 @@ class TaskReport:
     #: output partition id -> per subpartition, its buffers, for partitions consumers may
     #: read without polling (``ResultPartition.finished_buffers``); the scheduler takes
     #: these out of the report so that a finished job's reports hold no ObjectRefs
-    ready_buffers: dict[str, list[list[BufferRef]]] = field(default_factory=dict)
+    ready_buffers: dict[str, HandedOver] = field(default_factory=dict)
 
 
 class _Chain:

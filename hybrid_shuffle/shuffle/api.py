@@ -25,9 +25,12 @@ from typing import Any, NewType
 from hybrid_shuffle.config import ShuffleConfig
 from hybrid_shuffle.graph import Partitioner
 from hybrid_shuffle.shuffle.partition_type import ResultPartitionType
+from hybrid_shuffle.shuffle.partitioner import bucket_overlaps
 
 __all__ = [
     "BufferRef",
+    "HandedOver",
+    "KeyRange",
     "PartitionDescriptor",
     "PartitionId",
     "PollRequest",
@@ -100,11 +103,42 @@ class PollRequest:
 
 
 @dataclass(frozen=True)
+class KeyRange:
+    """Non-null key span of a sorted buffer of a range partition, for skipping it."""
+
+    min_key: Any  # pyarrow scalar, null if the buffer holds only null keys
+    max_key: Any
+    has_nulls: bool
+
+    def may_hold(self, boundaries: Any, bucket: int, num_buckets: int, take_nulls: bool) -> bool:
+        """Whether the buffer can hold rows of range bucket ``bucket`` (a reader that also
+        takes the null keys wants every buffer holding any)."""
+        if self.has_nulls and take_nulls:
+            return True
+        if not self.min_key.is_valid:
+            return False
+        return bucket_overlaps(self.min_key, self.max_key, False, boundaries, bucket, num_buckets)
+
+
+@dataclass(frozen=True)
 class BufferRef:
     seq: int
     ref: Any  # ray.ObjectRef[pyarrow.Table], owned by the partition's holder
     rows: int
     nbytes: int
+    key_range: KeyRange | None = None
+
+
+@dataclass(frozen=True)
+class HandedOver:
+    """A finished partition given to its later readers whole, instead of being polled."""
+
+    #: per subpartition, every buffer in order
+    buffers: list[list[BufferRef]]
+    #: range partitions: the producer's key sample (as a poll would have returned it)
+    sample: Any
+    #: when the producer finished (epoch seconds)
+    finished_at: float
 
 
 @dataclass

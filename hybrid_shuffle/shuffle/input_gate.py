@@ -52,6 +52,8 @@ class ChannelSpec:
     #: and handed its buffers over (``ResultPartition.finished_buffers``): read, never polled
     buffers: tuple[BufferRef, ...] | None = None
     producer_finished_at: float = 0.0
+    #: with handed-over buffers of a range partition: the producer's key sample
+    sample: Any = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,13 @@ class InputGate:
             if not self.metrics.first_buffer_at:
                 self.metrics.first_buffer_at = now
 
+    def wants(self, buffer: BufferRef) -> bool:
+        """Range edges: whether a handed-over buffer can hold rows of this consumer."""
+        rr = self.spec.range_read
+        if rr is None or buffer.key_range is None:
+            return True
+        return buffer.key_range.may_hold(self.boundaries, rr.bucket, rr.consumers, rr.take_nulls)
+
     def select_rows(self, table: pa.Table) -> pa.Table:
         """Range edges: keep the rows of this consumer's key interval."""
         rr = self.spec.range_read
@@ -199,9 +208,16 @@ def read_gates(
         if whole:
             handed_over.append((gate, whole))
     for gate, channels in handed_over:  # after the polls went out: they run meanwhile
+        rr = gate.spec.range_read
+        if rr is not None:
+            # the scheduler hands a range edge over only whole: every sample is here
+            for c in channels:
+                c.sample = c.spec.sample
+            gate.boundaries = range_boundaries([c.sample for c in channels], rr.consumers)
         for c in channels:
             producer = c.spec.producer_subtask
-            tables = _fetch(c.spec.buffers, gate, c) if c.spec.buffers else []
+            wanted = [b for b in c.spec.buffers or () if gate.wants(b)]
+            tables = _fetch(wanted, gate, c) if wanted else []
             c.done = True
             gate.metrics.producer_finished_at[producer] = c.spec.producer_finished_at
             if tables:

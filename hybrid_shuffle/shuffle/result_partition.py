@@ -30,24 +30,21 @@ from typing import Any
 import pyarrow as pa
 
 from hybrid_shuffle.errors import JobCancelledError, WaitTimeoutError
-from hybrid_shuffle.shuffle.api import BufferRef, PartitionDescriptor, PollRequest, PollResponse
+from hybrid_shuffle.shuffle.api import (
+    BufferRef,
+    HandedOver,
+    KeyRange,
+    PartitionDescriptor,
+    PollRequest,
+    PollResponse,
+)
 from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
 from hybrid_shuffle.shuffle.metrics import WriteMetrics
-from hybrid_shuffle.shuffle.partitioner import bucket_overlaps
 from hybrid_shuffle.shuffle.spill_file import SpillFile, SpillSegment
 
-__all__ = ["KeyRange", "ResultPartition"]
+__all__ = ["ResultPartition"]
 
 _WAIT_SLICE = 0.2  # seconds between checks of the cancel flag while waiting
-
-
-@dataclass(frozen=True)
-class KeyRange:
-    """Non-null key span of a sorted buffer of a range partition, for skipping it."""
-
-    min_key: Any  # pyarrow scalar, null if the buffer holds only null keys
-    max_key: Any
-    has_nulls: bool
 
 
 @dataclass
@@ -97,6 +94,7 @@ class ResultPartition:
         self._finished = False
         self._failure: str | None = None
         self._released = False
+        self._polled = False  # a reader polled: it reads by polling, nothing is handed over
         self._sample: Any = None
         self._memory_bytes = 0
         self.metrics = WriteMetrics(descriptor.edge, descriptor.producer_subtask)
@@ -174,33 +172,37 @@ class ResultPartition:
             self._failure = reason
             self._cond.notify_all()
 
-    def finished_buffers(self) -> list[list[BufferRef]] | None:
-        """Every subpartition's buffers, for a consumer to read without polling.
+    def finished_buffers(self) -> HandedOver | None:
+        """Every subpartition's buffers, for consumers to read without polling.
 
-        Only a finished blocking partition whose buffers are all in memory and
-        carry no key range qualifies: nothing about it changes any more, and no
-        reader's progress matters (the scheduler, not consumption, releases it).
-        The scheduler ships these refs in the consumers' deployments, which saves
-        one poll round trip per channel.  ``None`` otherwise: consumers poll.
+        Qualifies: a finished blocking or hybrid partition that no reader has
+        polled yet, with every buffer in memory (a range partition's sample and
+        key ranges come along, so its readers can pick their buffers themselves).
+        Nothing about it changes any more, so the scheduler can ship these refs
+        in the deployments of consumers that start later, which saves a poll
+        round trip per channel.  Such buffers are not released on consumption
+        (no poll acknowledges them): the scheduler releases the partition once
+        all its consumers finished.  ``None`` otherwise: consumers poll.
         """
         with self._cond:
             if (
                 not self._finished
                 or self._failure is not None
                 or self._released
-                or not self.type.is_blocking()
+                or self._polled
+                or self.type.must_be_pipelined()
             ):
                 return None
             out = []
             for sub in self._subs:
                 buffers = []
                 for seq in range(sub.next_seq):
-                    buf = sub.buffers[seq]
-                    if buf.ref is None or buf.key_range is not None:
+                    buf = sub.buffers.get(seq)
+                    if buf is None or buf.ref is None:
                         return None
-                    buffers.append(BufferRef(seq, buf.ref, buf.rows, buf.nbytes))
+                    buffers.append(BufferRef(seq, buf.ref, buf.rows, buf.nbytes, buf.key_range))
                 out.append(buffers)
-            return out
+            return HandedOver(out, self._sample, self.metrics.finished_at)
 
     # -- consumer side -------------------------------------------------------------------
 
@@ -209,6 +211,7 @@ class ResultPartition:
         sub = self._subs[request.subpartition]
         deadline = time.monotonic() + request.wait_seconds
         with self._cond:
+            self._polled = True
             if self._released:
                 return self._gone()
             sub.cursors[request.reader] = max(sub.cursors[request.reader], request.cursor)
@@ -265,13 +268,8 @@ class ResultPartition:
     def _wanted(buf: _Buffer, request: PollRequest) -> bool:
         if request.bucket is None or buf.key_range is None:
             return True
-        kr = buf.key_range
-        if kr.has_nulls and request.take_nulls:
-            return True
-        if not kr.min_key.is_valid:
-            return False
-        return bucket_overlaps(
-            kr.min_key, kr.max_key, False, request.boundaries, request.bucket, request.num_buckets
+        return buf.key_range.may_hold(
+            request.boundaries, request.bucket, request.num_buckets, request.take_nulls
         )
 
     def _release_consumed(self, sub: _Subpartition) -> None:

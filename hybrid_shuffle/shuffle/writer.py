@@ -15,13 +15,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hybrid_shuffle.graph import PartitionerKind
+from hybrid_shuffle.shuffle.api import KeyRange
 from hybrid_shuffle.shuffle.partitioner import (
     hash_partition_ids,
     round_robin_ids,
     sample_keys,
     split_by_ids,
 )
-from hybrid_shuffle.shuffle.result_partition import KeyRange, ResultPartition
+from hybrid_shuffle.shuffle.result_partition import ResultPartition
 
 __all__ = ["ResultPartitionWriter"]
 
