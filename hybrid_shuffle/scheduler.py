@@ -7,6 +7,13 @@ finished.  Hybrid inputs add no condition.  Deploying in that order is what
 makes scarce slots safe: a task waiting for data only ever waits for producers
 that are already running, never for one that needs its slot.
 
+A producer that finishes before its consumers deploy hands its partitions
+over in its report (``ResultPartition.finished_buffers``): the consumers get
+the buffer refs (and a range partition's sample) in their deployment and never
+poll it, which saves a round trip per channel.  A partition is released as
+soon as every task reading it finished (Flink's region release strategy), and
+the rest of the job's partitions when the job ends.
+
 Every wait is bounded.  The first failing task cancels the job on every
 executor; the scheduler then reports the root cause (a user error before the
 "producer failed" errors it caused downstream).
@@ -81,9 +88,8 @@ class Scheduler:
         self._registered: dict[str, ShuffleDescriptor] = {}
         self._finished: set[TaskKey] = set()
         self._reports: list[TaskReport] = []
-        #: partition id -> (per subpartition its buffers, when its producer finished), for
-        #: finished partitions whose later consumers read them without polling; dropped
-        #: once every reader of the partition has its channel
+        #: partition id -> what its finished producer handed over, for consumers deployed
+        #: later to read without polling; dropped once every reader has its channel
         self._ready: dict[str, HandedOver] = {}
         #: partition id -> channels made for it / its readers that finished
         self._channels: Counter[str] = Counter()

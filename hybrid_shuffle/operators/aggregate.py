@@ -65,6 +65,7 @@ class _Aggregation:
                 if (column, p) not in partials:
                     partials.append((column, p))
         self.partials = partials
+        self._schemas: dict[pa.Schema, pa.Schema] = {}
 
     def check(self, schema: pa.Schema) -> None:
         """Raise a PlanError naming the column if the logical input cannot be aggregated."""
@@ -108,11 +109,10 @@ class _Aggregation:
     def _partial_schema(self, schema: pa.Schema) -> pa.Schema:
         """The schema ``group_by`` gives partials of this input (what the dense path must
         match, so that partials from either path concatenate)."""
-        cache: dict[pa.Schema, pa.Schema] = self.__dict__.setdefault("_schemas", {})
-        if schema not in cache:
+        if schema not in self._schemas:
             empty = schema.empty_table().group_by(self.keys, use_threads=False)
-            cache[schema] = empty.aggregate([(c, fn) for c, fn in self.partials]).schema
-        return cache[schema]
+            self._schemas[schema] = empty.aggregate([(c, fn) for c, fn in self.partials]).schema
+        return self._schemas[schema]
 
     def results(self, combined: pa.Table) -> pa.Table:
         """The user's output columns from fully combined partials."""

@@ -26,7 +26,7 @@ class ReleasedBy(enum.Enum):
     """Who frees a buffer once it has been read."""
 
     CONSUMER = "consumer"  # freed as soon as every reader of it has consumed it
-    SCHEDULER = "scheduler"  # kept until the scheduler releases the partition (job end)
+    SCHEDULER = "scheduler"  # kept until the scheduler releases it (its readers finished)
 
 
 @dataclass(frozen=True)

@@ -38,15 +38,17 @@ _NULL_HASH = np.uint64(0x9E3779B97F4A7C15)
 _PRIME = np.uint64(0x100000001B3)
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser, elementwise on uint64 (wrapping arithmetic)."""
-    x = x.astype(np.uint64, copy=True)
+def _mix(x: np.ndarray, in_place: bool = False) -> np.ndarray:
+    """splitmix64 finaliser, elementwise on uint64 (wrapping arithmetic); ``in_place``
+    may reuse ``x`` when the caller owns it.  One scratch array, no other temporaries."""
+    x = x if in_place and x.dtype == np.uint64 else x.astype(np.uint64, copy=True)
+    shifted = np.empty_like(x)
     with np.errstate(over="ignore"):
-        x ^= x >> np.uint64(30)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
-        x ^= x >> np.uint64(27)
-        x *= np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
+        for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, 0)):
+            np.right_shift(x, np.uint64(shift), out=shifted)
+            np.bitwise_xor(x, shifted, out=x)
+            if factor:
+                np.multiply(x, np.uint64(factor), out=x)
     return x
 
 
@@ -111,8 +113,11 @@ def _column_hash(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
             if pa.types.is_integer(t)
             else array.view(pa.int64() if t.bit_width == 64 else pa.int32())
         )
-        values = pc.fill_null(pc.cast(as_int, pa.int64()), 0).to_numpy(zero_copy_only=False)
-        hashed = _mix(values.view(np.uint64))
+        if as_int.type != pa.int64():
+            as_int = pc.cast(as_int, pa.int64())
+        if as_int.null_count:
+            as_int = pc.fill_null(as_int, 0)
+        hashed = _mix(as_int.to_numpy(zero_copy_only=False).view(np.uint64))
     else:
         raise TypeError(f"cannot hash-partition a column of type {t}; cast it to string first")
     if array.null_count:
@@ -130,10 +135,17 @@ def _id_dtype(n: int) -> type[np.integer[Any]]:
 def hash_partition_ids(table: pa.Table, keys: Sequence[str], n: int) -> np.ndarray:
     """Partition id in ``[0, n)`` of every row, equal for equal keys in any process
     (of the narrowest integer type that holds ``n - 1``)."""
-    combined = np.zeros(table.num_rows, dtype=np.uint64)
+    combined: np.ndarray | None = None
     with np.errstate(over="ignore"):
         for key in keys:
-            combined = _mix(combined * np.uint64(31) + _column_hash(table.column(key)))
+            hashed = _column_hash(table.column(key))
+            if combined is not None:  # the first key: 0 * 31 + hashed
+                hashed += combined * np.uint64(31)
+            combined = _mix(hashed, in_place=True)
+    if combined is None:
+        combined = _mix(np.zeros(table.num_rows, dtype=np.uint64), in_place=True)
+    if n & (n - 1) == 0:  # a power of two: the same ids without a division
+        return (combined & np.uint64(n - 1)).astype(_id_dtype(n))
     return (combined % np.uint64(n)).astype(_id_dtype(n))
 
 
