@@ -258,13 +258,8 @@ class Scheduler:
 
     def _gate(self, edge: JobEdge, consumer: int) -> GateSpec:
         shared = edge.partitioner.shares_one_subpartition()
-        producers = self._producers_of(edge, consumer)
-        handover = edge.partitioner.kind is not PartitionerKind.RANGE or all(
-            self._descriptors[(edge.name, p)].partition.partition_id in self._ready
-            for _, p in producers
-        )  # a range reader needs every producer's sample: all handed over, or all polled
         channels = []
-        for _, producer in producers:
+        for _, producer in self._producers_of(edge, consumer):
             descriptor = self._descriptors[(edge.name, producer)]
             if shared:
                 subpartition, reader = 0, consumer
@@ -272,7 +267,7 @@ class Scheduler:
                 subpartition, reader = consumer, 0
             else:
                 subpartition, reader = 0, 0
-            channels.append(self._channel(descriptor, producer, subpartition, reader, handover))
+            channels.append(self._channel(descriptor, producer, subpartition, reader))
         range_read = None
         if edge.partitioner.kind is PartitionerKind.RANGE:
             range_read = RangeRead(
@@ -289,12 +284,11 @@ class Scheduler:
         producer: int,
         subpartition: int,
         reader: int,
-        handover: bool = True,
     ) -> ChannelSpec:
         """A channel that reads handed-over buffers if its producer left them, else polls."""
         pid = descriptor.partition.partition_id
         self._channels[pid] += 1
-        ready = self._ready.get(pid) if handover else None
+        ready = self._ready.get(pid)
         if self._channels[pid] == _readers(descriptor):
             self._ready.pop(pid, None)  # every reader has its channel now
         if ready is None:

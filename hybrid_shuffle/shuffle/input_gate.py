@@ -196,7 +196,7 @@ def read_gates(
         channel.polled_at = time.monotonic()
         outstanding[ref] = (gate, channel)
 
-    handed_over: list[tuple[InputGate, list[_Channel]]] = []
+    handed_over: list[InputGate] = []
     for gate in gates:
         if gate.finished:  # no producers at all
             yield gate.spec.input_index, None
@@ -204,28 +204,18 @@ def read_gates(
         for channel in gate.channels:
             if channel.spec.buffers is None:
                 issue(gate, channel)
-        whole = [c for c in gate.channels if c.spec.buffers is not None]
-        if whole:
-            handed_over.append((gate, whole))
-    for gate, channels in handed_over:  # after the polls went out: they run meanwhile
-        rr = gate.spec.range_read
-        if rr is not None:
-            # the scheduler hands a range edge over only whole: every sample is here
-            for c in channels:
-                c.sample = c.spec.sample
-            gate.boundaries = range_boundaries([c.sample for c in channels], rr.consumers)
-        for c in channels:
-            producer = c.spec.producer_subtask
-            wanted = [b for b in c.spec.buffers or () if gate.wants(b)]
-            tables = _fetch(wanted, gate, c) if wanted else []
-            c.done = True
-            gate.metrics.producer_finished_at[producer] = c.spec.producer_finished_at
-            if tables:
-                gate.metrics.first_buffer_from[producer] = time.time()
-                gate.metrics.first_buffer_at = gate.metrics.first_buffer_at or time.time()
-            yield from _deliver(gate, tables)
-        if gate.finished:
-            yield gate.spec.input_index, None
+            else:
+                channel.sample = channel.spec.sample  # range edges: known without a poll
+        if any(c.spec.buffers is not None for c in gate.channels):
+            handed_over.append(gate)
+    for gate in handed_over:  # after the polls went out: they run meanwhile
+        if gate.spec.range_read is not None:
+            if any(c.sample is None for c in gate.channels):
+                continue  # read once the polls brought the other producers' samples
+            gate.boundaries = range_boundaries(
+                [c.sample for c in gate.channels], gate.spec.range_read.consumers
+            )
+        yield from _read_handed_over(gate)
     while outstanding:
         ready, _ = ray.wait(list(outstanding), num_returns=1, timeout=_WAIT_SLICE)
         if cancelled.is_set():
@@ -241,16 +231,37 @@ def read_gates(
             if channel.sample is None:  # else wait for the other producers' samples
                 issue(gate, channel)
         elif was_sampling:
-            # boundaries known: every channel starts reading its bucket
+            # boundaries known: every polled channel starts reading its bucket
             for other in gate.channels:
-                if all(ch is not other for _, ch in outstanding.values()):
+                polled = other.spec.buffers is None
+                if polled and all(ch is not other for _, ch in outstanding.values()):
                     issue(gate, other)
+            yield from _read_handed_over(gate)
         elif not channel.done:
             issue(gate, channel)  # before fetching: the poll acknowledges, we hold the refs
         if response.buffers:
             yield from _deliver(gate, _fetch(response.buffers, gate, channel))
         if channel.done and gate.finished:
             yield gate.spec.input_index, None
+
+
+def _read_handed_over(gate: InputGate) -> Iterator[tuple[int, pa.Table | None]]:
+    """Read the channels whose producer handed its finished partition over (a range
+    gate: once its boundaries are known, and only the buffers of this bucket)."""
+    for c in gate.channels:
+        if c.spec.buffers is None or c.done:
+            continue
+        producer = c.spec.producer_subtask
+        wanted = [b for b in c.spec.buffers if gate.wants(b)]
+        tables = _fetch(wanted, gate, c) if wanted else []
+        c.done = True
+        gate.metrics.producer_finished_at[producer] = c.spec.producer_finished_at
+        if tables:
+            gate.metrics.first_buffer_from[producer] = time.time()
+            gate.metrics.first_buffer_at = gate.metrics.first_buffer_at or time.time()
+        yield from _deliver(gate, tables)
+    if gate.finished:
+        yield gate.spec.input_index, None
 
 
 def _deliver(gate: InputGate, tables: list[pa.Table]) -> Iterator[tuple[int, pa.Table | None]]:
