@@ -63,8 +63,8 @@ class TaskReport:
     schema: pa.Schema | None = None
     writes: list[WriteMetrics] = field(default_factory=list)
     reads: list[ReadMetrics] = field(default_factory=list)
-    #: output partition id -> per subpartition, its buffers, for partitions consumers may
-    #: read without polling (``ResultPartition.finished_buffers``); the scheduler takes
+    #: output partition id -> what it hands to consumers that start later, who then read
+    #: it without polling (``ResultPartition.finished_buffers``); the scheduler takes
     #: these out of the report so that a finished job's reports hold no ObjectRefs
     ready_buffers: dict[str, HandedOver] = field(default_factory=dict)
 
@@ -162,6 +162,8 @@ def run_task(
 
 
 def _read_inputs(gates: Sequence[InputGate], cancelled: threading.Event, chain: _Chain) -> None:
+    """Feed the chain from the gates; the reader is closed on every exit, so a failed
+    task stops its polls and lets go of the buffers it fetched."""
     with contextlib.closing(read_gates(gates, cancelled)) as inputs:
         for input_index, table in inputs:
             if table is None:
