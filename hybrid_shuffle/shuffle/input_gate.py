@@ -147,18 +147,25 @@ class InputGate:
         if self._sampling():
             if response.sample is not None:
                 channel.sample = response.sample
-            if all(c.sample is not None for c in self.channels):
-                rr = self.spec.range_read
-                assert rr is not None
-                self.boundaries = range_boundaries([c.sample for c in self.channels], rr.consumers)
+            self.derive_boundaries()
             return
         channel.cursor = response.next_cursor
         channel.done = response.end_of_partition
-        if response.buffers and producer not in self.metrics.first_buffer_from:
+        if response.buffers:
+            self.received_from(producer)
+
+    def derive_boundaries(self) -> None:
+        """Range edges: the key boundaries, once every producer's sample is known."""
+        rr = self.spec.range_read
+        if rr is not None and all(c.sample is not None for c in self.channels):
+            self.boundaries = range_boundaries([c.sample for c in self.channels], rr.consumers)
+
+    def received_from(self, producer: int) -> None:
+        """Record the first data from ``producer`` (the hybrid timeline metrics)."""
+        if producer not in self.metrics.first_buffer_from:
             now = time.time()
             self.metrics.first_buffer_from[producer] = now
-            if not self.metrics.first_buffer_at:
-                self.metrics.first_buffer_at = now
+            self.metrics.first_buffer_at = self.metrics.first_buffer_at or now
 
     def wants(self, buffer: BufferRef) -> bool:
         """Range edges: whether a handed-over buffer can hold rows of this consumer."""
@@ -210,11 +217,9 @@ def read_gates(
             handed_over.append(gate)
     for gate in handed_over:  # after the polls went out: they run meanwhile
         if gate.spec.range_read is not None:
-            if any(c.sample is None for c in gate.channels):
+            gate.derive_boundaries()
+            if gate.boundaries is None:
                 continue  # read once the polls brought the other producers' samples
-            gate.boundaries = range_boundaries(
-                [c.sample for c in gate.channels], gate.spec.range_read.consumers
-            )
         yield from _read_handed_over(gate)
     while outstanding:
         ready, _ = ray.wait(list(outstanding), num_returns=1, timeout=_WAIT_SLICE)
@@ -257,8 +262,7 @@ def _read_handed_over(gate: InputGate) -> Iterator[tuple[int, pa.Table | None]]:
         c.done = True
         gate.metrics.producer_finished_at[producer] = c.spec.producer_finished_at
         if tables:
-            gate.metrics.first_buffer_from[producer] = time.time()
-            gate.metrics.first_buffer_at = gate.metrics.first_buffer_at or time.time()
+            gate.received_from(producer)
         yield from _deliver(gate, tables)
     if gate.finished:
         yield gate.spec.input_index, None
