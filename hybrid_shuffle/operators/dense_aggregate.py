@@ -59,9 +59,12 @@ def dense_aggregate(
     rows = np.bincount(group, minlength=total)
     present = rows > 0
     columns: dict[str, pa.Array] = {keys[0]: _keys(key.type, low, slots, present)}
+    prepared: dict[str, tuple[pa.Array, np.ndarray]] = {}  # once per column, not per function
     for column, fn, name in aggregations:
-        values = table.column(column).combine_chunks()
-        result = _aggregate(values, fn, group, rows)
+        if column not in prepared:
+            prepared[column] = _non_null(table.column(column).combine_chunks(), group, rows)
+        values, counts = prepared[column]
+        result = _aggregate(values, counts, fn, group)
         if result is None:
             return None
         array, valid = result
@@ -86,17 +89,21 @@ def _keys(key_type: pa.DataType, low: int, slots: int, present: np.ndarray) -> p
     return array
 
 
+def _non_null(values: pa.Array, group: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """The column with nulls as 0, and its non-null rows per slot (``rows``: all rows)."""
+    if not values.null_count:
+        return values, rows
+    valid_rows = pc.is_valid(values).to_numpy(zero_copy_only=False)
+    return pc.fill_null(values, 0), np.bincount(group[valid_rows], minlength=len(rows))
+
+
 def _aggregate(
-    values: pa.Array, fn: str, group: np.ndarray, rows: np.ndarray
+    values: pa.Array, counts: np.ndarray, fn: str, group: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per slot: the aggregate and whether it is valid (not null); ``rows``: rows per slot."""
-    counts = rows
-    if values.null_count:
-        valid_rows = pc.is_valid(values).to_numpy(zero_copy_only=False)
-        counts = np.bincount(group[valid_rows], minlength=len(rows))
-        values = pc.fill_null(values, 0)
+    """Per slot: the aggregate and whether it is valid (not null); ``values`` without
+    nulls and ``counts``, the non-null rows per slot, from ``_non_null``."""
     if fn == "count":
-        return counts, np.ones(len(rows), dtype=bool)
+        return counts, np.ones(len(counts), dtype=bool)
     t = values.type
     if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
         return None  # decimals: group_by keeps their exact type
@@ -106,4 +113,4 @@ def _aggregate(
         if largest * len(numbers) >= _EXACT:
             return None
     weights = numbers.astype(np.float64, copy=False)
-    return np.bincount(group, weights=weights, minlength=len(rows)), counts > 0
+    return np.bincount(group, weights=weights, minlength=len(counts)), counts > 0
