@@ -55,16 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     workloads = set(args.workloads.split(","))
     distributions = args.distributions.split(",")
     modes = args.engine_modes.split(",")
-    config = {
-        "parallelism": args.blocks,
-        "ray": {"num_cpus": 2, "object_store_memory": args.object_store},
-        "shuffle": {"buffer_size": "8 MiB", "memory_budget": "1 GiB"},
-        # RayDP's from_spark caches the Arrow bytes in the executor: 1 GiB runs out at 10M rows
-        "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "2 GiB"},
-    }
+    config = systems.session_config(args.blocks, args.object_store)
     results: list[Measurement] = []
     started = time.time()
-    with hs.Session(config, slots=10) as session:
+    with hs.Session(config, slots=systems.SLOTS) as session:
         spark = _spark(session) if "spark" in workloads else None
         for rows in args.rows:
             for dist in distributions:

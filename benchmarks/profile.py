@@ -49,13 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.exists(spy):
         print("python -m benchmarks.profile needs py-spy: pip install py-spy", file=sys.stderr)
         return 2
-    config = {
-        "parallelism": 8,
-        "ray": {"num_cpus": 2, "object_store_memory": "3 GiB"},
-        "shuffle": {"buffer_size": "8 MiB", "memory_budget": "1 GiB"},
-    }
     out = Path(tempfile.mkdtemp(prefix="hs-profile-"))
-    with hs.Session(config, slots=10) as session:
+    with hs.Session(systems.session_config(), slots=systems.SLOTS) as session:
         data = blocks(make_table(args.rows, args.distribution), 8)
         run = _RUNNERS[args.workload](session, args.mode)
         run(data)  # warm-up: executors import and connect before sampling starts

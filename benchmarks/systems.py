@@ -22,7 +22,20 @@ import hybrid_shuffle as hs
 from hybrid_shuffle.shuffle.partitioner import hash_partition_ids, split_by_ids
 
 PARTITIONS = 8
+#: executor slots of the benchmark session (more than PARTITIONS: producers and consumers)
+SLOTS = 10
 Runner = Callable[[list[pa.Table]], Any]
+
+
+def session_config(blocks: int = 8, object_store: str = "3 GiB") -> dict[str, Any]:
+    """The session every engine measurement runs in (the profiler uses it too)."""
+    return {
+        "parallelism": blocks,
+        "ray": {"num_cpus": 2, "object_store_memory": object_store},
+        "shuffle": {"buffer_size": "8 MiB", "memory_budget": "1 GiB"},
+        # RayDP's from_spark caches the Arrow bytes in the executor: 1 GiB runs out at 10M rows
+        "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "2 GiB"},
+    }
 
 
 def discard(batch: pa.Table) -> pa.Table:
