@@ -18,6 +18,7 @@ from typing import Any
 import ray
 
 from hybrid_shuffle.config import ShuffleConfig
+from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport, run_task
 from hybrid_shuffle.shuffle.api import (
     PartitionId,
     PollRequest,
@@ -25,7 +26,6 @@ from hybrid_shuffle.shuffle.api import (
     ShuffleEnvironmentContext,
 )
 from hybrid_shuffle.shuffle.service import load_shuffle_service
-from hybrid_shuffle.task import TaskDeployment, TaskReport, run_task
 
 __all__ = ["MAX_CONCURRENCY", "Executor"]
 

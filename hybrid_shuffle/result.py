@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import pyarrow as pa
 
-from hybrid_shuffle.task import TaskReport
+from hybrid_shuffle.runtime.task import TaskReport
 
 __all__ = ["EdgeMetrics", "JobResult"]
 

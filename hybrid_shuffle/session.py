@@ -31,7 +31,7 @@ from hybrid_shuffle.shuffle.service import load_shuffle_service
 from hybrid_shuffle.spark import SparkBridge
 
 if TYPE_CHECKING:
-    from hybrid_shuffle.api import Job
+    from hybrid_shuffle.api.job import Job
 
 __all__ = ["Session"]
 

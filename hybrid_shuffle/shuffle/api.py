@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, NewType
 
 from hybrid_shuffle.config import ShuffleConfig
-from hybrid_shuffle.graph import Partitioner
 from hybrid_shuffle.shuffle.partition_type import ResultPartitionType
 from hybrid_shuffle.shuffle.partitioner import bucket_overlaps
+from hybrid_shuffle.shuffle.routing import Partitioner
 
 __all__ = [
     "BufferRef",

@@ -11,7 +11,7 @@ import importlib
 
 from hybrid_shuffle.errors import ConfigError
 from hybrid_shuffle.shuffle.api import ShuffleServiceFactory
-from hybrid_shuffle.shuffle.executor_local import ExecutorLocalShuffleServiceFactory
+from hybrid_shuffle.shuffle.local.service import ExecutorLocalShuffleServiceFactory
 
 __all__ = ["BUILTIN_SERVICES", "load_shuffle_service"]
 

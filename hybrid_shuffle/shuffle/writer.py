@@ -14,7 +14,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hybrid_shuffle.graph import PartitionerKind
 from hybrid_shuffle.shuffle.api import KeyRange
 from hybrid_shuffle.shuffle.partitioner import (
     hash_partition_ids,
@@ -23,6 +22,7 @@ from hybrid_shuffle.shuffle.partitioner import (
     split_by_ids,
 )
 from hybrid_shuffle.shuffle.result_partition import ResultPartition
+from hybrid_shuffle.shuffle.routing import PartitionerKind
 
 __all__ = ["ResultPartitionWriter"]
 

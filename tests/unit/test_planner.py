@@ -9,9 +9,9 @@ import pytest
 
 from hybrid_shuffle.config import load_config
 from hybrid_shuffle.errors import ConfigError, PlanError, SlotsExceededError
-from hybrid_shuffle.graph import Partitioner, PartitionerKind
 from hybrid_shuffle.operators import HashAggregate, Identity, MapBatches, SortPartition
-from hybrid_shuffle.planner import ExchangeSpec, LogicalNode, plan_job
+from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, plan_job
+from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 TABLE = pa.table({"customer": ["a", "b"], "amount": [1.0, 2.0]})
 

@@ -9,11 +9,11 @@ import pyarrow as pa
 import pytest
 
 from hybrid_shuffle.errors import WaitTimeoutError
-from hybrid_shuffle.graph import Partitioner, PartitionerKind
 from hybrid_shuffle.shuffle.api import PartitionDescriptor, PartitionId, PollRequest
 from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
 from hybrid_shuffle.shuffle.partition_type import partition_type
 from hybrid_shuffle.shuffle.result_partition import ResultPartition
+from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 BATCH = pa.table({"k": list(range(1000)), "v": [1.0] * 1000})
 

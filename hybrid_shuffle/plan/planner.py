@@ -21,17 +21,16 @@ import pyarrow as pa
 
 from hybrid_shuffle.config import Config
 from hybrid_shuffle.errors import ConfigError, PlanError, SlotsExceededError
-from hybrid_shuffle.graph import (
+from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.plan.graph import (
     EdgeName,
     JobEdge,
     JobGraph,
     JobVertex,
-    Partitioner,
-    PartitionerKind,
     VertexId,
 )
-from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.shuffle.partition_type import MODES, partition_type
+from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 __all__ = ["ExchangeSpec", "LogicalNode", "Plan", "TaskKey", "plan_job", "reachable"]
 

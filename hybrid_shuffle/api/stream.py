@@ -1,4 +1,4 @@
-"""The builder a user writes jobs with: ``Job`` and ``Stream``.
+"""``Stream`` and ``KeyedStream``: the operators and exchanges a job is built from.
 
 Each call adds a logical node; nothing runs until ``to_arrow()``,
 ``to_pandas()`` or ``collect()``.  Every exchange (``key_by``, ``sort``,
@@ -11,9 +11,7 @@ into one task by the planner.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +20,6 @@ import pyarrow as pa
 import ray
 
 from hybrid_shuffle.errors import PlanError
-from hybrid_shuffle.graph import Partitioner, PartitionerKind
 from hybrid_shuffle.operators import (
     Filter,
     HashAggregate,
@@ -34,136 +31,14 @@ from hybrid_shuffle.operators import (
     SortPartition,
 )
 from hybrid_shuffle.operators.base import Operator
-from hybrid_shuffle.planner import ExchangeSpec, LogicalNode, Plan, plan_job, reachable
-from hybrid_shuffle.result import JobResult, edge_metrics
-from hybrid_shuffle.scheduler import Scheduler
+from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode
+from hybrid_shuffle.result import JobResult
+from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 if TYPE_CHECKING:
-    from hybrid_shuffle.session import Session
+    from hybrid_shuffle.api.job import Job
 
-__all__ = ["Job", "KeyedStream", "Stream"]
-
-
-class Job:
-    """A named dataflow job built in a session; see the module docstring."""
-
-    def __init__(self, session: Session, name: str) -> None:
-        self.session = session
-        self.name = name
-        self._ids = itertools.count()
-        self._last: LogicalNode | None = None
-
-    def _node(
-        self,
-        kind: str,
-        name: str | None,
-        operator: Operator | None,
-        inputs: list[tuple[LogicalNode, ExchangeSpec | None]],
-        **kwargs: Any,
-    ) -> LogicalNode:
-        node_id = next(self._ids)
-        node = LogicalNode(node_id, name or f"{kind}_{node_id}", operator, inputs, **kwargs)
-        self._last = node
-        return node
-
-    def from_arrow(
-        self,
-        data: pa.Table | Sequence[pa.Table | ray.ObjectRef],
-        name: str = "source",
-        parallelism: int | None = None,
-    ) -> Stream:
-        """A source of ``parallelism`` subtasks.
-
-        A single table is sliced into ``parallelism`` (default: config
-        ``parallelism``) contiguous splits; a list of tables or ObjectRefs is
-        dealt round-robin to ``parallelism`` (default: one per element) subtasks.
-        Tables are ``ray.put`` by the driver, which owns them for the job's life.
-        """
-        if isinstance(data, pa.Table):
-            p = parallelism or self.session.config.parallelism
-            rows = -(-data.num_rows // p) if data.num_rows else 0
-            pieces: list[Any] = [data.slice(i * rows, rows) for i in range(p)]
-            schema: pa.Schema | None = data.schema
-        else:
-            pieces = list(data)
-            if not pieces:
-                raise PlanError(f"from_arrow '{name}': the list of tables is empty; pass a table")
-            p = parallelism or len(pieces)
-            tables = [x for x in pieces if isinstance(x, pa.Table)]
-            schema = tables[0].schema if tables else None
-            for x in pieces:
-                if not isinstance(x, (pa.Table, ray.ObjectRef)):
-                    raise PlanError(
-                        f"from_arrow '{name}': got a {type(x).__name__}; pass pyarrow Tables "
-                        "or ObjectRefs of them"
-                    )
-        if p < 1:
-            raise PlanError(f"from_arrow '{name}': parallelism must be positive, got {p}")
-        refs = [ray.put(x) if isinstance(x, pa.Table) else x for x in pieces]
-        splits: list[list[Any]] = [refs[i::p] for i in range(p)]
-        node = self._node(
-            "source", name, None, [], parallelism=p, source_splits=splits, source_schema=schema
-        )
-        return Stream(self, node)
-
-    def from_spark(self, df: Any, name: str = "spark", parallelism: int | None = None) -> Stream:
-        """A source from a Spark DataFrame (see ``hybrid_shuffle.spark`` for the copies made).
-
-        ``parallelism`` defaults to the DataFrame's partition count.
-        """
-        bridge = self.session.bridge
-        schema = bridge.arrow_schema(df, name)
-        if parallelism is None:
-            parallelism = max(int(df._jdf.rdd().getNumPartitions()), 1)
-        node = self._node(
-            "source",
-            name,
-            None,
-            [],
-            parallelism=parallelism,
-            source_schema=schema,
-            load=lambda: bridge.to_arrow_refs(df, name, parallelism),
-        )
-        return Stream(self, node)
-
-    def plan(self, stream: Stream | None = None) -> Plan:
-        node = stream.node if stream is not None else self._last
-        if node is None:
-            raise PlanError(f"job '{self.name}' has no streams yet; start with from_arrow()")
-        return plan_job(self.name, node, self.session.config, self.session.slots)
-
-    def explain(self, stream: Stream | None = None) -> str:
-        """Every edge with its effective mode, partitioner, partitions and region."""
-        return self.plan(stream).explain()
-
-    def run(self, stream: Stream) -> JobResult:
-        started = time.perf_counter()
-        plan = self.plan(stream)  # fails on a bad job before any lazy source is fetched
-        lazy = [n for n in reachable(stream.node) if n.load is not None and n.source_splits is None]
-        for node in lazy:
-            node.resolve()
-        sources_seconds = time.perf_counter() - started
-        if lazy:  # the vertices must carry the fetched splits
-            plan = self.plan(stream)
-        scheduler = Scheduler(plan, self.session.master, self.session.executors)
-        try:
-            reports = scheduler.run()
-            table = scheduler.read_result()
-        finally:
-            scheduler.release()
-        if table is None:
-            sink = plan.graph.vertices[plan.graph.sink].name
-            seen = [r.schema for r in reports if r.schema is not None and r.vertex == sink]
-            schema = seen[0] if seen else plan.output_schema
-            table = schema.empty_table() if schema is not None else pa.table({})
-        return JobResult(
-            table,
-            edge_metrics(reports, scheduler.edge_modes()),
-            reports,
-            time.perf_counter() - started,
-            plan.explain(),
-            sources_seconds,
-        )
+__all__ = ["KeyedStream", "Stream"]
 
 
 def _ship_by_value(fn: Any) -> Any:

@@ -7,63 +7,23 @@ vertex id is never mistaken for a subtask index.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import NewType
 
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.shuffle.partition_type import ResultPartitionType
+from hybrid_shuffle.shuffle.routing import Partitioner
 
 __all__ = [
     "EdgeName",
     "JobEdge",
     "JobGraph",
     "JobVertex",
-    "Partitioner",
-    "PartitionerKind",
     "VertexId",
 ]
 
 VertexId = NewType("VertexId", int)
 EdgeName = NewType("EdgeName", str)
-
-
-class PartitionerKind(enum.Enum):
-    FORWARD = "forward"  # producer subtask i -> consumer subtask i
-    HASH = "hash"
-    RANGE = "range"
-    ROUND_ROBIN = "round-robin"
-    BROADCAST = "broadcast"
-
-
-@dataclass(frozen=True)
-class Partitioner:
-    """How a producer's rows are routed to consumer subtasks."""
-
-    kind: PartitionerKind
-    keys: tuple[str, ...] = ()
-    descending: bool = False
-
-    def is_all_to_all(self) -> bool:
-        """Every producer subtask feeds every consumer subtask."""
-        return self.kind is not PartitionerKind.FORWARD
-
-    def shares_one_subpartition(self) -> bool:
-        """Every consumer reads the same stream (and filters it, for range).
-
-        Broadcast needs every row everywhere; range partitioning decides each
-        consumer's key interval only when every producer's sample is known, so
-        the producer writes one sorted stream and consumers read their slice.
-        """
-        return self.kind in (PartitionerKind.BROADCAST, PartitionerKind.RANGE)
-
-    def describe(self) -> str:
-        if self.kind is PartitionerKind.HASH:
-            return f"hash({', '.join(self.keys)})"
-        if self.kind is PartitionerKind.RANGE:
-            order = " desc" if self.descending else ""
-            return f"range({self.keys[0]}{order})"
-        return self.kind.value
 
 
 @dataclass

@@ -42,8 +42,9 @@ from hybrid_shuffle.errors import (
     ProducerFailedError,
     WaitTimeoutError,
 )
-from hybrid_shuffle.graph import JobEdge, Partitioner, PartitionerKind, VertexId
-from hybrid_shuffle.planner import Plan, Region, TaskKey
+from hybrid_shuffle.plan.graph import JobEdge, VertexId
+from hybrid_shuffle.plan.planner import Plan, Region, TaskKey
+from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport
 from hybrid_shuffle.shuffle.api import (
     HandedOver,
     PartitionDescriptor,
@@ -60,7 +61,7 @@ from hybrid_shuffle.shuffle.input_gate import (
     read_gates,
 )
 from hybrid_shuffle.shuffle.partition_type import partition_type
-from hybrid_shuffle.task import TaskDeployment, TaskReport
+from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 __all__ = ["RESULT_EDGE", "Scheduler"]
 

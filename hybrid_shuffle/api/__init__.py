@@ -1,0 +1,7 @@
+"""The builder users write jobs with: ``Job`` (sources, planning, running) and ``Stream``
+(operators and exchanges)."""
+
+from hybrid_shuffle.api.job import Job
+from hybrid_shuffle.api.stream import KeyedStream, Stream
+
+__all__ = ["Job", "KeyedStream", "Stream"]
