@@ -4,27 +4,29 @@ It is Flink's TaskExecutor with one slot, rebuilt as a threaded Ray actor: one
 thread runs the current task while other threads serve consumers' polls of the
 partitions this actor owns (``max_concurrency``).  Because the actor
 ``ray.put``s its buffers, it owns them; they live as long as it does
-(DESIGN.md, "Ownership").
+(docs/architecture.md, "Who owns what").
+
+``run_task`` returns a ``TaskReport`` whatever happens inside the task (a
+failure is described in it), so a failed or cancelled job leaves no Ray error
+objects behind.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import gc
 import os
 import threading
 from collections import OrderedDict
 from typing import Any
 
+import pyarrow as pa
 import ray
 
-from hybrid_shuffle.config import ShuffleConfig
+from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
 from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport, run_task
-from hybrid_shuffle.shuffle.api import (
-    PartitionId,
-    PollRequest,
-    PollResponse,
-    ShuffleEnvironmentContext,
-)
+from hybrid_shuffle.shuffle.api import PartitionId, PollRequest, PollResponse
 from hybrid_shuffle.shuffle.service import load_shuffle_service
 
 __all__ = ["MAX_CONCURRENCY", "Executor"]
@@ -36,23 +38,9 @@ _REMEMBERED_JOBS = 64
 
 
 class Executor:
-    def __init__(
-        self,
-        index: int,
-        session_id: str,
-        service: str,
-        config: ShuffleConfig,
-        memory_budget: int,
-    ) -> None:
-        self.index = index
-        context = ShuffleEnvironmentContext(
-            executor_index=index,
-            session_id=session_id,
-            config=config,
-            memory_budget=memory_budget,
-            spill_dir=config.spill_dir,
-        )
-        self.env = load_shuffle_service(service).create_shuffle_environment(context)
+    def __init__(self, spec: ExecutorSpec) -> None:
+        self.index = spec.context.executor_index
+        self.env = load_shuffle_service(spec.service).create_shuffle_environment(spec.context)
         #: job id -> its cancel flag, for the most recent jobs only (no per-job cleanup call)
         self._cancelled: OrderedDict[str, threading.Event] = OrderedDict()
         self._lock = threading.Lock()
@@ -70,9 +58,7 @@ class Executor:
 
     def run_task(self, deployment: TaskDeployment) -> TaskReport:
         cancelled = self._cancel_event(deployment.job_id)
-        writers = self.env.create_result_partition_writers(deployment.outputs, cancelled)
-        gates = self.env.create_input_gates(deployment.gates)
-        return run_task(deployment, gates, writers, cancelled, self.index)
+        return run_task(deployment, self.env, cancelled, self.index, _fetch)
 
     def poll(self, request: PollRequest) -> PollResponse:
         return self.env.poll(request)
@@ -82,6 +68,8 @@ class Executor:
 
     def release_partitions(self, partition_ids: list[PartitionId]) -> None:
         self.env.release_partitions_locally(partition_ids)
+        if not self.env.partitions_occupying_local_resources():
+            _trim_memory()
 
     def partitions_occupying_local_resources(self) -> set[PartitionId]:
         return self.env.partitions_occupying_local_resources()
@@ -92,5 +80,29 @@ class Executor:
         worker: Any = ray._private.worker.global_worker
         return len(worker.core_worker.get_all_reference_counts())
 
+    def memory(self) -> dict[str, int]:
+        """This process's resident bytes and Arrow's pool bytes (leak checks)."""
+        with open(f"/proc/{os.getpid()}/statm") as f:
+            resident_pages = int(f.read().split()[1])
+        return {
+            "rss": resident_pages * os.sysconf("SC_PAGE_SIZE"),
+            "arrow_pool": pa.total_allocated_bytes(),
+        }
+
     def close(self) -> None:
         self.env.close()
+
+
+def _fetch(ref: Any, timeout: float) -> pa.Table:
+    table: pa.Table = ray.get(ref, timeout=timeout)
+    return table
+
+
+def _trim_memory() -> None:
+    """Give freed memory back to the OS once nothing is held: drop cycles, ask Arrow's
+    pool to release unused memory, and glibc to trim its heap.  Without it an
+    executor keeps the high-water mark of its largest job for the session's life."""
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+        ctypes.CDLL("libc.so.6").malloc_trim(0)

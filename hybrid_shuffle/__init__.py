@@ -1,21 +1,52 @@
-"""hybrid-shuffle: pipelined, blocking and hybrid exchanges of a dataflow job on Ray."""
+"""hybrid-shuffle: pipelined, blocking and hybrid exchanges of a dataflow job on Ray.
 
-from hybrid_shuffle.api import Job, KeyedStream, Stream
-from hybrid_shuffle.config import Config, load_config
+The public names are loaded on first use (PEP 562), so ``import hybrid_shuffle``
+costs milliseconds and pulls in neither Ray nor pandas; ``hs.Session`` loads the
+runtime.  The library logs to the ``hybrid_shuffle`` logger (job start, end and
+failure at INFO; polls, spills and releases at DEBUG) and adds no handler.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import TYPE_CHECKING, Any
+
 from hybrid_shuffle.errors import (
     ConfigError,
     DataConsumptionError,
     ExecutorLostError,
     HybridShuffleError,
+    JobCancelledError,
     JobFailedError,
     PartitionNotFoundError,
     PlanError,
     ProducerFailedError,
+    SchemaMismatchError,
+    SessionClosedError,
     SlotsExceededError,
     WaitTimeoutError,
 )
-from hybrid_shuffle.result import EdgeMetrics, JobResult
-from hybrid_shuffle.session import Session
+
+if TYPE_CHECKING:
+    from hybrid_shuffle.api.job import Job
+    from hybrid_shuffle.api.stream import KeyedStream, Stream
+    from hybrid_shuffle.config import Config, load_config
+    from hybrid_shuffle.result import EdgeMetrics, JobResult
+    from hybrid_shuffle.session import Session
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+_LAZY = {
+    "Config": "hybrid_shuffle.config",
+    "EdgeMetrics": "hybrid_shuffle.result",
+    "Job": "hybrid_shuffle.api.job",
+    "JobResult": "hybrid_shuffle.result",
+    "KeyedStream": "hybrid_shuffle.api.stream",
+    "Session": "hybrid_shuffle.session",
+    "Stream": "hybrid_shuffle.api.stream",
+    "load_config": "hybrid_shuffle.config",
+}
 
 __all__ = [
     "Config",
@@ -25,15 +56,31 @@ __all__ = [
     "ExecutorLostError",
     "HybridShuffleError",
     "Job",
+    "JobCancelledError",
     "JobFailedError",
     "JobResult",
     "KeyedStream",
     "PartitionNotFoundError",
     "PlanError",
     "ProducerFailedError",
+    "SchemaMismatchError",
     "Session",
+    "SessionClosedError",
     "SlotsExceededError",
     "Stream",
     "WaitTimeoutError",
     "load_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hybrid_shuffle' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -19,6 +19,8 @@ __all__ = [
     "PartitionNotFoundError",
     "PlanError",
     "ProducerFailedError",
+    "SchemaMismatchError",
+    "SessionClosedError",
     "SlotsExceededError",
     "WaitTimeoutError",
 ]
@@ -34,6 +36,14 @@ class ConfigError(HybridShuffleError, ValueError):
 
 class PlanError(HybridShuffleError, ValueError):
     """The job graph cannot be built: a missing column, a duplicate edge name, ..."""
+
+
+class SchemaMismatchError(HybridShuffleError, TypeError):
+    """A batch's columns differ from earlier batches of the same operator."""
+
+
+class SessionClosedError(HybridShuffleError, RuntimeError):
+    """A session, or a job or stream of it, was used after ``close()``."""
 
 
 class SlotsExceededError(PlanError):

@@ -9,27 +9,19 @@ import pandas as pd
 import pyarrow as pa
 
 from hybrid_shuffle.runtime.task import TaskReport
+from hybrid_shuffle.shuffle.metrics import PartitionVolume
 
 __all__ = ["EdgeMetrics", "JobResult"]
 
 
 @dataclass
-class EdgeMetrics:
-    """One edge, summed over its producer and consumer subtasks."""
+class EdgeMetrics(PartitionVolume):
+    """One edge, summed over its producer subtasks (``PartitionVolume``'s fields), with
+    the timeline of its producers and consumers."""
 
     name: str
     mode: str
     partitioner: str
-    rows: int = 0
-    bytes: int = 0
-    buffers: int = 0
-    spilled_bytes: int = 0
-    persisted_bytes: int = 0
-    #: most bytes one producer's partition held in memory at once
-    peak_memory_bytes: int = 0
-    #: most buffers of one subpartition written and not yet consumed
-    peak_backlog_buffers: int = 0
-    blocked_seconds: float = 0.0
     #: producer subtask -> when it finished writing (epoch seconds)
     producer_finished_at: dict[int, float] = field(default_factory=dict)
     #: consumer subtask -> producer subtask -> first buffer received from it
@@ -80,14 +72,7 @@ def edge_metrics(
             e = edges.get(w.edge)
             if e is None:
                 continue
-            e.rows += w.rows
-            e.bytes += w.bytes
-            e.buffers += w.buffers
-            e.spilled_bytes += w.spilled_bytes
-            e.persisted_bytes += w.persisted_bytes
-            e.peak_memory_bytes = max(e.peak_memory_bytes, w.peak_memory_bytes)
-            e.peak_backlog_buffers = max(e.peak_backlog_buffers, w.peak_backlog_buffers)
-            e.blocked_seconds += w.blocked_seconds
+            e.add(w)
             e.producer_finished_at[w.subtask] = w.finished_at
         for r in report.reads:
             e = edges.get(r.edge)

@@ -1,42 +1,51 @@
-"""The session: a Ray connection, the shuffle master and the executor slots.
+"""The session: a Ray connection, the shuffle service, the executor slots, Spark.
 
 ``Session()`` starts an embedded local Ray (explicit ``num_cpus``, the object
 store size from config) unless Ray is already initialised in this process or
-``address=`` names a cluster to join.  It creates ``slots`` executor actors (one
-slot each; slots are a logical count as in Flink, so 8 slots on 2 cores share
-the cores) and the driver-side ``ShuffleMaster``.  ``session.spark`` starts
-Spark on Ray through RayDP on first use (or is the session passed as
-``spark=``).  ``close()`` stops the Spark it started, releases every partition,
-kills the executors, removes the session's spill directory and shuts down Ray
-only if the session started it: an attached cluster keeps running.
+``address=`` names a cluster to join.  It creates the shuffle master and the
+partition tracker, a private spill directory (0700), and ``slots`` executor
+actors through the slot pool.  ``session.spark`` starts Spark on Ray through
+RayDP on first use (or is the session passed as ``spark=``).
+
+``close()`` stops the Spark it started, releases every partition, closes and
+kills the executors, removes the spill directory and shuts down Ray only if
+the session started it: an attached cluster keeps running.  A ``Session()``
+that fails half-way closes what it had started before it raises.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import ray
-from ray.exceptions import GetTimeoutError, RayActorError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-from hybrid_shuffle.actors.executor import MAX_CONCURRENCY, Executor
 from hybrid_shuffle.config import Config, load_config
-from hybrid_shuffle.errors import ConfigError, ExecutorLostError, WaitTimeoutError
+from hybrid_shuffle.errors import ConfigError, SessionClosedError
+from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
+from hybrid_shuffle.runtime.slot_pool import ExecutorSpec, SlotPool
+from hybrid_shuffle.runtime.transport import RayTransport
+from hybrid_shuffle.shuffle.api import ShuffleEnvironmentContext, ShuffleMasterContext
 from hybrid_shuffle.shuffle.service import load_shuffle_service
 from hybrid_shuffle.spark import SparkBridge
+from hybrid_shuffle.spill_dirs import (
+    check_spill_root,
+    create_session_dir,
+    remove_session_dir,
+    sweep_stale_sessions,
+)
 
 if TYPE_CHECKING:
     from hybrid_shuffle.api.job import Job
 
 __all__ = ["Session"]
 
-NAMESPACE = "hybrid-shuffle"
+log = logging.getLogger(__name__)
+
 _START_TIMEOUT = 120.0
+#: the driver reads result partitions with at least this many buffers in flight
+_READER_CREDITS = 8
 
 
 class Session:
@@ -49,124 +58,148 @@ class Session:
         spark: Any = None,
     ) -> None:
         self.config = load_config(config)
+        if slots is not None and (
+            isinstance(slots, bool) or not isinstance(slots, int) or slots < 1
+        ):
+            raise ConfigError(f"slots: must be a positive integer, got {slots!r}")
         self.session_id = f"s{uuid.uuid4().hex[:10]}"
-        self._owns_ray = False
         self._closed = False
+        self._owns_ray = False
+        self._spill_dir: str | None = None
+        self.transport = RayTransport()
         self.bridge = SparkBridge(self.config.spark, f"hybrid-shuffle-{self.session_id}", spark)
-        if not ray.is_initialized():
-            self._start_ray(address)
-        cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
-        self.slots = slots or self.config.slots or max(cluster_cpus, 1)
-        service = self.config.shuffle.service
-        factory = load_shuffle_service(service)  # fails here, with the key path, if unknown
-        self.master = factory.create_shuffle_master(self.config.shuffle)
-        share = max(
-            self.config.shuffle.memory_budget // self.slots, self.config.shuffle.buffer_size
-        )
-        actor = ray.remote(Executor)
-        nodes = _worker_nodes()
-        self.executors = [
-            actor.options(
-                name=f"{self.session_id}-executor-{i}",
-                namespace=NAMESPACE,
-                num_cpus=0,
-                max_concurrency=MAX_CONCURRENCY,
-                # slots round-robin over the nodes, so partitions spread over the cluster
-                scheduling_strategy=NodeAffinitySchedulingStrategy(
-                    nodes[i % len(nodes)], soft=True
-                ),
-            ).remote(i, self.session_id, service, self.config.shuffle, share)
-            for i in range(self.slots)
-        ]
         try:
-            self.executor_info = ray.get(
-                [e.ready.remote() for e in self.executors], timeout=_START_TIMEOUT
-            )
-        except GetTimeoutError as e:
+            self._start(address, slots)
+        except BaseException:
             self.close()
-            raise WaitTimeoutError(
-                f"the {self.slots} executor actors did not start within {_START_TIMEOUT:.0f} s; "
-                "the Ray cluster is out of resources, so lower slots"
-            ) from e
-        except RayActorError as e:
-            self.close()
-            raise ExecutorLostError(f"an executor actor failed to start: {e}") from e
+            raise
+        log.info("session %s: %d slots", self.session_id, self.slots)
 
-    def _start_ray(self, address: str | None) -> None:
-        kwargs: dict[str, Any] = {
-            "namespace": NAMESPACE,
-            "include_dashboard": False,
-            "logging_level": logging.WARNING,
-            "configure_logging": True,
-        }
-        if address is None:
-            ray_config = self.config.ray
-            kwargs["num_cpus"] = ray_config.num_cpus or os.cpu_count() or 1
-            if ray_config.object_store_memory is not None:
-                kwargs["object_store_memory"] = ray_config.object_store_memory
-        else:
-            kwargs["address"] = address
-        try:
-            ray.init(**kwargs)
-        except (ConnectionError, ValueError) as e:
-            raise ConfigError(
-                f"address: cannot start or join Ray at {address or 'local'} ({e}); start the "
-                "cluster with 'ray start --head' or drop address= for an embedded Ray"
-            ) from e
-        self._owns_ray = True
+    def _start(self, address: str | None, slots: int | None) -> None:
+        shuffle = self.config.shuffle
+        factory = load_shuffle_service(shuffle.service)  # fails here, naming the key
+        root = check_spill_root(shuffle.spill_dir)
+        if not self.transport.is_connected():
+            self.transport.connect(
+                address, self.config.ray.num_cpus, self.config.ray.object_store_memory
+            )
+            self._owns_ray = True
+        sweep_stale_sessions(root, _owner_is_alive)
+        self._spill_dir = create_session_dir(root, self.session_id, _owner())
+        self.slots = slots or self.config.slots or max(self.transport.cluster_cpus(), 1)
+        self.master = factory.create_shuffle_master(
+            ShuffleMasterContext(self.session_id, shuffle.wait_timeout)
+        )
+        self.tracker = PartitionTracker(self.master)
+        share = max(shuffle.memory_budget // self.slots, shuffle.buffer_size)
+        self.pool = SlotPool(
+            self.transport,
+            self.session_id,
+            self.slots,
+            lambda i: ExecutorSpec(shuffle.service, self._environment(i, share, shuffle.credits)),
+            _START_TIMEOUT,
+        )
+        self.pool.start()
+        self.reader = factory.create_shuffle_environment(
+            self._environment(-1, shuffle.buffer_size, max(shuffle.credits, _READER_CREDITS))
+        )
+
+    def _environment(self, index: int, memory: int, credits: int) -> ShuffleEnvironmentContext:
+        shuffle = self.config.shuffle
+        return ShuffleEnvironmentContext(
+            executor_index=index,
+            session_id=self.session_id,
+            buffer_size=shuffle.buffer_size,
+            credits=credits,
+            wait_timeout=shuffle.wait_timeout,
+            memory_budget=memory,
+            spill_dir=self.spill_dir,
+        )
+
+    # -- what users call -------------------------------------------------------------------
 
     def job(self, name: str) -> Job:
-        from hybrid_shuffle.api import Job
+        from hybrid_shuffle.api.job import Job
 
-        if self._closed:
-            raise ConfigError("this session is closed; open a new hs.Session()")
+        self.check_open()
         return Job(self, name)
 
     @property
     def spark(self) -> Any:
         """The Spark session on Ray: the one passed in, or one started now through RayDP."""
-        if self._closed:
-            raise ConfigError("this session is closed; open a new hs.Session()")
+        self.check_open()
         return self.bridge.session
+
+    @property
+    def executors(self) -> list[Any]:
+        return self.pool.executors
+
+    @property
+    def executor_info(self) -> list[dict[str, Any]]:
+        """Per executor: the node it runs on and its process id."""
+        return self.pool.info
+
+    @property
+    def spill_dir(self) -> str:
+        """This session's private spill directory (removed on close)."""
+        if self._spill_dir is None:
+            return os.path.join(self.config.shuffle.spill_dir, self.session_id)
+        return self._spill_dir
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError(
+                f"session {self.session_id} is closed; open a new hs.Session() and build the "
+                "job in it"
+            )
+
+    # -- leak probes -----------------------------------------------------------------------
 
     def partitions_occupying_local_resources(self) -> dict[int, set[str]]:
         """Per executor, the partitions it still holds (empty after every job)."""
-        self.master.wait_for_releases(self.config.shuffle.wait_timeout)
-        sets = ray.get(
-            [e.partitions_occupying_local_resources.remote() for e in self.executors],
-            timeout=self.config.shuffle.wait_timeout,
-        )
+        sets = self._ask_executors("partitions_occupying_local_resources")
         return {i: set(s) for i, s in enumerate(sets)}
 
     def owned_objects(self) -> dict[int, int]:
         """Per executor, how many object references it still holds (leak checks)."""
-        self.master.wait_for_releases(self.config.shuffle.wait_timeout)
-        counts = ray.get(
-            [e.owned_objects.remote() for e in self.executors],
-            timeout=self.config.shuffle.wait_timeout,
-        )
-        return dict(enumerate(counts))
+        return dict(enumerate(self._ask_executors("owned_objects")))
 
-    @property
-    def spill_dir(self) -> str:
-        return os.path.join(self.config.shuffle.spill_dir, self.session_id)
+    def executor_memory(self) -> dict[int, dict[str, int]]:
+        """Per executor, its resident bytes and Arrow pool bytes (leak checks)."""
+        return dict(enumerate(self._ask_executors("memory")))
+
+    def _ask_executors(self, method: str) -> list[Any]:
+        self.check_open()
+        wait = self.config.shuffle.wait_timeout
+        self.master.wait_for_releases(wait)
+        return self.transport.call_all(self.executors, method, wait)
+
+    # -- closing ---------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Stop what the session started; idempotent, and safe on a half-started session."""
         if self._closed:
             return
         self._closed = True
+        wait = self.config.shuffle.wait_timeout
         try:
             self.bridge.stop()
-            self.master.close()
-            closing = [e.close.remote() for e in getattr(self, "executors", [])]
-            if closing:
-                ray.wait(closing, num_returns=len(closing), timeout=30)
+            if hasattr(self, "master"):
+                self.master.close()
+            if hasattr(self, "reader"):
+                self.reader.close()
         finally:
-            for e in getattr(self, "executors", []):
-                ray.kill(e)
-            shutil.rmtree(self.spill_dir, ignore_errors=True)
+            if hasattr(self, "pool"):
+                self.pool.close(min(wait, 30.0))
+            if self._spill_dir is not None:
+                remove_session_dir(self._spill_dir)
             if self._owns_ray:
-                ray.shutdown()
+                self.transport.shutdown()
+        log.info("session %s: closed", self.session_id)
 
     def __enter__(self) -> Session:
         return self
@@ -175,8 +208,22 @@ class Session:
         self.close()
 
 
-def _worker_nodes() -> list[str]:
-    """Alive nodes with CPUs (the head of a cluster started with 0 CPUs hosts no slot)."""
-    alive = [n for n in ray.nodes() if n.get("Alive")]
-    with_cpus = [n for n in alive if n.get("Resources", {}).get("CPU", 0) > 0] or alive
-    return sorted(n["NodeID"] for n in with_cpus)
+def _owner() -> str:
+    """Who owns a spill directory: this host and driver process."""
+    return f"{os.uname().nodename}:{os.getpid()}"
+
+
+def _owner_is_alive(owner: str) -> bool:
+    """Whether the session that wrote ``owner`` may still run: another host's is assumed
+    alive (its directory is not ours to judge); on this host, its driver process must
+    exist."""
+    host, _, pid = owner.rpartition(":")
+    if host != os.uname().nodename or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True

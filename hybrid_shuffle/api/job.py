@@ -13,14 +13,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import ray
 
+from hybrid_shuffle.api._validate import positive_count
 from hybrid_shuffle.api.stream import Stream
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, Plan, plan_job, reachable
 from hybrid_shuffle.result import JobResult, edge_metrics
-from hybrid_shuffle.runtime.scheduler import Scheduler
+from hybrid_shuffle.runtime.execution import execute
 
 if TYPE_CHECKING:
     from hybrid_shuffle.session import Session
@@ -52,17 +52,21 @@ class Job:
 
     def from_arrow(
         self,
-        data: pa.Table | Sequence[pa.Table | ray.ObjectRef],
+        data: pa.Table | Sequence[Any],
         name: str = "source",
         parallelism: int | None = None,
     ) -> Stream:
         """A source of ``parallelism`` subtasks.
 
         A single table is sliced into ``parallelism`` (default: config
-        ``parallelism``) contiguous splits; a list of tables or ObjectRefs is
-        dealt round-robin to ``parallelism`` (default: one per element) subtasks.
-        Tables are ``ray.put`` by the driver, which owns them for the job's life.
+        ``parallelism``) contiguous splits; a list of tables or Ray ObjectRefs of
+        tables is dealt round-robin to ``parallelism`` (default: one per element)
+        subtasks.  Tables are put into the object store by the driver, which owns
+        them for the job's life.
         """
+        self.session.check_open()
+        parallelism = positive_count(parallelism, f"from_arrow '{name}': parallelism")
+        transport = self.session.transport
         if isinstance(data, pa.Table):
             p = parallelism or self.session.config.parallelism
             rows = -(-data.num_rows // p) if data.num_rows else 0
@@ -76,14 +80,12 @@ class Job:
             tables = [x for x in pieces if isinstance(x, pa.Table)]
             schema = tables[0].schema if tables else None
             for x in pieces:
-                if not isinstance(x, (pa.Table, ray.ObjectRef)):
+                if not (isinstance(x, pa.Table) or transport.is_object_ref(x)):
                     raise PlanError(
                         f"from_arrow '{name}': got a {type(x).__name__}; pass pyarrow Tables "
                         "or ObjectRefs of them"
                     )
-        if p < 1:
-            raise PlanError(f"from_arrow '{name}': parallelism must be positive, got {p}")
-        refs = [ray.put(x) if isinstance(x, pa.Table) else x for x in pieces]
+        refs = [transport.put(x) if isinstance(x, pa.Table) else x for x in pieces]
         splits: list[list[Any]] = [refs[i::p] for i in range(p)]
         node = self._node(
             "source", name, None, [], parallelism=p, source_splits=splits, source_schema=schema
@@ -95,6 +97,7 @@ class Job:
 
         ``parallelism`` defaults to the DataFrame's partition count.
         """
+        parallelism = positive_count(parallelism, f"from_spark '{name}': parallelism")
         bridge = self.session.bridge
         schema = bridge.arrow_schema(df, name)
         if parallelism is None:
@@ -121,6 +124,8 @@ class Job:
         return self.plan(stream).explain()
 
     def run(self, stream: Stream) -> JobResult:
+        """Plan, fetch lazy sources, execute; the result table with per-edge metrics."""
+        self.session.check_open()
         started = time.perf_counter()
         plan = self.plan(stream)  # fails on a bad job before any lazy source is fetched
         lazy = [n for n in reachable(stream.node) if n.load is not None and n.source_splits is None]
@@ -129,12 +134,16 @@ class Job:
         sources_seconds = time.perf_counter() - started
         if lazy:  # the vertices must carry the fetched splits
             plan = self.plan(stream)
-        scheduler = Scheduler(plan, self.session.master, self.session.executors)
-        try:
-            reports = scheduler.run()
-            table = scheduler.read_result()
-        finally:
-            scheduler.release()
+        session = self.session
+        executed = execute(
+            plan,
+            tracker=session.tracker,
+            master=session.master,
+            executors=session.executors,
+            transport=session.transport,
+            reader=session.reader,
+        )
+        table, reports = executed.table, executed.reports
         if table is None:
             sink = plan.graph.vertices[plan.graph.sink].name
             seen = [r.schema for r in reports if r.schema is not None and r.vertex == sink]
@@ -142,7 +151,7 @@ class Job:
             table = schema.empty_table() if schema is not None else pa.table({})
         return JobResult(
             table,
-            edge_metrics(reports, scheduler.edge_modes()),
+            edge_metrics(reports, plan.edge_modes()),
             reports,
             time.perf_counter() - started,
             plan.explain(),

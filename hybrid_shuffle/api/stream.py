@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
-import ray
 
+from hybrid_shuffle.api._validate import positive_count
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators import (
     Filter,
@@ -41,31 +41,36 @@ if TYPE_CHECKING:
 __all__ = ["KeyedStream", "Stream"]
 
 
-def _ship_by_value(fn: Any) -> Any:
-    """Make executors receive ``fn``'s module by value when they could not import it.
-
-    Ray pickles functions by reference to their module; a pipeline's own module
-    (a script folder on ``sys.path``, a file the CLI loaded) does not exist in the
-    executors, so it travels with the function instead, as Ray's docs advise.
-    """
-    module = sys.modules.get(getattr(fn, "__module__", "") or "")
-    path = getattr(module, "__file__", None)
-    if module is None or path is None or module.__name__ == "__main__":
-        return fn
-    if any(part in path for part in ("site-packages", "dist-packages")) or (
-        module.__name__.split(".")[0] == "hybrid_shuffle"
-    ):
-        return fn
-    ray.cloudpickle.register_pickle_by_value(module)
-    return fn
-
-
 class Stream:
     """A distributed stream of Arrow tables; each method adds an operator or exchange."""
 
     def __init__(self, job: Job, node: LogicalNode) -> None:
         self.job = job
         self.node = node
+
+    def _user_function(self, fn: Any, operator: str) -> Any:
+        """``fn``, checked to pickle (a ``PlanError`` naming ``operator`` and the object
+        that does not), with its module shipped by value when the executors could not
+        import it: a pipeline's own module (a script folder on ``sys.path``, a file
+        the CLI loaded) does not exist there, as Ray's docs note."""
+        transport = self.job.session.transport
+        module = sys.modules.get(getattr(fn, "__module__", "") or "")
+        path = getattr(module, "__file__", None)
+        if (
+            module is not None
+            and path is not None
+            and module.__name__ != "__main__"
+            and not any(part in path for part in ("site-packages", "dist-packages"))
+            and module.__name__.split(".")[0] != "hybrid_shuffle"
+        ):
+            transport.ship_by_value(module)
+        problem = transport.why_unpicklable(fn)
+        if problem is not None:
+            raise PlanError(
+                f"{operator}: its function cannot be sent to the executors because {problem}; "
+                "create that object inside the function instead of capturing it"
+            )
+        return fn
 
     def _chain(
         self, kind: str, name: str | None, operator_factory: Callable[[str], Operator]
@@ -93,12 +98,20 @@ class Stream:
         self, fn: Callable[[pa.Table], pa.Table | pd.DataFrame], name: str | None = None
     ) -> Stream:
         """Apply ``fn`` to every batch (a ``pyarrow.Table``); it may return a pandas frame."""
-        return self._chain("map_batches", name, lambda n: MapBatches(_ship_by_value(fn), n))
+        return self._chain(
+            "map_batches",
+            name,
+            lambda n: MapBatches(self._user_function(fn, f"map_batches '{n}'"), n),
+        )
 
     def filter(self, predicate: Any, name: str | None = None) -> Stream:
         """Keep rows where ``predicate`` (a ``pyarrow.compute`` expression or a function
         returning a boolean mask) is true."""
-        return self._chain("filter", name, lambda n: Filter(_ship_by_value(predicate), n))
+        return self._chain(
+            "filter",
+            name,
+            lambda n: Filter(self._user_function(predicate, f"filter '{n}'"), n),
+        )
 
     def select(self, *columns: str, name: str | None = None) -> Stream:
         return self._chain("select", name, lambda n: Select(list(columns), n))
@@ -115,21 +128,36 @@ class Stream:
         """Hash-partition by ``keys``; aggregate with ``.aggregate()``."""
         if not keys:
             raise PlanError("key_by: name at least one key column")
-        spec = ExchangeSpec(Partitioner(PartitionerKind.HASH, tuple(keys)), edge, mode, partitions)
+        spec = ExchangeSpec(
+            Partitioner(PartitionerKind.HASH, tuple(keys)),
+            edge,
+            mode,
+            positive_count(partitions, "key_by: partitions"),
+        )
         return KeyedStream(self, list(keys), spec)
 
     def rebalance(
         self, edge: str | None = None, mode: str | None = None, partitions: int | None = None
     ) -> Stream:
         """Round-robin rows over ``partitions`` consumers (evens out skewed partitions)."""
-        spec = ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), edge, mode, partitions)
+        spec = ExchangeSpec(
+            Partitioner(PartitionerKind.ROUND_ROBIN),
+            edge,
+            mode,
+            positive_count(partitions, "rebalance: partitions"),
+        )
         return self._exchange("rebalance", None, lambda n: Identity(n), [(self, spec)])
 
     def broadcast(
         self, edge: str | None = None, mode: str | None = None, partitions: int | None = None
     ) -> Stream:
         """Send every row to every one of ``partitions`` consumers."""
-        spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), edge, mode, partitions)
+        spec = ExchangeSpec(
+            Partitioner(PartitionerKind.BROADCAST),
+            edge,
+            mode,
+            positive_count(partitions, "broadcast: partitions"),
+        )
         return self._exchange("broadcast", None, lambda n: Identity(n), [(self, spec)])
 
     def union(self, *others: Stream, name: str | None = None) -> Stream:
@@ -169,8 +197,9 @@ class Stream:
         node_name = name or f"join_{next(self.job._ids)}"
         base = edge or node_name
         part = Partitioner(PartitionerKind.HASH, keys)
-        left = ExchangeSpec(part, f"{base}.left", mode, partitions)
-        right = ExchangeSpec(part, f"{base}.right", mode, partitions)
+        count = positive_count(partitions, f"join '{node_name}': partitions")
+        left = ExchangeSpec(part, f"{base}.left", mode, count)
+        right = ExchangeSpec(part, f"{base}.right", mode, count)
         return self._exchange(
             "join",
             node_name,
@@ -196,7 +225,7 @@ class Stream:
         if not keys:
             raise PlanError("sort: name at least one column")
         part = Partitioner(PartitionerKind.RANGE, tuple(keys[:1]), descending)
-        spec = ExchangeSpec(part, edge, mode, partitions)
+        spec = ExchangeSpec(part, edge, mode, positive_count(partitions, "sort: partitions"))
         return self._exchange(
             "sort", name, lambda n: SortPartition(keys, descending, n), [(self, spec)]
         )
@@ -261,6 +290,6 @@ class KeyedStream:
         return self._stream._exchange(
             "map_batches",
             name,
-            lambda n: MapBatches(_ship_by_value(fn), n),
+            lambda n: MapBatches(self._stream._user_function(fn, f"map_batches '{n}'"), n),
             [(self._stream, self._spec)],
         )

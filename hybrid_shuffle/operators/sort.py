@@ -6,8 +6,8 @@ from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
-from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.columns import require_key_columns
 
 __all__ = ["SortPartition"]
 
@@ -27,12 +27,7 @@ class SortPartition(Operator):
         self._schema: pa.Schema | None = None
 
     def _check(self, schema: pa.Schema) -> None:
-        for column in self.by:
-            if column not in schema.names:
-                raise PlanError(
-                    f"sort '{self.name}': column '{column}' not in input; columns are: "
-                    f"{', '.join(schema.names)}"
-                )
+        require_key_columns(schema, self.by, f"sort '{self.name}'")
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
         if self._schema is None:

@@ -12,17 +12,9 @@ import pyarrow.compute as pc
 
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.columns import require_columns
 
 __all__ = ["Filter", "Identity", "MapBatches", "Select"]
-
-
-def _missing(op: str, name: str, wanted: Sequence[str], schema: pa.Schema) -> None:
-    for column in wanted:
-        if column not in schema.names:
-            raise PlanError(
-                f"{op} '{name}': column '{column}' not in input; columns are: "
-                f"{', '.join(schema.names)}"
-            )
 
 
 class MapBatches(Operator):
@@ -75,14 +67,14 @@ class Select(Operator):
         self.name = name
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
-        _missing("select", self.name, self.columns, table.schema)
+        require_columns(table.schema, self.columns, f"select '{self.name}'")
         return (table.select(self.columns),)
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         schema = input_schemas[0]
         if schema is None:
             return None
-        _missing("select", self.name, self.columns, schema)
+        require_columns(schema, self.columns, f"select '{self.name}'")
         return pa.schema([schema.field(c) for c in self.columns])
 
 

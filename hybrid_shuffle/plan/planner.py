@@ -22,6 +22,7 @@ import pyarrow as pa
 from hybrid_shuffle.config import Config
 from hybrid_shuffle.errors import ConfigError, PlanError, SlotsExceededError
 from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.plan.graph import (
     EdgeName,
     JobEdge,
@@ -110,6 +111,10 @@ class Plan:
     @property
     def slots_needed(self) -> int:
         return max((r.slots for r in self.regions), default=0)
+
+    def edge_modes(self) -> dict[str, tuple[str, str]]:
+        """Edge name -> (effective mode, partitioner description)."""
+        return {e.name: (e.mode, e.partitioner.describe()) for e in self.graph.edges}
 
     def region_of(self, task: TaskKey) -> Region:
         for region in self.regions:
@@ -214,12 +219,9 @@ def _check_schemas(nodes: list[LogicalNode]) -> dict[int, pa.Schema | None]:
         inputs = [schemas[up.id] for up, _ in node.inputs]
         for (_up, spec), schema in zip(node.inputs, inputs, strict=True):
             if spec is not None and schema is not None:
-                for key in spec.partitioner.keys:
-                    if key not in schema.names:
-                        raise PlanError(
-                            f"edge '{spec.edge or node.name}': key column '{key}' not in its "
-                            f"input; columns are: {', '.join(schema.names)}"
-                        )
+                require_key_columns(
+                    schema, spec.partitioner.keys, f"edge '{spec.edge or node.name}'"
+                )
         assert node.operator is not None
         schemas[node.id] = node.operator.output_schema(inputs)
     return schemas

@@ -1,31 +1,55 @@
 """One subtask of a vertex: read inputs, run the operator chain, write partitions.
 
 ``TaskDeployment`` is what the scheduler ships to an executor (plain, picklable
-data); ``run_task`` is the loop the executor runs.  The chain is driven in the
-call order ``operators.base`` documents.  A source task reads its split of
-ObjectRefs instead of input gates and cuts it into buffer-sized batches so that
-its consumers can start on the first batch (pipelining needs granularity).
+data); ``run_task`` is the loop the executor runs, against the shuffle
+environment's writers and gates.  The chain is driven in the call order
+``operators.base`` documents.  A source task reads its split (fetched through
+the ``fetch`` the executor passes in: this module does not import Ray) and cuts
+it into buffer-sized batches so that its consumers can start on the first batch
+(pipelining needs granularity).
+
+``run_task`` never raises: a failure or a cancellation is written into the
+report (``TaskState``, ``TaskFailure``), which is what keeps Ray from printing
+"Unhandled error" for tasks of a failed job (``runtime.failures``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import ray
 
+from hybrid_shuffle.errors import JobCancelledError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Operator
-from hybrid_shuffle.shuffle.api import HandedOver, PartitionDescriptor
-from hybrid_shuffle.shuffle.input_gate import GateSpec, InputGate, read_gates
+from hybrid_shuffle.runtime.failures import TaskFailure, describe_failure
+from hybrid_shuffle.shuffle.api import (
+    HandedOver,
+    InputGate,
+    InputGateDescriptor,
+    PartitionDescriptor,
+    PartitionId,
+    ResultPartitionWriter,
+    ShuffleEnvironment,
+)
 from hybrid_shuffle.shuffle.metrics import ReadMetrics, WriteMetrics
-from hybrid_shuffle.shuffle.writer import ResultPartitionWriter
 
-__all__ = ["TaskDeployment", "TaskReport", "run_task"]
+__all__ = ["TaskDeployment", "TaskReport", "TaskState", "run_task"]
+
+
+class TaskState(enum.Enum):
+    """A task attempt's life, as the scheduler sees it."""
+
+    DEPLOYING = "deploying"  # submitted to its executor
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"  # raised: ``TaskReport.failure`` says what
+    CANCELED = "canceled"  # stopped because its job was cancelled
 
 
 @dataclass
@@ -34,7 +58,7 @@ class TaskDeployment:
     vertex: str
     subtask: int
     operators: list[Operator]
-    gates: list[GateSpec]
+    gates: list[InputGateDescriptor]
     outputs: list[PartitionDescriptor]
     #: per output, the operator its rows pass through before partitioning (or None)
     combiners: list[Operator | None] = field(default_factory=list)
@@ -54,6 +78,9 @@ class TaskReport:
     vertex: str
     subtask: int
     executor_index: int = -1
+    state: TaskState = TaskState.RUNNING
+    #: set when ``state`` is FAILED
+    failure: TaskFailure | None = None
     started_at: float = 0.0
     finished_at: float = 0.0
     #: CPU time of the task's thread (the rest of started..finished is waiting or contention)
@@ -66,7 +93,7 @@ class TaskReport:
     #: output partition id -> what it hands to consumers that start later, who then read
     #: it without polling (``ResultPartition.finished_buffers``); the scheduler takes
     #: these out of the report so that a finished job's reports hold no ObjectRefs
-    ready_buffers: dict[str, HandedOver] = field(default_factory=dict)
+    ready_buffers: dict[PartitionId, HandedOver] = field(default_factory=dict)
 
 
 class _Chain:
@@ -75,18 +102,37 @@ class _Chain:
 
     def __init__(
         self,
+        vertex: str,
         operators: Sequence[Operator],
         writers: Sequence[ResultPartitionWriter],
         combiners: Sequence[Operator | None],
     ):
+        self.vertex = vertex
         self.operators = list(operators)
         self.writers = list(writers)
         self.combiners = list(combiners) or [None] * len(self.writers)
         self.rows_out = 0
         self.schema: pa.Schema | None = None
+        #: (operator level, input index) -> the schema of the first batch it received
+        self._schemas: dict[tuple[int, int], pa.Schema] = {}
+
+    def _check_schema(self, level: int, input_index: int, table: pa.Table) -> None:
+        """Every batch an operator input receives has the schema of the first one."""
+        first = self._schemas.setdefault((level, input_index), table.schema)
+        other = table.schema
+        if first is other or (first.names == other.names and first.types == other.types):
+            return
+        if level > 0:  # the batches came out of the operator before
+            what = f"operator '{self.operators[level - 1].name}'"
+        elif self.operators:
+            what = f"the batches into operator '{self.operators[0].name}' (input {input_index})"
+        else:
+            what = f"the batches of '{self.vertex}'"
+        raise SchemaMismatchError(_schema_difference(what, first, other))
 
     def push(self, level: int, tables: Iterable[pa.Table]) -> None:
         for table in tables:
+            self._check_schema(level, 0, table)
             if level == len(self.operators):
                 self.schema = self.schema or table.schema
                 self.rows_out += table.num_rows
@@ -103,6 +149,7 @@ class _Chain:
         if not self.operators:
             self.push(0, [table])
         else:
+            self._check_schema(0, input_index, table)
             self.push(1, self.operators[0].process(table, input_index))
 
     def end_input(self, input_index: int) -> None:
@@ -121,50 +168,107 @@ class _Chain:
                     writer.emit(table)
 
 
+def _schema_difference(what: str, first: pa.Schema, other: pa.Schema) -> str:
+    """One sentence naming the first column that differs, with both types."""
+    same = "; every batch must have the same columns"
+    for f in other:
+        if f.name not in first.names:
+            return f"{what}: column '{f.name}' ({f.type}) appears only in a later batch{same}"
+        if first.field(f.name).type != f.type:
+            return (
+                f"{what}: column '{f.name}' is {first.field(f.name).type} in an earlier batch "
+                f"but {f.type} in a later one; cast it to one type in every batch"
+            )
+    missing = [n for n in first.names if n not in other.names]
+    if missing:
+        return f"{what}: column '{missing[0]}' is missing from a later batch{same}"
+    return f"{what}: a later batch orders its columns differently ({other.names}){same}"
+
+
 def run_task(
     deployment: TaskDeployment,
-    gates: Sequence[InputGate],
-    writers: Sequence[ResultPartitionWriter],
+    env: ShuffleEnvironment,
     cancelled: threading.Event,
     executor_index: int,
+    fetch: Callable[[Any, float], pa.Table],
 ) -> TaskReport:
+    """Run one task to its end and report it; never raises (see the module docstring)."""
     report = TaskReport(
-        deployment.name, deployment.vertex, deployment.subtask, executor_index, time.time()
+        deployment.name,
+        deployment.vertex,
+        deployment.subtask,
+        executor_index,
+        started_at=time.time(),
     )
-    cpu_started = time.thread_time()
-    chain = _Chain(deployment.operators, writers, deployment.combiners)
+    writers: Sequence[ResultPartitionWriter] = ()
     try:
-        for op in [*deployment.operators, *(c for c in deployment.combiners if c is not None)]:
-            op.open()
-        if deployment.source_refs is not None:
-            _read_source(deployment, chain)
-            chain.end_input(0)
-        else:
-            _read_inputs(gates, cancelled, chain)
-        chain.finish()
-        for writer in writers:
-            writer.finish()
+        writers = env.create_result_partition_writers(deployment.outputs, cancelled)
+        gates = env.create_input_gates(deployment.gates)
+        _run(deployment, env, gates, writers, cancelled, fetch, report)
     except BaseException as e:
         for writer in writers:
             writer.fail(f"producer task '{deployment.name}' failed: {type(e).__name__}: {e}")
-        raise
+        report.finished_at = time.time()
+        if cancelled.is_set() and not isinstance(e, SchemaMismatchError) and _caused_by_cancel(e):
+            report.state = TaskState.CANCELED
+        else:
+            report.state = TaskState.FAILED
+            report.failure = describe_failure(e)
+        if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit: not ours to eat
+            raise
+    return report
+
+
+def _caused_by_cancel(error: BaseException) -> bool:
+    """A task of a cancelled job that failed because of the cancellation (not on its own)."""
+    from hybrid_shuffle.errors import PartitionNotFoundError, ProducerFailedError
+
+    return isinstance(error, (JobCancelledError, PartitionNotFoundError, ProducerFailedError))
+
+
+def _run(
+    deployment: TaskDeployment,
+    env: ShuffleEnvironment,
+    gates: Sequence[InputGate],
+    writers: Sequence[ResultPartitionWriter],
+    cancelled: threading.Event,
+    fetch: Callable[[Any, float], pa.Table],
+    report: TaskReport,
+) -> None:
+    cpu_started = time.thread_time()
+    chain = _Chain(deployment.vertex, deployment.operators, writers, deployment.combiners)
+    for op in [*deployment.operators, *(c for c in deployment.combiners if c is not None)]:
+        op.open()
+    if deployment.source_refs is not None:
+        _read_source(deployment, chain, fetch)
+        chain.end_input(0)
+    else:
+        _read_inputs(env, gates, cancelled, chain)
+    chain.finish()
+    for writer in writers:
+        writer.finish()
+    report.state = TaskState.FINISHED
     report.finished_at = time.time()
     report.cpu_seconds = time.thread_time() - cpu_started
     report.rows_out = chain.rows_out
     report.schema = chain.schema
-    report.writes = [w.partition.metrics for w in writers]
+    report.writes = [w.metrics for w in writers]
     for writer in writers:
-        ready = writer.partition.finished_buffers()
+        ready = writer.finished_buffers()
         if ready is not None:
             report.ready_buffers[writer.descriptor.partition_id] = ready
     report.reads = [g.metrics for g in gates]
-    return report
 
 
-def _read_inputs(gates: Sequence[InputGate], cancelled: threading.Event, chain: _Chain) -> None:
+def _read_inputs(
+    env: ShuffleEnvironment,
+    gates: Sequence[InputGate],
+    cancelled: threading.Event,
+    chain: _Chain,
+) -> None:
     """Feed the chain from the gates; the reader is closed on every exit, so a failed
     task stops its polls and lets go of the buffers it fetched."""
-    with contextlib.closing(read_gates(gates, cancelled)) as inputs:
+    with contextlib.closing(env.read(gates, cancelled)) as inputs:  # type: ignore[type-var]
         for input_index, table in inputs:
             if table is None:
                 chain.end_input(input_index)
@@ -172,10 +276,12 @@ def _read_inputs(gates: Sequence[InputGate], cancelled: threading.Event, chain: 
                 chain.process(table, input_index)
 
 
-def _read_source(deployment: TaskDeployment, chain: _Chain) -> None:
+def _read_source(
+    deployment: TaskDeployment, chain: _Chain, fetch: Callable[[Any, float], pa.Table]
+) -> None:
     assert deployment.source_refs is not None
     for ref in deployment.source_refs:
-        table = ref if isinstance(ref, pa.Table) else ray.get(ref, timeout=deployment.wait_timeout)
+        table = ref if isinstance(ref, pa.Table) else fetch(ref, deployment.wait_timeout)
         if table.num_rows == 0:
             chain.process(table, 0)
             continue

@@ -1,49 +1,73 @@
-"""FLIP-31's pluggable shuffle service, on Ray.
+"""FLIP-31's pluggable shuffle service, on Ray: the interfaces and the descriptors.
 
 ``ShuffleServiceFactory`` creates one ``ShuffleMaster`` per session on the
 driver (the partition registry and lifecycle: Flink's JobMaster side) and one
 ``ShuffleEnvironment`` inside every executor actor (writers, input gates, local
-release: Flink's TaskExecutor side).  The scheduler only ever talks to these
-interfaces and to descriptors, so a second implementation (the external
-partition store) plugs in by config without touching it.
+release: Flink's TaskExecutor side).  The runtime talks only to these
+interfaces and to the descriptors below, so a second implementation (the
+external partition store) is one new module selected by ``shuffle.service``.
+
+This module imports nothing from the planner, the graph or the config: a
+service sees partitions, producers and consumers, never a job graph.
+
+Descriptors, in the order a partition meets them:
+- ``PartitionDescriptor``: what the scheduler knows before the partition exists
+  (id, edge, producer subtask, subpartitions, type, partitioner);
+- ``ProducerDescriptor``: where the producing task runs;
+- ``ShuffleDescriptor``: what the master returns on registration, how consumers
+  reach the partition (``location``);
+- ``ConsumerDescriptor``: one consumer's channel into one partition (which
+  subpartition, which reader, and the buffers if they were handed over);
+- ``InputGateDescriptor``: every channel of one input edge of one consumer.
 
 The data plane is pull-based: a consumer's input gate sends ``PollRequest``s to
-whatever ``ShuffleDescriptor.location`` names and receives ``PollResponse``s
-holding ObjectRefs owned by the process that stores the partition.  Credits are
-expressed by the consumer's cursor: a producer of a bounded (pipelined)
-partition may run at most ``credits`` buffers ahead of its slowest reader.
+``ShuffleDescriptor.location`` and receives ``PollResponse``s holding ObjectRefs
+owned by whichever process stores the partition.  Credit is expressed by the
+consumer's cursor: a producer of a bounded (pipelined) partition may run at most
+``credits`` buffers ahead of its slowest reader.
 """
 
 from __future__ import annotations
 
+import enum
 import threading
-from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NewType
+from typing import Any, NewType, Protocol, runtime_checkable
 
-from hybrid_shuffle.config import ShuffleConfig
+import pyarrow as pa
+
+from hybrid_shuffle.shuffle.metrics import ReadMetrics, WriteMetrics
 from hybrid_shuffle.shuffle.partition_type import ResultPartitionType
-from hybrid_shuffle.shuffle.partitioner import bucket_overlaps
 from hybrid_shuffle.shuffle.routing import Partitioner
 
 __all__ = [
     "BufferRef",
+    "ConsumerDescriptor",
     "HandedOver",
+    "InputGate",
+    "InputGateDescriptor",
     "KeyRange",
     "PartitionDescriptor",
     "PartitionId",
+    "PollErrorKind",
     "PollRequest",
     "PollResponse",
     "ProducerDescriptor",
+    "RangeRead",
+    "ResultPartitionWriter",
     "ShuffleDescriptor",
     "ShuffleEnvironment",
     "ShuffleEnvironmentContext",
     "ShuffleMaster",
+    "ShuffleMasterContext",
     "ShuffleServiceFactory",
 ]
 
 PartitionId = NewType("PartitionId", str)
+
+
+# -- descriptors ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -60,13 +84,19 @@ class PartitionDescriptor:
     partition_type: ResultPartitionType
     partitioner: Partitioner
 
+    @property
+    def readers(self) -> int:
+        """How many consumer channels read this partition in all."""
+        return self.num_subpartitions * self.readers_per_subpartition
+
 
 @dataclass(frozen=True)
 class ProducerDescriptor:
-    """Where the producing task runs: an executor actor."""
+    """Where the producing task runs: an executor actor (slot) of the session."""
 
     executor_index: int
-    executor: Any  # ray.actor.ActorHandle; Any keeps this module free of ray
+    #: the executor's Ray actor handle (``Any``: this module does not import ray)
+    executor: Any
 
 
 @dataclass(frozen=True)
@@ -74,32 +104,11 @@ class ShuffleDescriptor:
     """How consumers reach a partition: ``location.poll.remote(PollRequest)``."""
 
     partition: PartitionDescriptor
+    #: the actor that holds the partition and answers polls (``Any``: a Ray handle)
     location: Any
     location_name: str
-
-
-@dataclass(frozen=True)
-class PollRequest:
-    """One consumer's read of one subpartition.
-
-    ``cursor`` acknowledges every buffer before it (those may be released, for
-    partitions released by consumption) and asks for buffers from it on.
-    ``bucket`` is the consumer's ascending range bucket for range partitions,
-    together with the boundaries it computed from every producer's sample;
-    ``max_buffers == 0`` asks only for the partition's state and sample.
-    """
-
-    partition_id: PartitionId
-    subpartition: int
-    reader: int
-    cursor: int
-    max_buffers: int
-    wait_seconds: float
-    bucket: int | None = None
-    boundaries: Any = None  # pyarrow.Array of n-1 boundaries, for range reads
-    num_buckets: int = 0
-    #: range reads: this consumer also takes the rows whose key is null
-    take_nulls: bool = False
+    #: the executor the producer ran on (-1 if the service stores partitions elsewhere)
+    producer_executor: int = -1
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,8 @@ class KeyRange:
     def may_hold(self, boundaries: Any, bucket: int, num_buckets: int, take_nulls: bool) -> bool:
         """Whether the buffer can hold rows of range bucket ``bucket`` (a reader that also
         takes the null keys wants every buffer holding any)."""
+        from hybrid_shuffle.shuffle.partitioner import bucket_overlaps
+
         if self.has_nulls and take_nulls:
             return True
         if not self.min_key.is_valid:
@@ -141,6 +152,86 @@ class HandedOver:
     finished_at: float
 
 
+@dataclass(frozen=True)
+class ConsumerDescriptor:
+    """One consumer's channel into one producer's partition."""
+
+    descriptor: ShuffleDescriptor
+    producer_subtask: int
+    subpartition: int
+    reader: int
+    #: the whole subpartition, when its producer finished before this consumer deployed
+    #: and handed its buffers over (``HandedOver``): read, never polled
+    buffers: tuple[BufferRef, ...] | None = None
+    producer_finished_at: float = 0.0
+    #: with handed-over buffers of a range partition: the producer's key sample
+    sample: Any = None
+
+
+@dataclass(frozen=True)
+class RangeRead:
+    """This consumer's place in a range-partitioned edge."""
+
+    consumer: int
+    consumers: int
+    key: str
+    descending: bool
+
+    @property
+    def bucket(self) -> int:
+        """Consumers are ordered by output position; buckets by ascending key."""
+        return self.consumers - 1 - self.consumer if self.descending else self.consumer
+
+    @property
+    def take_nulls(self) -> bool:
+        return self.consumer == self.consumers - 1  # nulls sort last either way
+
+
+@dataclass(frozen=True)
+class InputGateDescriptor:
+    """Every channel of one input edge of one consumer subtask."""
+
+    input_index: int
+    edge: str
+    consumer_subtask: int
+    channels: tuple[ConsumerDescriptor, ...]
+    range_read: RangeRead | None = None
+
+
+# -- the data plane ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PollRequest:
+    """One consumer's read of one subpartition.
+
+    ``cursor`` acknowledges every buffer before it (those may be released, for
+    partitions released by consumption) and asks for buffers from it on.
+    ``bucket`` is the consumer's ascending range bucket for range partitions,
+    together with the boundaries it computed from every producer's sample;
+    ``max_buffers == 0`` asks only for the partition's state and sample.
+    """
+
+    partition_id: PartitionId
+    subpartition: int
+    reader: int
+    cursor: int
+    max_buffers: int
+    wait_seconds: float
+    bucket: int | None = None
+    boundaries: Any = None  # pyarrow.Array of n-1 boundaries, for range reads
+    num_buckets: int = 0
+    #: range reads: this consumer also takes the rows whose key is null
+    take_nulls: bool = False
+
+
+class PollErrorKind(enum.Enum):
+    """Why a poll could not be served (Flink's two named exceptions)."""
+
+    PRODUCER_FAILED = "producer-failed"
+    NOT_FOUND = "not-found"
+
+
 @dataclass
 class PollResponse:
     buffers: list[BufferRef] = field(default_factory=list)
@@ -152,9 +243,21 @@ class PollResponse:
     sample: Any = None
     #: a one-sentence reason if the producer failed or the partition is gone
     error: str | None = None
-    error_kind: str | None = None  # "producer-failed" | "not-found"
+    error_kind: PollErrorKind | None = None
     #: when the producer finished writing (epoch seconds), for metrics
     producer_finished_at: float | None = None
+
+
+# -- contexts ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShuffleMasterContext:
+    """Everything a driver-side master is created from."""
+
+    session_id: str
+    #: seconds any single wait may last
+    wait_timeout: float
 
 
 @dataclass(frozen=True)
@@ -163,84 +266,121 @@ class ShuffleEnvironmentContext:
 
     executor_index: int
     session_id: str
-    config: ShuffleConfig
+    #: bytes per object-store buffer
+    buffer_size: int
+    #: pipelined partitions: buffers a producer may run ahead of a reader
+    credits: int
+    #: seconds any single wait may last
+    wait_timeout: float
     #: bytes of result-partition buffers this executor may keep in memory
     memory_budget: int
+    #: the session's private spill directory (0700)
     spill_dir: str
 
 
-class ShuffleMaster(ABC):
+# -- the interfaces ------------------------------------------------------------------------
+
+
+@runtime_checkable
+class ResultPartitionWriter(Protocol):
+    """Producer side of one result partition: rows in, buffers out.
+
+    Call order: ``emit`` any number of times, then exactly one of ``finish`` or
+    ``fail``; after that, ``finished_buffers`` may be asked once.
+    """
+
+    descriptor: PartitionDescriptor
+
+    def emit(self, table: pa.Table) -> None:
+        """Route ``table``'s rows to their subpartitions (may wait for credit)."""
+
+    def finish(self) -> None:
+        """Flush and mark the partition complete; readers see end-of-partition."""
+
+    def fail(self, reason: str) -> None:
+        """Mark the partition failed; readers get ``reason`` as a producer failure."""
+
+    @property
+    def metrics(self) -> WriteMetrics: ...
+
+    def finished_buffers(self) -> HandedOver | None:
+        """The finished partition to hand to later consumers, or None if they must poll."""
+
+
+@runtime_checkable
+class InputGate(Protocol):
+    """Consumer side of one input edge: every channel into its producers' partitions."""
+
+    spec: InputGateDescriptor
+
+    @property
+    def metrics(self) -> ReadMetrics: ...
+
+
+@runtime_checkable
+class ShuffleMaster(Protocol):
     """Driver side: the registry and lifecycle of every result partition."""
 
-    @abstractmethod
     def register_partition_with_producer(
         self, partition: PartitionDescriptor, producer: ProducerDescriptor
     ) -> ShuffleDescriptor:
         """Record that ``producer`` will hold ``partition``; return how to read it."""
 
-    @abstractmethod
     def release_partitions_externally(self, descriptors: Sequence[ShuffleDescriptor]) -> None:
         """Free these partitions wherever they are held (job end, cache invalidation).
 
         Flink's ``releasePartitionExternally`` for many partitions at once, so a
-        service can send one message per location rather than one per partition."""
-
-    @abstractmethod
-    def registered_partitions(self, job_id: str | None = None) -> list[ShuffleDescriptor]:
-        """The partitions registered and not yet released (optionally of one job)."""
+        service can send one message per location rather than one per partition.
+        """
 
     def wait_for_releases(self, timeout: float) -> None:
         """Block (at most ``timeout`` s) until earlier releases took effect."""
 
     def close(self) -> None:
-        """Release whatever the master still tracks."""
+        """Release whatever the master still holds."""
 
 
-class ShuffleEnvironment(ABC):
+@runtime_checkable
+class ShuffleEnvironment(Protocol):
     """Executor side: creates writers and gates, holds and releases local partitions."""
 
-    @abstractmethod
     def create_result_partition_writers(
         self, partitions: Sequence[PartitionDescriptor], cancelled: threading.Event
-    ) -> list[Any]:
-        """One ``ResultPartitionWriter`` per descriptor, for the task about to run;
-        their waits end early once ``cancelled`` is set."""
+    ) -> Sequence[ResultPartitionWriter]:
+        """One writer per descriptor, for the task about to run; their waits end early
+        once ``cancelled`` is set."""
 
-    @abstractmethod
-    def create_input_gates(self, inputs: Sequence[Any]) -> list[Any]:
-        """One ``InputGate`` per input edge (``GateSpec``) of the task about to run."""
+    def create_input_gates(self, inputs: Sequence[InputGateDescriptor]) -> Sequence[InputGate]:
+        """One gate per input edge of the task about to run."""
 
-    @abstractmethod
+    def read(
+        self, gates: Sequence[InputGate], cancelled: threading.Event
+    ) -> Iterator[tuple[int, pa.Table | None]]:
+        """``(input_index, table)`` as buffers arrive, ``(input_index, None)`` at each
+        input's end; raises the library's errors for failed or lost producers."""
+
     def release_partitions_locally(self, partition_ids: Collection[PartitionId]) -> None:
         """Drop these partitions' buffers and spill files, if held here."""
 
-    @abstractmethod
     def partitions_occupying_local_resources(self) -> set[PartitionId]:
         """Partitions held here; an executor may go away only when this is empty."""
 
-    @abstractmethod
-    def update_partition_info(self, consumer: str, descriptor: ShuffleDescriptor) -> bool:
-        """Tell a running consumer where a partition it waits for now lives."""
-
-    @abstractmethod
     def poll(self, request: PollRequest) -> PollResponse:
         """Serve one consumer read (the data port of FLIP-31's ``start()``)."""
 
-    @abstractmethod
     def close(self) -> None:
         """Release everything held locally."""
 
 
-class ShuffleServiceFactory(ABC):
+@runtime_checkable
+class ShuffleServiceFactory(Protocol):
     """Creates the two halves of a shuffle service; chosen by ``shuffle.service``."""
 
     #: the name ``shuffle.service`` uses for this implementation
-    name: str = ""
+    name: str
 
-    @abstractmethod
-    def create_shuffle_master(self, config: ShuffleConfig) -> ShuffleMaster: ...
+    def create_shuffle_master(self, context: ShuffleMasterContext) -> ShuffleMaster: ...
 
-    @abstractmethod
     def create_shuffle_environment(
         self, context: ShuffleEnvironmentContext
     ) -> ShuffleEnvironment: ...

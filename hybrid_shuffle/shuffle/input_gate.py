@@ -32,61 +32,26 @@ from hybrid_shuffle.errors import (
     ProducerFailedError,
     WaitTimeoutError,
 )
-from hybrid_shuffle.shuffle.api import BufferRef, PollRequest, PollResponse, ShuffleDescriptor
+from hybrid_shuffle.shuffle.api import (
+    BufferRef,
+    ConsumerDescriptor,
+    InputGateDescriptor,
+    PollErrorKind,
+    PollRequest,
+    PollResponse,
+)
 from hybrid_shuffle.shuffle.metrics import ReadMetrics
 from hybrid_shuffle.shuffle.partitioner import range_boundaries, range_bucket_mask
 
-__all__ = ["ChannelSpec", "GateSpec", "InputGate", "RangeRead", "read_gates"]
+__all__ = ["PollingInputGate", "read_gates"]
 
 _POLL_WAIT = 1.0  # seconds a producer may hold a poll open waiting for data
 _WAIT_SLICE = 0.5
 
 
-@dataclass(frozen=True)
-class ChannelSpec:
-    descriptor: ShuffleDescriptor
-    producer_subtask: int
-    subpartition: int
-    reader: int
-    #: the whole subpartition, when its producer finished before this consumer deployed
-    #: and handed its buffers over (``ResultPartition.finished_buffers``): read, never polled
-    buffers: tuple[BufferRef, ...] | None = None
-    producer_finished_at: float = 0.0
-    #: with handed-over buffers of a range partition: the producer's key sample
-    sample: Any = None
-
-
-@dataclass(frozen=True)
-class RangeRead:
-    """This consumer's place in a range-partitioned edge."""
-
-    consumer: int
-    consumers: int
-    key: str
-    descending: bool
-
-    @property
-    def bucket(self) -> int:
-        """Consumers are ordered by output position; buckets by ascending key."""
-        return self.consumers - 1 - self.consumer if self.descending else self.consumer
-
-    @property
-    def take_nulls(self) -> bool:
-        return self.consumer == self.consumers - 1  # nulls sort last either way
-
-
-@dataclass(frozen=True)
-class GateSpec:
-    input_index: int
-    edge: str
-    consumer_subtask: int
-    channels: tuple[ChannelSpec, ...]
-    range_read: RangeRead | None = None
-
-
 @dataclass
 class _Channel:
-    spec: ChannelSpec
+    spec: ConsumerDescriptor
     cursor: int = 0
     done: bool = False
     sample: Any = None
@@ -94,10 +59,10 @@ class _Channel:
 
 
 @dataclass
-class InputGate:
+class PollingInputGate:
     """One input edge of a consumer task (see module docstring)."""
 
-    spec: GateSpec
+    spec: InputGateDescriptor
     max_buffers: int
     wait_timeout: float
     channels: list[_Channel] = field(default_factory=list)
@@ -136,12 +101,8 @@ class InputGate:
         """Apply a poll response's state (errors, cursor, samples); the caller fetches data."""
         producer = channel.spec.producer_subtask
         if response.error is not None:
-            exc = (
-                ProducerFailedError
-                if response.error_kind == "producer-failed"
-                else (PartitionNotFoundError)
-            )
-            raise exc(response.error)
+            failed = response.error_kind is PollErrorKind.PRODUCER_FAILED
+            raise (ProducerFailedError if failed else PartitionNotFoundError)(response.error)
         if response.producer_finished_at is not None:
             self.metrics.producer_finished_at[producer] = response.producer_finished_at
         if self._sampling():
@@ -190,20 +151,20 @@ class InputGate:
 
 
 def read_gates(
-    gates: Sequence[InputGate], cancelled: threading.Event
+    gates: Sequence[PollingInputGate], cancelled: threading.Event
 ) -> Generator[tuple[int, pa.Table | None], None, None]:
     """Yield ``(input_index, table)`` as buffers arrive and ``(input_index, None)`` when an
     input has no more data.  Raises the library's errors for failed or lost producers."""
-    outstanding: dict[Any, tuple[InputGate, _Channel]] = {}
+    outstanding: dict[Any, tuple[PollingInputGate, _Channel]] = {}
 
-    def issue(gate: InputGate, channel: _Channel) -> None:
+    def issue(gate: PollingInputGate, channel: _Channel) -> None:
         location = channel.spec.descriptor.location
         ref = location.poll.remote(gate.request(channel))
         gate.metrics.polls += 1
         channel.polled_at = time.monotonic()
         outstanding[ref] = (gate, channel)
 
-    handed_over: list[InputGate] = []
+    handed_over: list[PollingInputGate] = []
     for gate in gates:
         if gate.finished:  # no producers at all
             yield gate.spec.input_index, None
@@ -250,7 +211,7 @@ def read_gates(
             yield gate.spec.input_index, None
 
 
-def _read_handed_over(gate: InputGate) -> Iterator[tuple[int, pa.Table | None]]:
+def _read_handed_over(gate: PollingInputGate) -> Iterator[tuple[int, pa.Table | None]]:
     """Read the channels whose producer handed its finished partition over (a range
     gate: once its boundaries are known, and only the buffers of this bucket)."""
     for c in gate.channels:
@@ -268,7 +229,9 @@ def _read_handed_over(gate: InputGate) -> Iterator[tuple[int, pa.Table | None]]:
         yield gate.spec.input_index, None
 
 
-def _deliver(gate: InputGate, tables: list[pa.Table]) -> Iterator[tuple[int, pa.Table | None]]:
+def _deliver(
+    gate: PollingInputGate, tables: list[pa.Table]
+) -> Iterator[tuple[int, pa.Table | None]]:
     for table in tables:
         gate.metrics.buffers += 1
         gate.metrics.bytes += table.nbytes
@@ -278,7 +241,7 @@ def _deliver(gate: InputGate, tables: list[pa.Table]) -> Iterator[tuple[int, pa.
             yield gate.spec.input_index, selected
 
 
-def _check_stuck_polls(outstanding: dict[Any, tuple[InputGate, _Channel]]) -> None:
+def _check_stuck_polls(outstanding: dict[Any, tuple[PollingInputGate, _Channel]]) -> None:
     now = time.monotonic()
     for gate, channel in outstanding.values():
         if now - channel.polled_at > gate.wait_timeout:
@@ -290,7 +253,7 @@ def _check_stuck_polls(outstanding: dict[Any, tuple[InputGate, _Channel]]) -> No
             )
 
 
-def _lost(gate: InputGate, channel: _Channel) -> str:
+def _lost(gate: PollingInputGate, channel: _Channel) -> str:
     return (
         f"edge '{gate.spec.edge}': {channel.spec.descriptor.location_name}, which held producer "
         f"subtask {channel.spec.producer_subtask}'s partition, died; its data is lost, "
@@ -298,7 +261,7 @@ def _lost(gate: InputGate, channel: _Channel) -> str:
     )
 
 
-def _get_response(ref: Any, gate: InputGate, channel: _Channel) -> PollResponse:
+def _get_response(ref: Any, gate: PollingInputGate, channel: _Channel) -> PollResponse:
     try:
         response: PollResponse = ray.get(ref, timeout=gate.wait_timeout)
     except RayActorError as e:
@@ -306,7 +269,9 @@ def _get_response(ref: Any, gate: InputGate, channel: _Channel) -> PollResponse:
     return response
 
 
-def _fetch(buffers: Sequence[BufferRef], gate: InputGate, channel: _Channel) -> list[pa.Table]:
+def _fetch(
+    buffers: Sequence[BufferRef], gate: PollingInputGate, channel: _Channel
+) -> list[pa.Table]:
     try:
         tables: list[pa.Table] = ray.get([b.ref for b in buffers], timeout=gate.wait_timeout)
     except (OwnerDiedError, ObjectLostError) as e:

@@ -1,18 +1,26 @@
-"""What writers and gates measure, reported per task and summed per edge."""
+"""What writers and gates measure, reported per task and summed per edge.
+
+``PartitionVolume`` is the one definition of what a partition moved and held;
+a producer's ``WriteMetrics`` and an edge's ``EdgeMetrics`` (``result``) both
+extend it, and ``PartitionVolume.add`` is the one rule for summing them (counts
+add up, peaks take the maximum).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
-__all__ = ["ReadMetrics", "WriteMetrics"]
+__all__ = ["PartitionVolume", "ReadMetrics", "WriteMetrics"]
+
+#: fields of ``PartitionVolume`` summed by taking the maximum, not the sum
+_PEAKS = frozenset({"peak_memory_bytes", "peak_backlog_buffers"})
 
 
-@dataclass
-class WriteMetrics:
-    """One producer subtask's result partition."""
+@dataclass(kw_only=True)
+class PartitionVolume:
+    """What one or more result partitions moved and held."""
 
-    edge: str
-    subtask: int
     rows: int = 0
     bytes: int = 0
     buffers: int = 0
@@ -20,12 +28,26 @@ class WriteMetrics:
     spilled_bytes: int = 0
     #: bytes also written to disk so the partition stays re-readable (hybrid-full)
     persisted_bytes: int = 0
-    #: most bytes this partition held in memory at once
+    #: most bytes one partition held in memory at once
     peak_memory_bytes: int = 0
     #: most buffers of one subpartition written but not yet consumed
     peak_backlog_buffers: int = 0
-    #: time the producer spent waiting for credit (pipelined backpressure)
+    #: time producers spent waiting for credit (pipelined backpressure)
     blocked_seconds: float = 0.0
+
+    def add(self, other: PartitionVolume) -> None:
+        """Accumulate ``other`` into this one (peaks: the larger)."""
+        for f in dataclasses.fields(PartitionVolume):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            setattr(self, f.name, max(mine, theirs) if f.name in _PEAKS else mine + theirs)
+
+
+@dataclass
+class WriteMetrics(PartitionVolume):
+    """One producer subtask's result partition."""
+
+    edge: str
+    subtask: int
     started_at: float = 0.0
     finished_at: float = 0.0
 

@@ -21,6 +21,8 @@ process; consumers borrow them through poll responses.  I/O is passed in
 
 from __future__ import annotations
 
+import enum
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -29,12 +31,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from hybrid_shuffle.errors import JobCancelledError, WaitTimeoutError
+from hybrid_shuffle.errors import JobCancelledError, PartitionNotFoundError, WaitTimeoutError
 from hybrid_shuffle.shuffle.api import (
     BufferRef,
     HandedOver,
     KeyRange,
     PartitionDescriptor,
+    PollErrorKind,
     PollRequest,
     PollResponse,
 )
@@ -42,7 +45,9 @@ from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
 from hybrid_shuffle.shuffle.metrics import WriteMetrics
 from hybrid_shuffle.shuffle.spill_file import SpillFile, SpillSegment
 
-__all__ = ["ResultPartition"]
+__all__ = ["PartitionState", "ResultPartition"]
+
+log = logging.getLogger(__name__)
 
 _WAIT_SLICE = 0.2  # seconds between checks of the cancel flag while waiting
 
@@ -54,6 +59,16 @@ class _Buffer:
     ref: Any | None  # the in-memory copy, None once released or if never kept
     segment: SpillSegment | None
     key_range: KeyRange | None
+
+
+class PartitionState(enum.Enum):
+    """Where a partition is in its life; only ever moves down this list (FAILED and
+    RELEASED may also follow WRITING or FINISHED directly)."""
+
+    WRITING = "writing"  # created by its producer task, buffers being added
+    FINISHED = "finished"  # complete: readers reach end-of-partition
+    FAILED = "failed"  # the producer failed: readers get its reason
+    RELEASED = "released"  # buffers and spill file dropped: nothing can be read or added
 
 
 class _Subpartition:
@@ -91,9 +106,8 @@ class ResultPartition:
             _Subpartition(descriptor.readers_per_subpartition)
             for _ in range(descriptor.num_subpartitions)
         ]
-        self._finished = False
+        self.state = PartitionState.WRITING
         self._failure: str | None = None
-        self._released = False
         self._polled = False  # a reader polled: it reads by polling, nothing is handed over
         self._sample: Any = None
         self._memory_bytes = 0
@@ -105,6 +119,9 @@ class ResultPartition:
     def add(self, subpartition: int, table: pa.Table, key_range: KeyRange | None = None) -> None:
         """Append one buffer; waits for credit on bounded partitions (bounded by wait_timeout)."""
         sub = self._subs[subpartition]
+        with self._cond:
+            if self.state is not PartitionState.WRITING:
+                raise self._closed_for_writing()
         if self.type.bounded:
             self._wait_for_credit(sub, subpartition)
         nbytes = table.nbytes
@@ -115,13 +132,21 @@ class ResultPartition:
             in_memory = True
         ref = self._put(table) if in_memory else None
         segment = None
-        if not in_memory or self.type.persist_all:
-            segment = self._spill_file().append(table)
+        try:
+            if not in_memory or self.type.persist_all:
+                segment = self._spill_file().append(table)
+                log.debug("edge %s: spilled %d bytes", self.descriptor.edge, nbytes)
+        except BaseException as e:
+            if in_memory:
+                self._budget.release(nbytes)
+            if self._released():  # the file was deleted under us
+                raise self._closed_for_writing() from e
+            raise
         with self._cond:
-            if self._released:  # released under our feet (job cancelled): give memory back
+            if self.state is not PartitionState.WRITING:  # released under our feet
                 if in_memory:
                     self._budget.release(nbytes)
-                return
+                raise self._closed_for_writing()
             sub.buffers[sub.next_seq] = _Buffer(table.num_rows, nbytes, ref, segment, key_range)
             sub.next_seq += 1
             m = self.metrics
@@ -141,7 +166,7 @@ class ResultPartition:
     def _wait_for_credit(self, sub: _Subpartition, index: int) -> None:
         started = time.monotonic()
         with self._cond:
-            while sub.backlog() >= self._credits and not self._released:
+            while sub.backlog() >= self._credits and self.state is PartitionState.WRITING:
                 waited = time.monotonic() - started
                 if self._cancelled.is_set():
                     raise JobCancelledError(f"edge '{self.descriptor.edge}': job cancelled")
@@ -163,13 +188,17 @@ class ResultPartition:
 
     def finish(self) -> None:
         with self._cond:
-            self._finished = True
+            if self.state is not PartitionState.WRITING:
+                raise self._closed_for_writing()
+            self.state = PartitionState.FINISHED
             self.metrics.finished_at = time.time()
             self._cond.notify_all()
 
     def fail(self, reason: str) -> None:
         with self._cond:
-            self._failure = reason
+            if self.state is PartitionState.WRITING:
+                self.state = PartitionState.FAILED
+                self._failure = reason
             self._cond.notify_all()
 
     def finished_buffers(self) -> HandedOver | None:
@@ -186,9 +215,7 @@ class ResultPartition:
         """
         with self._cond:
             if (
-                not self._finished
-                or self._failure is not None
-                or self._released
+                self.state is not PartitionState.FINISHED
                 or self._polled
                 or self.type.must_be_pipelined()
             ):
@@ -212,26 +239,24 @@ class ResultPartition:
         deadline = time.monotonic() + request.wait_seconds
         with self._cond:
             self._polled = True
-            if self._released:
+            if self.state is PartitionState.RELEASED:
                 return self._gone()
             sub.cursors[request.reader] = max(sub.cursors[request.reader], request.cursor)
             self._release_consumed(sub)
             self._cond.notify_all()  # credit may have come back
             while (
                 request.cursor >= sub.next_seq
-                and not self._finished
-                and self._failure is None
-                and not self._released
+                and self.state is PartitionState.WRITING
                 and (request.max_buffers > 0 or self._sample is None)
             ):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 self._cond.wait(min(remaining, _WAIT_SLICE))
-            if self._released:
+            if self._released():  # while we waited
                 return self._gone()
             if self._failure is not None:
-                return PollResponse(error=self._failure, error_kind="producer-failed")
+                return PollResponse(error=self._failure, error_kind=PollErrorKind.PRODUCER_FAILED)
             picked: list[tuple[int, _Buffer]] = []
             cursor = request.cursor
             while cursor < sub.next_seq and len(picked) < request.max_buffers:
@@ -244,16 +269,18 @@ class ResultPartition:
                             f"a '{self.type.mode}' partition cannot be read twice, use "
                             "hybrid-full or blocking for re-reads"
                         ),
-                        error_kind="not-found",
+                        error_kind=PollErrorKind.NOT_FOUND,
                     )
                 if self._wanted(buf, request):
                     picked.append((cursor, buf))
                 cursor += 1
             response = PollResponse(
                 next_cursor=cursor,
-                end_of_partition=self._finished and cursor >= sub.next_seq,
+                end_of_partition=self.state is PartitionState.FINISHED and cursor >= sub.next_seq,
                 sample=self._sample,
-                producer_finished_at=self.metrics.finished_at if self._finished else None,
+                producer_finished_at=(
+                    self.metrics.finished_at if self.state is PartitionState.FINISHED else None
+                ),
             )
         # materialising spilled buffers happens outside the lock: it reads disk and puts
         for seq, buf in picked:
@@ -292,22 +319,36 @@ class ResultPartition:
                 f"edge '{self.descriptor.edge}': partition {self.descriptor.partition_id} "
                 "was released before this consumer finished reading it"
             ),
-            error_kind="not-found",
+            error_kind=PollErrorKind.NOT_FOUND,
         )
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def _spill_file(self) -> SpillFile:
-        if self._spill is None:
-            self._spill = SpillFile(self._spill_path)
-        return self._spill
+        """The spill file, created on first use; never after ``release`` (it would leak)."""
+        with self._cond:
+            if self.state is PartitionState.RELEASED:
+                raise self._closed_for_writing()
+            if self._spill is None:
+                self._spill = SpillFile(self._spill_path)
+            return self._spill
+
+    def _released(self) -> bool:
+        """Read the state anew (a method call: no narrowing from an earlier check)."""
+        return self.state is PartitionState.RELEASED
+
+    def _closed_for_writing(self) -> PartitionNotFoundError:
+        return PartitionNotFoundError(
+            f"edge '{self.descriptor.edge}': partition {self.descriptor.partition_id} is "
+            f"{self.state.value}, so no more buffers can be added to it"
+        )
 
     def release(self) -> None:
         """Drop every buffer and the spill file; idempotent."""
         with self._cond:
-            if self._released:
+            if self.state is PartitionState.RELEASED:
                 return
-            self._released = True
+            self.state = PartitionState.RELEASED
             for sub in self._subs:
                 for buf in sub.buffers.values():
                     if buf.ref is not None:

@@ -48,4 +48,4 @@ class Partitioner:
         if self.kind is PartitionerKind.RANGE:
             order = " desc" if self.descending else ""
             return f"range({self.keys[0]}{order})"
-        return self.kind.value
+        return str(self.kind.value)

@@ -1,13 +1,15 @@
 """Choosing the shuffle service named by ``shuffle.service``.
 
 A built-in name or a dotted path (``package.module:Factory`` or
-``package.module.Factory``) to a ``ShuffleServiceFactory`` subclass, so a second
-implementation plugs in without touching the scheduler (FLIP-31).
+``package.module.Factory``) to a class implementing the ``ShuffleServiceFactory``
+protocol, so a second implementation plugs in without touching the scheduler
+(FLIP-31).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 
 from hybrid_shuffle.errors import ConfigError
 from hybrid_shuffle.shuffle.api import ShuffleServiceFactory
@@ -15,7 +17,7 @@ from hybrid_shuffle.shuffle.local.service import ExecutorLocalShuffleServiceFact
 
 __all__ = ["BUILTIN_SERVICES", "load_shuffle_service"]
 
-BUILTIN_SERVICES: dict[str, type[ShuffleServiceFactory]] = {
+BUILTIN_SERVICES: dict[str, Callable[[], ShuffleServiceFactory]] = {
     ExecutorLocalShuffleServiceFactory.name: ExecutorLocalShuffleServiceFactory,
 }
 
@@ -36,6 +38,7 @@ def load_shuffle_service(name: str) -> ShuffleServiceFactory:
         factory_class = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as e:
         raise ConfigError(f"shuffle.service: cannot import '{name}' ({e}); {hint}") from e
-    if not (isinstance(factory_class, type) and issubclass(factory_class, ShuffleServiceFactory)):
+    factory = factory_class() if isinstance(factory_class, type) else None
+    if not isinstance(factory, ShuffleServiceFactory):
         raise ConfigError(f"shuffle.service: '{name}' is not a ShuffleServiceFactory; {hint}")
-    return factory_class()
+    return factory

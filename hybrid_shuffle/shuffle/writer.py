@@ -14,7 +14,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hybrid_shuffle.shuffle.api import KeyRange
+from hybrid_shuffle.shuffle.api import HandedOver, KeyRange
+from hybrid_shuffle.shuffle.metrics import WriteMetrics
 from hybrid_shuffle.shuffle.partitioner import (
     hash_partition_ids,
     round_robin_ids,
@@ -119,6 +120,13 @@ class ResultPartitionWriter:
 
     def fail(self, reason: str) -> None:
         self.partition.fail(reason)
+
+    @property
+    def metrics(self) -> WriteMetrics:
+        return self.partition.metrics
+
+    def finished_buffers(self) -> HandedOver | None:
+        return self.partition.finished_buffers()
 
 
 def _split_rows(table: pa.Table, buffer_size: int) -> list[pa.Table]:

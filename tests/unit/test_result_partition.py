@@ -8,11 +8,11 @@ import time
 import pyarrow as pa
 import pytest
 
-from hybrid_shuffle.errors import WaitTimeoutError
-from hybrid_shuffle.shuffle.api import PartitionDescriptor, PartitionId, PollRequest
+from hybrid_shuffle.errors import PartitionNotFoundError, WaitTimeoutError
+from hybrid_shuffle.shuffle.api import PartitionDescriptor, PartitionId, PollErrorKind, PollRequest
 from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
 from hybrid_shuffle.shuffle.partition_type import partition_type
-from hybrid_shuffle.shuffle.result_partition import ResultPartition
+from hybrid_shuffle.shuffle.result_partition import PartitionState, ResultPartition
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 BATCH = pa.table({"k": list(range(1000)), "v": [1.0] * 1000})
@@ -100,7 +100,7 @@ def test_selective_buffers_are_gone_once_consumed_and_cannot_be_read_twice(tmp_p
     assert first.end_of_partition
     poll(partition, cursor=first.next_cursor)
     assert memory.used == 0
-    assert poll(partition, cursor=0).error_kind == "not-found"
+    assert poll(partition, cursor=0).error_kind is PollErrorKind.NOT_FOUND
 
 
 @pytest.mark.parametrize("mode", ["blocking", "hybrid-full"])
@@ -134,12 +134,37 @@ def test_release_deletes_the_spill_file_and_reports_gone_to_late_readers(tmp_pat
     partition.release()
     assert not (tmp_path / "spill.arrows").exists()
     assert memory.used == 0
-    assert poll(partition, cursor=0).error_kind == "not-found"
+    assert poll(partition, cursor=0).error_kind is PollErrorKind.NOT_FOUND
 
 
 def test_failed_producer_is_reported_to_its_consumers(tmp_path) -> None:
     partition, _ = make("hybrid-selective", tmp_path)
     partition.fail("producer task 'x[0]' failed: ValueError: boom")
     response = poll(partition, cursor=0)
-    assert response.error_kind == "producer-failed"
+    assert response.error_kind is PollErrorKind.PRODUCER_FAILED
     assert "boom" in (response.error or "")
+
+
+def test_add_after_release_is_an_error_that_leaks_no_spill_file(tmp_path) -> None:
+    partition, memory = make("hybrid-selective", tmp_path, budget=BATCH.nbytes)
+    partition.add(0, BATCH)
+    partition.add(0, BATCH)  # over the budget: spilled
+    partition.release()
+    for _ in range(2):  # the second one would go to disk
+        with pytest.raises(PartitionNotFoundError, match="released"):
+            partition.add(0, BATCH)
+    assert not (tmp_path / "spill.arrows").exists()
+    assert memory.used == 0
+    assert partition.state is PartitionState.RELEASED
+
+
+def test_partition_state_moves_from_writing_to_finished_to_released(tmp_path) -> None:
+    partition, _ = make("blocking", tmp_path)
+    assert partition.state is PartitionState.WRITING
+    partition.add(0, BATCH)
+    partition.finish()
+    assert partition.state is PartitionState.FINISHED
+    with pytest.raises(PartitionNotFoundError, match="finished"):
+        partition.add(0, BATCH)
+    partition.release()
+    assert partition.state is PartitionState.RELEASED

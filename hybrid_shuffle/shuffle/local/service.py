@@ -10,31 +10,32 @@ its partitions (DESIGN.md, "Ownership").
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 import ray
 
-from hybrid_shuffle.config import ShuffleConfig
 from hybrid_shuffle.shuffle.api import (
+    InputGate,
+    InputGateDescriptor,
     PartitionDescriptor,
     PartitionId,
+    PollErrorKind,
     PollRequest,
     PollResponse,
     ProducerDescriptor,
     ShuffleDescriptor,
-    ShuffleEnvironment,
     ShuffleEnvironmentContext,
-    ShuffleMaster,
-    ShuffleServiceFactory,
+    ShuffleMasterContext,
 )
-from hybrid_shuffle.shuffle.input_gate import GateSpec, InputGate
+from hybrid_shuffle.shuffle.input_gate import PollingInputGate, read_gates
 from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
 from hybrid_shuffle.shuffle.result_partition import ResultPartition
 from hybrid_shuffle.shuffle.writer import ResultPartitionWriter
@@ -45,10 +46,19 @@ __all__ = [
     "ExecutorLocalShuffleServiceFactory",
 ]
 
+log = logging.getLogger(__name__)
 
-class ExecutorLocalShuffleMaster(ShuffleMaster):
-    def __init__(self, config: ShuffleConfig) -> None:
-        self._config = config
+#: released partition ids an environment remembers (to answer late polls "released"
+#: rather than "not created yet"); older ones are forgotten
+_REMEMBERED_RELEASES = 4096
+
+
+class ExecutorLocalShuffleMaster:
+    """Partitions are registered where their producer runs; releasing one is a message
+    to that executor."""
+
+    def __init__(self, context: ShuffleMasterContext) -> None:
+        self._context = context
         self._registry: dict[PartitionId, ShuffleDescriptor] = {}
         self._pending: list[Any] = []
 
@@ -56,7 +66,10 @@ class ExecutorLocalShuffleMaster(ShuffleMaster):
         self, partition: PartitionDescriptor, producer: ProducerDescriptor
     ) -> ShuffleDescriptor:
         descriptor = ShuffleDescriptor(
-            partition, producer.executor, f"executor {producer.executor_index}"
+            partition,
+            producer.executor,
+            f"executor {producer.executor_index}",
+            producer.executor_index,
         )
         self._registry[partition.partition_id] = descriptor
         return descriptor
@@ -68,12 +81,8 @@ class ExecutorLocalShuffleMaster(ShuffleMaster):
             if self._registry.pop(d.partition.partition_id, None) is not None:
                 by_location[d.location].append(d.partition.partition_id)
         for location, ids in by_location.items():
+            log.debug("releasing %d partitions on %s", len(ids), location)
             self._pending.append(location.release_partitions.remote(ids))
-
-    def registered_partitions(self, job_id: str | None = None) -> list[ShuffleDescriptor]:
-        return [
-            d for d in self._registry.values() if job_id is None or d.partition.job_id == job_id
-        ]
 
     def wait_for_releases(self, timeout: float) -> None:
         pending, self._pending = self._pending, []
@@ -83,28 +92,26 @@ class ExecutorLocalShuffleMaster(ShuffleMaster):
 
     def close(self) -> None:
         self.release_partitions_externally(list(self._registry.values()))
-        self.wait_for_releases(self._config.wait_timeout)
+        self.wait_for_releases(self._context.wait_timeout)
 
 
-class ExecutorLocalShuffleEnvironment(ShuffleEnvironment):
+class ExecutorLocalShuffleEnvironment:
     def __init__(
         self, context: ShuffleEnvironmentContext, put: Callable[[pa.Table], Any] = ray.put
     ) -> None:
         self._context = context
-        self._config = context.config
         self._put = put
-        self._budget = MemoryBudget(context.memory_budget)
-        self._dir = os.path.join(
-            context.spill_dir, context.session_id, f"executor-{context.executor_index}"
-        )
+        self._budget = MemoryBudget(max(context.memory_budget, 1))
+        self._dir = os.path.join(context.spill_dir, f"executor-{context.executor_index}")
         self._partitions: dict[PartitionId, ResultPartition] = {}
-        self._released: set[PartitionId] = set()
+        #: recently released ids, oldest first (a dict as an ordered set)
+        self._released: dict[PartitionId, None] = {}
         self._lock = threading.Lock()
 
     def create_result_partition_writers(
         self, partitions: Sequence[PartitionDescriptor], cancelled: threading.Event
     ) -> list[ResultPartitionWriter]:
-        os.makedirs(self._dir, exist_ok=True)
+        os.makedirs(self._dir, mode=0o700, exist_ok=True)
         writers = []
         for descriptor in partitions:
             name = descriptor.partition_id.replace("/", "_")
@@ -113,18 +120,26 @@ class ExecutorLocalShuffleEnvironment(ShuffleEnvironment):
                 self._budget,
                 os.path.join(self._dir, f"{name}.arrows"),
                 self._put,
-                self._config.credits,
-                self._config.wait_timeout,
+                self._context.credits,
+                self._context.wait_timeout,
                 cancelled,
             )
             with self._lock:
                 self._partitions[descriptor.partition_id] = partition
-            writers.append(ResultPartitionWriter(partition, self._config.buffer_size))
+            writers.append(ResultPartitionWriter(partition, self._context.buffer_size))
         return writers
 
-    def create_input_gates(self, inputs: Sequence[GateSpec]) -> list[InputGate]:
-        max_buffers = max(self._config.credits, 1)
-        return [InputGate(spec, max_buffers, self._config.wait_timeout) for spec in inputs]
+    def create_input_gates(self, inputs: Sequence[InputGateDescriptor]) -> list[PollingInputGate]:
+        max_buffers = max(self._context.credits, 1)
+        return [PollingInputGate(spec, max_buffers, self._context.wait_timeout) for spec in inputs]
+
+    def read(
+        self, gates: Sequence[InputGate], cancelled: threading.Event
+    ) -> Iterator[tuple[int, pa.Table | None]]:
+        polling = [g for g in gates if isinstance(g, PollingInputGate)]
+        if len(polling) != len(gates):
+            raise TypeError("gates must come from this environment's create_input_gates")
+        return read_gates(polling, cancelled)
 
     def poll(self, request: PollRequest) -> PollResponse:
         with self._lock:
@@ -135,7 +150,7 @@ class ExecutorLocalShuffleEnvironment(ShuffleEnvironment):
         if released:
             return PollResponse(
                 error=f"partition {request.partition_id} was already released",
-                error_kind="not-found",
+                error_kind=PollErrorKind.NOT_FOUND,
             )
         # deployed together with its producer, which has not created the partition yet
         time.sleep(min(request.wait_seconds, 0.05))
@@ -145,7 +160,9 @@ class ExecutorLocalShuffleEnvironment(ShuffleEnvironment):
         for pid in partition_ids:
             with self._lock:
                 partition = self._partitions.pop(pid, None)
-                self._released.add(pid)
+                self._released[pid] = None
+                while len(self._released) > _REMEMBERED_RELEASES:
+                    del self._released[next(iter(self._released))]
             if partition is not None:
                 partition.release()
 
@@ -153,20 +170,16 @@ class ExecutorLocalShuffleEnvironment(ShuffleEnvironment):
         with self._lock:
             return set(self._partitions)
 
-    def update_partition_info(self, consumer: str, descriptor: ShuffleDescriptor) -> bool:
-        # partitions never move in this service: a consumer's descriptors stay valid
-        return False
-
     def close(self) -> None:
         self.release_partitions_locally(list(self._partitions))
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-class ExecutorLocalShuffleServiceFactory(ShuffleServiceFactory):
+class ExecutorLocalShuffleServiceFactory:
     name = "executor-local"
 
-    def create_shuffle_master(self, config: ShuffleConfig) -> ExecutorLocalShuffleMaster:
-        return ExecutorLocalShuffleMaster(config)
+    def create_shuffle_master(self, context: ShuffleMasterContext) -> ExecutorLocalShuffleMaster:
+        return ExecutorLocalShuffleMaster(context)
 
     def create_shuffle_environment(
         self, context: ShuffleEnvironmentContext

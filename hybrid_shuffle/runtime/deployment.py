@@ -1,0 +1,150 @@
+"""What the scheduler ships to an executor: a task's partitions, gates and operators.
+
+From the plan (which vertex reads which edge, with which partitioner) and the
+partition tracker (where each producer's partition lives, what it handed
+over), this builds FLIP-31's descriptors for one task: a
+``PartitionDescriptor`` per output, an ``InputGateDescriptor`` per input with
+one ``ConsumerDescriptor`` per producer, and the ``TaskDeployment`` around them.
+Every job's sink writes one extra blocking partition, the *result edge*, which
+the driver reads.  Plain Python, no Ray.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from hybrid_shuffle.plan.graph import JobEdge, JobGraph
+from hybrid_shuffle.plan.planner import TaskKey
+from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
+from hybrid_shuffle.runtime.task import TaskDeployment
+from hybrid_shuffle.shuffle.api import (
+    InputGateDescriptor,
+    PartitionDescriptor,
+    PartitionId,
+    RangeRead,
+)
+from hybrid_shuffle.shuffle.partition_type import partition_type
+from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
+
+__all__ = ["RESULT_EDGE", "Deployer", "producers_of"]
+
+RESULT_EDGE = "result"
+
+
+def producers_of(graph: JobGraph, edge: JobEdge, consumer: int) -> list[TaskKey]:
+    """The producer subtasks consumer subtask ``consumer`` of ``edge`` reads from."""
+    producer = graph.vertices[edge.source]
+    if edge.partitioner.is_all_to_all():
+        return [(producer.id, i) for i in range(producer.parallelism)]
+    return [(producer.id, consumer)]
+
+
+class Deployer:
+    """Builds the descriptors of one job's tasks (see the module docstring)."""
+
+    def __init__(
+        self,
+        graph: JobGraph,
+        job_id: str,
+        tracker: PartitionTracker,
+        buffer_size: int,
+        wait_timeout: float,
+    ) -> None:
+        self.graph = graph
+        self.job_id = job_id
+        self.tracker = tracker
+        self.buffer_size = buffer_size
+        self.wait_timeout = wait_timeout
+
+    def output_partitions(self, task: TaskKey) -> list[PartitionDescriptor]:
+        """The partitions ``task`` writes: one per output edge, plus the result's."""
+        vid, subtask = task
+        vertex = self.graph.vertices[vid]
+        out = [self._partition(edge, subtask) for edge in vertex.outputs]
+        if vid == self.graph.sink:
+            out.append(self.result_partition(subtask))
+        return out
+
+    def result_partition(self, subtask: int) -> PartitionDescriptor:
+        return PartitionDescriptor(
+            PartitionId(f"{self.job_id}/{RESULT_EDGE}/{subtask}"),
+            self.job_id,
+            RESULT_EDGE,
+            subtask,
+            1,
+            1,
+            partition_type("blocking"),
+            Partitioner(PartitionerKind.FORWARD),
+        )
+
+    def _partition(self, edge: JobEdge, subtask: int) -> PartitionDescriptor:
+        consumers = self.graph.vertices[edge.target].parallelism
+        shared = edge.partitioner.shares_one_subpartition()
+        forward = not edge.partitioner.is_all_to_all()
+        return PartitionDescriptor(
+            PartitionId(f"{self.job_id}/{edge.name}/{subtask}"),
+            self.job_id,
+            edge.name,
+            subtask,
+            num_subpartitions=1 if (shared or forward) else consumers,
+            readers_per_subpartition=consumers if shared else 1,
+            partition_type=edge.partition_type,
+            partitioner=edge.partitioner,
+        )
+
+    def deployment(self, task: TaskKey) -> TaskDeployment:
+        """The task's deployment; its producers' partitions must be registered."""
+        vid, subtask = task
+        vertex = self.graph.vertices[vid]
+        gates = [self.gate(task, edge, subtask) for edge in vertex.inputs]
+        outputs = [
+            self.tracker.descriptor(self.job_id, e.name, subtask).partition for e in vertex.outputs
+        ]
+        combiners = [e.combiner for e in vertex.outputs]
+        if vid == self.graph.sink:
+            outputs.append(self.tracker.descriptor(self.job_id, RESULT_EDGE, subtask).partition)
+            combiners.append(None)
+        return TaskDeployment(
+            job_id=self.job_id,
+            vertex=vertex.name,
+            subtask=subtask,
+            operators=vertex.operators,
+            gates=gates,
+            outputs=outputs,
+            combiners=combiners,
+            source_refs=None if vertex.source_splits is None else vertex.source_splits[subtask],
+            buffer_size=self.buffer_size,
+            wait_timeout=self.wait_timeout,
+        )
+
+    def gate(self, consumer_task: Hashable, edge: JobEdge, consumer: int) -> InputGateDescriptor:
+        shared = edge.partitioner.shares_one_subpartition()
+        channels = []
+        for _, producer in producers_of(self.graph, edge, consumer):
+            descriptor = self.tracker.descriptor(self.job_id, edge.name, producer)
+            if shared:
+                subpartition, reader = 0, consumer
+            elif edge.partitioner.is_all_to_all():
+                subpartition, reader = consumer, 0
+            else:
+                subpartition, reader = 0, 0
+            channels.append(
+                self.tracker.channel(consumer_task, descriptor, producer, subpartition, reader)
+            )
+        range_read = None
+        if edge.partitioner.kind is PartitionerKind.RANGE:
+            range_read = RangeRead(
+                consumer,
+                self.graph.vertices[edge.target].parallelism,
+                edge.partitioner.keys[0],
+                edge.partitioner.descending,
+            )
+        return InputGateDescriptor(
+            edge.target_input, edge.name, consumer, tuple(channels), range_read
+        )
+
+    def result_gate(self, subtask: int) -> InputGateDescriptor:
+        """The driver's gate into the sink's result partition ``subtask``."""
+        descriptor = self.tracker.descriptor(self.job_id, RESULT_EDGE, subtask)
+        channel = self.tracker.channel(("driver", subtask), descriptor, subtask, 0, 0)
+        return InputGateDescriptor(0, RESULT_EDGE, -1, (channel,))

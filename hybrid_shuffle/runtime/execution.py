@@ -1,0 +1,86 @@
+"""One job's run, from a plan to the result table: schedule, read the result, release.
+
+The driver reads the sink's result partitions through the shuffle service's own
+input gates (a driver-side ``ShuffleEnvironment``), one subtask after another
+so a sorted job's partitions come back in key order, then copies the table out
+of the object store so the result pins nothing.  Whatever happens, every
+partition of the job is released afterwards (in the background: the next job
+and the leak checks wait for the releases).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from hybrid_shuffle.plan.planner import Plan
+from hybrid_shuffle.runtime.deployment import Deployer
+from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
+from hybrid_shuffle.runtime.scheduler import Scheduler
+from hybrid_shuffle.runtime.task import TaskReport
+from hybrid_shuffle.runtime.transport import TaskTransport
+from hybrid_shuffle.shuffle.api import ShuffleEnvironment, ShuffleMaster
+
+__all__ = ["Executed", "execute"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Executed:
+    job_id: str
+    #: the result, or None when the sink produced no batch at all
+    table: pa.Table | None
+    reports: list[TaskReport]
+
+
+def execute(
+    plan: Plan,
+    *,
+    tracker: PartitionTracker,
+    master: ShuffleMaster,
+    executors: Sequence[Any],
+    transport: TaskTransport,
+    reader: ShuffleEnvironment,
+) -> Executed:
+    """Run ``plan`` on ``executors`` and return its result (see the module docstring)."""
+    shuffle = plan.config.shuffle
+    job_id = f"{plan.graph.job_name}-{uuid.uuid4().hex[:8]}"
+    # the memory budgets of the executors are whole again before this job writes
+    master.wait_for_releases(shuffle.wait_timeout)
+    scheduler = Scheduler(
+        plan, job_id, tracker, executors, transport, shuffle.buffer_size, shuffle.wait_timeout
+    )
+    try:
+        reports = scheduler.run()
+        table = _read_result(reader, scheduler.deployer, plan)
+    finally:
+        tracker.release_job(job_id)
+    return Executed(job_id, table, reports)
+
+
+def _read_result(reader: ShuffleEnvironment, deployer: Deployer, plan: Plan) -> pa.Table | None:
+    """The sink's partitions, in subtask order, copied out of the object store."""
+    sink = plan.graph.vertices[plan.graph.sink]
+    tables: list[pa.Table] = []
+    never = threading.Event()
+    for subtask in range(sink.parallelism):
+        gates = reader.create_input_gates([deployer.result_gate(subtask)])
+        tables.extend(t for _, t in reader.read(gates, never) if t is not None)
+    if not tables:
+        return None
+    return _detach(pa.concat_tables(tables))
+
+
+def _detach(table: pa.Table) -> pa.Table:
+    """Copy out of the object store so the result does not pin the job's objects."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return pa.ipc.open_stream(sink.getvalue()).read_all()

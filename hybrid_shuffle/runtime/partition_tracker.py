@@ -1,0 +1,182 @@
+"""Which result partitions exist, who holds them, who still needs them, when they go.
+
+Flink's ``JobMasterPartitionTracker``, for the session: the scheduler registers
+a partition when its producer deploys, tells the tracker when the producer
+finished (with the buffers it handed over) and when each consumer deployed and
+finished; the tracker decides when a partition can be released and asks the
+shuffle master to do it.  Failover and the cache ask it what survives
+(``held_by``).
+
+Release rules (Flink's region release strategy):
+- a partition is released once every consumer channel reading it belongs to a
+  finished consumer;
+- whatever is left of a job is released when the job ends (``release_job``).
+
+Handed-over buffers (``HandedOver``: a finished partition's refs, for consumers
+that deploy later and read without polling) are kept only until every consumer
+channel of the partition has been made, so the tracker never pins a partition's
+objects longer than its readers need.
+
+Plain Python: the master is the only thing it calls, so it is tested with a
+recording master and no cluster.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import defaultdict
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from hybrid_shuffle.shuffle.api import (
+    ConsumerDescriptor,
+    HandedOver,
+    PartitionDescriptor,
+    PartitionId,
+    ProducerDescriptor,
+    ShuffleDescriptor,
+    ShuffleMaster,
+)
+
+__all__ = ["PartitionTracker", "TrackedState"]
+
+log = logging.getLogger(__name__)
+
+
+class TrackedState(enum.Enum):
+    REGISTERED = "registered"  # its producer deployed
+    PRODUCED = "produced"  # its producer finished
+    RELEASED = "released"
+
+
+@dataclass
+class _Tracked:
+    descriptor: ShuffleDescriptor
+    producer: Hashable
+    state: TrackedState = TrackedState.REGISTERED
+    channels: int = 0
+    readers_done: int = 0
+    handed_over: HandedOver | None = None
+    consumers: set[Hashable] = field(default_factory=set)
+
+
+class PartitionTracker:
+    def __init__(self, master: ShuffleMaster) -> None:
+        self._master = master
+        self._partitions: dict[PartitionId, _Tracked] = {}
+        #: (job, edge, producer subtask) -> partition
+        self._by_edge: dict[tuple[str, str, int], PartitionId] = {}
+        #: (job, consumer task) -> the partitions it reads, once per channel
+        self._reads: dict[tuple[str, Hashable], list[PartitionId]] = defaultdict(list)
+
+    # -- producers -------------------------------------------------------------------------
+
+    def register(
+        self, producer_task: Hashable, partition: PartitionDescriptor, producer: ProducerDescriptor
+    ) -> ShuffleDescriptor:
+        descriptor = self._master.register_partition_with_producer(partition, producer)
+        pid = partition.partition_id
+        self._partitions[pid] = _Tracked(descriptor, producer_task)
+        self._by_edge[(partition.job_id, partition.edge, partition.producer_subtask)] = pid
+        return descriptor
+
+    def descriptor(self, job_id: str, edge: str, producer_subtask: int) -> ShuffleDescriptor:
+        return self._partitions[self._by_edge[(job_id, edge, producer_subtask)]].descriptor
+
+    def producer_finished(self, partition_id: PartitionId, handed: HandedOver | None) -> None:
+        """The producer of ``partition_id`` finished; ``handed`` is what it handed over."""
+        tracked = self._partitions.get(partition_id)
+        if tracked is None or tracked.state is TrackedState.RELEASED:
+            return
+        tracked.state = TrackedState.PRODUCED
+        if handed is not None and tracked.channels < tracked.descriptor.partition.readers:
+            tracked.handed_over = handed
+
+    # -- consumers -------------------------------------------------------------------------
+
+    def channel(
+        self,
+        consumer_task: Hashable,
+        descriptor: ShuffleDescriptor,
+        producer_subtask: int,
+        subpartition: int,
+        reader: int,
+    ) -> ConsumerDescriptor:
+        """A consumer's channel into a partition: handed-over buffers if its producer left
+        them, else one to poll.  Counts the channel toward the partition's readers."""
+        partition = descriptor.partition
+        tracked = self._partitions[partition.partition_id]
+        tracked.channels += 1
+        tracked.consumers.add(consumer_task)
+        self._reads[(partition.job_id, consumer_task)].append(partition.partition_id)
+        handed = tracked.handed_over
+        if tracked.channels >= partition.readers:
+            tracked.handed_over = None  # every reader has its channel now
+        if handed is None:
+            return ConsumerDescriptor(descriptor, producer_subtask, subpartition, reader)
+        return ConsumerDescriptor(
+            descriptor,
+            producer_subtask,
+            subpartition,
+            reader,
+            tuple(handed.buffers[subpartition]),
+            handed.finished_at,
+            handed.sample,
+        )
+
+    def consumer_finished(self, job_id: str, consumer_task: Hashable) -> None:
+        """Release what ``consumer_task`` read that no other consumer still reads."""
+        done = []
+        for pid in self._reads.pop((job_id, consumer_task), []):
+            tracked = self._partitions.get(pid)
+            if tracked is None or tracked.state is TrackedState.RELEASED:
+                continue
+            tracked.readers_done += 1
+            if tracked.readers_done >= tracked.descriptor.partition.readers:
+                done.append(pid)
+        self._release(done)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def release_job(self, job_id: str) -> None:
+        """Release every partition of ``job_id`` still held (the job ended)."""
+        self._release(
+            [p for p, t in self._partitions.items() if t.descriptor.partition.job_id == job_id]
+        )
+        for read in [k for k in self._reads if k[0] == job_id]:
+            del self._reads[read]
+        for edge in [k for k in self._by_edge if k[0] == job_id]:
+            del self._by_edge[edge]
+
+    def _release(self, partition_ids: list[PartitionId]) -> None:
+        descriptors = []
+        for pid in partition_ids:
+            tracked = self._partitions.pop(pid, None)
+            if tracked is not None:
+                tracked.state = TrackedState.RELEASED
+                tracked.handed_over = None
+                descriptors.append(tracked.descriptor)
+        if descriptors:
+            log.debug("releasing %d partitions", len(descriptors))
+            self._master.release_partitions_externally(descriptors)
+
+    def held_by(self, executor_index: int) -> list[PartitionId]:
+        """Partitions whose producer ran on ``executor_index`` (lost if it dies)."""
+        return [
+            pid
+            for pid, t in self._partitions.items()
+            if t.descriptor.producer_executor == executor_index
+        ]
+
+    def partitions(self, job_id: str | None = None) -> list[ShuffleDescriptor]:
+        """The tracked (unreleased) partitions, optionally of one job."""
+        return [
+            t.descriptor
+            for t in self._partitions.values()
+            if job_id is None or t.descriptor.partition.job_id == job_id
+        ]
+
+    def state(self, partition_id: PartitionId) -> TrackedState:
+        tracked = self._partitions.get(partition_id)
+        return TrackedState.RELEASED if tracked is None else tracked.state

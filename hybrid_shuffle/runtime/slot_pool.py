@@ -1,0 +1,160 @@
+"""The session's executor slots: their lifecycle and their allocation to one job.
+
+``SlotPool`` owns the executor actors (one slot each): it creates them spread
+over the cluster's nodes, checks they started, replaces one that died and
+releases them all on close.  ``SlotAllocation`` is the per-job view the
+scheduler uses: which slots are free, which run tasks of which region.
+
+Placement rule: executor ``i`` goes to node ``i mod n`` of the alive nodes with
+CPUs (sorted by id), with *hard* node affinity, so the spread holds whatever
+else the cluster runs (soft affinity let Ray put every executor on one node).
+Executors take no CPU of their own (slots are a logical count, as in Flink),
+so hard affinity never waits for resources.
+
+Ray calls go through the injected backend (``RayTransport`` in a session), so
+allocation and placement are tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hybrid_shuffle.errors import ExecutorLostError, WaitTimeoutError
+from hybrid_shuffle.shuffle.api import ShuffleEnvironmentContext
+
+__all__ = ["ExecutorBackend", "ExecutorSpec", "SlotAllocation", "SlotPool", "placement"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """What an executor actor is created from (the same for its replacement)."""
+
+    #: ``shuffle.service``: the environment the executor creates
+    service: str
+    context: ShuffleEnvironmentContext
+
+
+class ExecutorBackend(Protocol):
+    """The cluster calls the pool makes (``RayTransport`` implements them)."""
+
+    def worker_nodes(self) -> list[str]: ...
+
+    def create_executor(self, spec: ExecutorSpec, name: str, node_id: str) -> Any: ...
+
+    def call_all(
+        self, executors: Sequence[Any], method: str, timeout: float, *args: Any
+    ) -> list[Any]: ...
+
+    def ask_all(self, executors: Sequence[Any], method: str, timeout: float) -> None: ...
+
+    def kill(self, executor: Any) -> None: ...
+
+
+def placement(count: int, nodes: Sequence[str]) -> list[str]:
+    """The node of each of ``count`` executors: round-robin over ``nodes``."""
+    if not nodes:
+        raise ExecutorLostError("the Ray cluster has no alive node to place executors on")
+    return [nodes[i % len(nodes)] for i in range(count)]
+
+
+class SlotPool:
+    def __init__(
+        self,
+        backend: ExecutorBackend,
+        session_id: str,
+        count: int,
+        spec_of: Callable[[int], ExecutorSpec],
+        start_timeout: float,
+    ) -> None:
+        self._backend = backend
+        self._session_id = session_id
+        self._spec_of = spec_of
+        self._start_timeout = start_timeout
+        self.size = count
+        self.executors: list[Any] = []
+        #: executor index -> node id it was placed on
+        self.nodes: list[str] = []
+        #: executor index -> {"node_id", "pid"} as it reported at start
+        self.info: list[dict[str, Any]] = []
+
+    def start(self) -> None:
+        """Create every executor and wait until all answer (bounded)."""
+        self.nodes = placement(self.size, self._backend.worker_nodes())
+        self.executors = [self._create(i, self.nodes[i]) for i in range(self.size)]
+        try:
+            self.info = self._backend.call_all(self.executors, "ready", self._start_timeout)
+        except WaitTimeoutError as e:
+            raise WaitTimeoutError(
+                f"the {self.size} executor actors did not start within "
+                f"{self._start_timeout:.0f} s; the Ray cluster is out of resources, so lower "
+                "slots"
+            ) from e
+        log.info("started %d executor slots on %d nodes", self.size, len(set(self.nodes)))
+
+    def _create(self, index: int, node: str) -> Any:
+        name = f"{self._session_id}-executor-{index}"
+        return self._backend.create_executor(self._spec_of(index), name, node)
+
+    def replace(self, index: int) -> Any:
+        """A new executor in slot ``index`` (the old one is killed if still there), on a
+        node that is alive now; returns its handle once it answers."""
+        self._backend.kill(self.executors[index])
+        nodes = self._backend.worker_nodes()
+        node = self.nodes[index] if self.nodes[index] in nodes else placement(1, nodes)[0]
+        executor = self._create(index, node)
+        self.info[index] = self._backend.call_all([executor], "ready", self._start_timeout)[0]
+        self.executors[index], self.nodes[index] = executor, node
+        log.info("replaced executor %d on node %s", index, node)
+        return executor
+
+    def allocation(self) -> SlotAllocation:
+        """A fresh view for one job: every slot free."""
+        return SlotAllocation(self.size)
+
+    def close(self, timeout: float) -> None:
+        """Close every executor's environment (bounded), then kill the actors."""
+        try:
+            self._backend.ask_all(self.executors, "close", timeout)
+        finally:
+            for executor in self.executors:
+                self._backend.kill(executor)
+            self.executors = []
+
+
+class SlotAllocation:
+    """Which slots a running job uses: a region takes whole slots, and a slot is free
+    again when the last task of that region on it finished (slot sharing inside a
+    region, as Flink's default group)."""
+
+    def __init__(self, size: int) -> None:
+        self._free = list(range(size))
+        #: executor -> tasks running there; the slot frees at zero
+        self._running: dict[int, int] = {}
+
+    @property
+    def free(self) -> int:
+        return len(self._free)
+
+    def acquire(self, count: int) -> list[int]:
+        """``count`` free slots, lowest first; the caller checked ``free``."""
+        if count > len(self._free):
+            raise ValueError(f"{count} slots asked, {len(self._free)} free")
+        taken, self._free = self._free[:count], self._free[count:]
+        return taken
+
+    def task_started(self, executor: int) -> None:
+        self._running[executor] = self._running.get(executor, 0) + 1
+
+    def task_finished(self, executor: int) -> None:
+        self._running[executor] -= 1
+        if self._running[executor] == 0:
+            del self._running[executor]
+            self._free.append(executor)
+
+    def busy(self) -> dict[int, int]:
+        return dict(self._running)

@@ -1,0 +1,219 @@
+"""The driver's Ray calls, all of them: the only runtime module that imports ``ray``.
+
+``TaskTransport`` is what the scheduler needs (submit a task to an executor,
+wait for reports, cancel a job); ``RayTransport`` implements it over Ray actor
+calls and adds what the session and the slot pool need (start or join Ray,
+create and kill executor actors, put source tables).  The scheduler's tests
+replace only ``TaskTransport``; everything else stays real.
+
+Every call here is bounded by a timeout, and Ray's own errors are translated
+into the library's at this boundary (``ExecutorLostError`` for a dead actor,
+``WaitTimeoutError`` for a wait that ran out).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import types
+from collections.abc import Sequence
+from typing import Any, Protocol, cast
+
+import pyarrow as pa
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from hybrid_shuffle.actors.executor import MAX_CONCURRENCY, Executor
+from hybrid_shuffle.errors import ConfigError, ExecutorLostError, WaitTimeoutError
+from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
+from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport
+
+__all__ = ["NAMESPACE", "ExecutorHandle", "RayTransport", "TaskRef", "TaskTransport"]
+
+NAMESPACE = "hybrid-shuffle"
+
+#: a Ray actor handle of ``actors.executor.Executor`` (Ray's handles are untyped)
+ExecutorHandle = Any
+#: the ObjectRef of a submitted task's ``TaskReport``
+TaskRef = Any
+
+
+class TaskTransport(Protocol):
+    """What the scheduler sends and receives; see the module docstring."""
+
+    def submit(self, executor: ExecutorHandle, deployment: TaskDeployment) -> TaskRef:
+        """Start ``deployment`` on ``executor``; returns a handle to its report."""
+
+    def wait(self, refs: Sequence[TaskRef], timeout: float) -> list[TaskRef]:
+        """The refs whose report is ready now or within ``timeout`` seconds (maybe none)."""
+
+    def report(self, ref: TaskRef, timeout: float, executor: int, task: str) -> TaskReport:
+        """The report of a ready task; ``ExecutorLostError`` if its executor died."""
+
+    def cancel_job(self, executors: Sequence[ExecutorHandle], job_id: str) -> None:
+        """Ask every executor to stop the job's tasks (fire and forget)."""
+
+
+class RayTransport:
+    """``TaskTransport`` over Ray, plus the cluster calls of the session and slot pool."""
+
+    # -- the cluster -----------------------------------------------------------------------
+
+    @staticmethod
+    def is_connected() -> bool:
+        return bool(ray.is_initialized())
+
+    @staticmethod
+    def connect(address: str | None, num_cpus: int | None, object_store: int | None) -> None:
+        """Start an embedded Ray (``address`` None) or join the cluster at ``address``."""
+        kwargs: dict[str, Any] = {
+            "namespace": NAMESPACE,
+            "include_dashboard": False,
+            "logging_level": logging.WARNING,
+            "configure_logging": True,
+        }
+        if address is None:
+            kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
+            if object_store is not None:
+                kwargs["object_store_memory"] = object_store
+        else:
+            kwargs["address"] = address
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
+            raise ConfigError(
+                f"address: cannot start or join Ray at {address or 'local'} "
+                f"({str(e).splitlines()[0] if str(e) else type(e).__name__}); start the "
+                "cluster with 'ray start --head' or drop address= for an embedded Ray"
+            ) from e
+
+    @staticmethod
+    def shutdown() -> None:
+        ray.shutdown()
+
+    @staticmethod
+    def cluster_cpus() -> int:
+        resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        return int(resources.get("CPU", 1))
+
+    @staticmethod
+    def worker_nodes() -> list[str]:
+        """Alive nodes with CPUs, sorted (the head of a cluster started with 0 CPUs
+        hosts no slot)."""
+        alive = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
+        with_cpus = [n for n in alive if n.get("Resources", {}).get("CPU", 0) > 0] or alive
+        return sorted(str(n["NodeID"]) for n in with_cpus)
+
+    # -- executors -------------------------------------------------------------------------
+
+    @staticmethod
+    def create_executor(spec: ExecutorSpec, name: str, node_id: str) -> ExecutorHandle:
+        """An executor actor pinned to ``node_id`` (hard affinity: the spread holds)."""
+        return (
+            ray.remote(Executor)
+            .options(
+                name=name,
+                namespace=NAMESPACE,
+                num_cpus=0,
+                max_concurrency=MAX_CONCURRENCY,
+                max_restarts=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            )
+            .remote(spec)
+        )
+
+    @staticmethod
+    def call_all(
+        executors: Sequence[ExecutorHandle], method: str, timeout: float, *args: Any
+    ) -> list[Any]:
+        """``method(*args)`` on every executor, in order; bounded by ``timeout``."""
+        refs = [getattr(e, method).remote(*args) for e in executors]
+        try:
+            return list(ray.get(refs, timeout=timeout))
+        except GetTimeoutError as e:
+            raise WaitTimeoutError(
+                f"executors did not answer '{method}' within {timeout:.0f} s; the cluster "
+                "is overloaded, so raise shuffle.wait_timeout"
+            ) from e
+        except RayActorError as e:
+            raise ExecutorLostError(
+                f"an executor died while answering '{method}'; its partitions are lost"
+            ) from e
+
+    @staticmethod
+    def ask_all(executors: Sequence[ExecutorHandle], method: str, timeout: float) -> None:
+        """``method()`` on every executor, waiting at most ``timeout`` and ignoring the
+        dead (closing: what is gone needs no closing)."""
+        refs = [getattr(e, method).remote() for e in executors]
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=timeout)
+
+    @staticmethod
+    def kill(executor: ExecutorHandle) -> None:
+        ray.kill(executor, no_restart=True)
+
+    # -- tasks (TaskTransport) -------------------------------------------------------------
+
+    def submit(self, executor: ExecutorHandle, deployment: TaskDeployment) -> TaskRef:
+        return executor.run_task.remote(deployment)
+
+    def wait(self, refs: Sequence[TaskRef], timeout: float) -> list[TaskRef]:
+        ready, _ = ray.wait(list(refs), num_returns=1, timeout=timeout)
+        return list(ready)
+
+    def report(self, ref: TaskRef, timeout: float, executor: int, task: str) -> TaskReport:
+        try:
+            report = cast(TaskReport, ray.get(ref, timeout=timeout))
+        except RayActorError as e:
+            raise ExecutorLostError(
+                f"executor {executor} died while running task '{task}'; the partitions it "
+                "held are lost, so rerun the job"
+            ) from e
+        except GetTimeoutError as e:
+            raise WaitTimeoutError(
+                f"task '{task}' did not report within {timeout:.0f} s after it was ready"
+            ) from e
+        return report
+
+    def cancel_job(self, executors: Sequence[ExecutorHandle], job_id: str) -> None:
+        for executor in executors:
+            executor.cancel_job.remote(job_id)
+
+    # -- data ------------------------------------------------------------------------------
+
+    @staticmethod
+    def put(table: pa.Table) -> Any:
+        """Put a source table; the driver owns it (for the job's life)."""
+        return ray.put(table)
+
+    @staticmethod
+    def is_object_ref(value: Any) -> bool:
+        return isinstance(value, ray.ObjectRef)
+
+    # -- user functions --------------------------------------------------------------------
+
+    @staticmethod
+    def ship_by_value(module: types.ModuleType) -> None:
+        """Pickle ``module``'s functions by value (executors cannot import it)."""
+        ray.cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
+
+    @staticmethod
+    def why_unpicklable(obj: Any) -> str | None:
+        """None if Ray can pickle ``obj``, else what in it cannot be (one phrase)."""
+        try:
+            ray.cloudpickle.dumps(obj)  # type: ignore[no-untyped-call]
+        except Exception as e:
+            error = str(e).splitlines()[0] if str(e) else type(e).__name__
+        else:
+            return None
+        from ray.util import inspect_serializability
+
+        try:
+            _, failures = inspect_serializability(obj, print_file=io.StringIO())
+        except Exception:  # the inspection itself failed: the error alone must do
+            failures = set()
+        names = sorted({f"'{'.'.join(f.path)}' ({type(f.obj).__name__})" for f in failures})
+        held = f"it holds {', '.join(names[:3])}: " if names else ""
+        return f"{held}{error}"

@@ -1,0 +1,78 @@
+"""Which partitions exist, who still reads them, and when they are released."""
+
+from __future__ import annotations
+
+from hybrid_shuffle.runtime.partition_tracker import PartitionTracker, TrackedState
+from hybrid_shuffle.shuffle.api import (
+    BufferRef,
+    HandedOver,
+    PartitionDescriptor,
+    PartitionId,
+    ProducerDescriptor,
+)
+from hybrid_shuffle.shuffle.partition_type import partition_type
+from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
+
+from .fakes import RecordingMaster
+
+
+def descriptor(subtask: int, consumers: int = 2, job: str = "j") -> PartitionDescriptor:
+    return PartitionDescriptor(
+        PartitionId(f"{job}/e/{subtask}"),
+        job,
+        "e",
+        subtask,
+        consumers,
+        1,
+        partition_type("blocking"),
+        Partitioner(PartitionerKind.HASH, ("k",)),
+    )
+
+
+def register(tracker: PartitionTracker, subtask: int, executor: int = 0) -> None:
+    tracker.register(("p", subtask), descriptor(subtask), ProducerDescriptor(executor, "ex"))
+
+
+def test_a_partition_is_released_when_its_last_reader_finished() -> None:
+    master = RecordingMaster()
+    tracker = PartitionTracker(master)
+    register(tracker, 0)
+    d = tracker.descriptor("j", "e", 0)
+    tracker.channel(("c", 0), d, 0, 0, 0)
+    tracker.channel(("c", 1), d, 0, 1, 0)
+    tracker.consumer_finished("j", ("c", 0))
+    assert master.released == []
+    tracker.consumer_finished("j", ("c", 1))
+    assert master.released == ["j/e/0"]
+    assert tracker.state(PartitionId("j/e/0")) is TrackedState.RELEASED
+
+
+def test_handed_over_buffers_reach_later_consumers_and_are_dropped_once_all_have_them() -> None:
+    tracker = PartitionTracker(RecordingMaster())
+    register(tracker, 0)
+    handed = HandedOver([[BufferRef(0, "ref-a", 1, 8)], [BufferRef(0, "ref-b", 1, 8)]], None, 1.0)
+    tracker.producer_finished(PartitionId("j/e/0"), handed)
+    d = tracker.descriptor("j", "e", 0)
+    first = tracker.channel(("c", 0), d, 0, 0, 0)
+    second = tracker.channel(("c", 1), d, 0, 1, 0)
+    assert first.buffers is not None and first.buffers[0].ref == "ref-a"
+    assert second.buffers is not None and second.buffers[0].ref == "ref-b"
+    third = tracker.channel(("c", 2), d, 0, 1, 0)  # a late reader (e.g. a re-read) polls
+    assert third.buffers is None
+
+
+def test_release_job_frees_what_is_left_of_that_job_only() -> None:
+    master = RecordingMaster()
+    tracker = PartitionTracker(master)
+    register(tracker, 0)
+    tracker.register(("p", 0), descriptor(0, job="other"), ProducerDescriptor(0, "ex"))
+    tracker.release_job("j")
+    assert master.released == ["j/e/0"]
+    assert [d.partition.job_id for d in tracker.partitions()] == ["other"]
+
+
+def test_held_by_names_the_partitions_an_executor_loss_would_take() -> None:
+    tracker = PartitionTracker(RecordingMaster())
+    register(tracker, 0, executor=0)
+    register(tracker, 1, executor=1)
+    assert tracker.held_by(1) == ["j/e/1"]

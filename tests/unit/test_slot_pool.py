@@ -1,0 +1,68 @@
+"""Executor placement and per-job slot allocation, with a recording backend (no Ray)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from hybrid_shuffle.errors import ExecutorLostError
+from hybrid_shuffle.runtime.slot_pool import ExecutorSpec, SlotAllocation, SlotPool, placement
+from hybrid_shuffle.shuffle.api import ShuffleEnvironmentContext
+
+
+class Backend:
+    def __init__(self, nodes: list[str]) -> None:
+        self.nodes = nodes
+        self.created: list[tuple[str, str]] = []
+        self.killed: list[Any] = []
+
+    def worker_nodes(self) -> list[str]:
+        return list(self.nodes)
+
+    def create_executor(self, spec: ExecutorSpec, name: str, node_id: str) -> Any:
+        self.created.append((name, node_id))
+        return name
+
+    def call_all(self, executors: Sequence[Any], method: str, timeout: float, *a: Any) -> list:
+        return [{"node_id": "n", "pid": 1} for _ in executors]
+
+    def ask_all(self, executors: Sequence[Any], method: str, timeout: float) -> None:
+        pass
+
+    def kill(self, executor: Any) -> None:
+        self.killed.append(executor)
+
+
+def spec(i: int) -> ExecutorSpec:
+    return ExecutorSpec("executor-local", ShuffleEnvironmentContext(i, "s", 1, 1, 1.0, 1, "/x"))
+
+
+def test_executors_spread_round_robin_over_the_nodes() -> None:
+    assert placement(5, ["a", "b"]) == ["a", "b", "a", "b", "a"]
+    with pytest.raises(ExecutorLostError, match="no alive node"):
+        placement(1, [])
+
+
+def test_a_replaced_executor_goes_to_an_alive_node() -> None:
+    backend = Backend(["a", "b"])
+    pool = SlotPool(backend, "s", 2, spec, 5.0)
+    pool.start()
+    backend.nodes = ["a"]  # node b was removed
+    pool.replace(1)
+    assert pool.nodes == ["a", "a"]
+    assert backend.killed == ["s-executor-1"]
+
+
+def test_a_slot_frees_when_the_last_task_of_its_region_finished() -> None:
+    slots = SlotAllocation(2)
+    taken = slots.acquire(2)
+    assert slots.free == 0
+    for executor in taken:
+        slots.task_started(executor)
+    slots.task_started(taken[0])  # slot sharing: two tasks of one region on one slot
+    slots.task_finished(taken[0])
+    assert slots.free == 0
+    slots.task_finished(taken[0])
+    assert slots.free == 1
