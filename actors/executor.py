@@ -58,7 +58,12 @@ class Executor:
 
     def run_task(self, deployment: TaskDeployment) -> TaskReport:
         cancelled = self._cancel_event(deployment.job_id)
-        return run_task(deployment, self.env, cancelled, self.index, _fetch)
+        try:
+            return run_task(deployment, self.env, cancelled, self.index, _fetch)
+        finally:
+            # Arrow's allocator (mimalloc) keeps freed pages per thread: only the thread
+            # that ran the task can hand them back
+            pa.default_memory_pool().release_unused()
 
     def poll(self, request: PollRequest) -> PollResponse:
         return self.env.poll(request)
@@ -81,11 +86,13 @@ class Executor:
         return len(worker.core_worker.get_all_reference_counts())
 
     def memory(self) -> dict[str, int]:
-        """This process's resident bytes and Arrow's pool bytes (leak checks)."""
+        """This process's private resident bytes (resident minus pages shared with the
+        object store) and the bytes Arrow's pool holds (leak checks)."""
         with open(f"/proc/{os.getpid()}/statm") as f:
-            resident_pages = int(f.read().split()[1])
+            fields = f.read().split()
+        page = os.sysconf("SC_PAGE_SIZE")
         return {
-            "rss": resident_pages * os.sysconf("SC_PAGE_SIZE"),
+            "private": (int(fields[1]) - int(fields[2])) * page,
             "arrow_pool": pa.total_allocated_bytes(),
         }
 

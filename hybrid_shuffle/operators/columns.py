@@ -21,8 +21,7 @@ def require_columns(schema: pa.Schema, columns: Iterable[str], what: str) -> Non
     for column in columns:
         if column not in schema.names:
             raise PlanError(
-                f"{what}: column '{column}' not in input; columns are: "
-                f"{', '.join(schema.names)}"
+                f"{what}: column '{column}' not in input; columns are: {', '.join(schema.names)}"
             )
 
 
@@ -33,10 +32,8 @@ def require_key_columns(schema: pa.Schema, keys: Iterable[str], what: str) -> No
     require_columns(schema, keys, what)
     for key in keys:
         key_type = schema.field(key).type
-        if (
-            pa.types.is_nested(key_type)
-            or (pa.types.is_dictionary(key_type)
-            and pa.types.is_nested(key_type.value_type))
+        if pa.types.is_nested(key_type) or (
+            pa.types.is_dictionary(key_type) and pa.types.is_nested(key_type.value_type)
         ):
             raise PlanError(
                 f"{what}: key column '{key}' is {key_type}, which cannot be hashed or "

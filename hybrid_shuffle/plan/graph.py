@@ -7,11 +7,12 @@ vertex id is never mistaken for a subtask index.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import NewType
 
 from hybrid_shuffle.operators.base import Operator
-from hybrid_shuffle.shuffle.partition_type import ResultPartitionType
+from hybrid_shuffle.shuffle.partition_type import Mode, ResultPartitionType
 from hybrid_shuffle.shuffle.routing import Partitioner
 
 __all__ = [
@@ -19,11 +20,20 @@ __all__ = [
     "JobEdge",
     "JobGraph",
     "JobVertex",
+    "ModeOrigin",
     "VertexId",
 ]
 
 VertexId = NewType("VertexId", int)
 EdgeName = NewType("EdgeName", str)
+
+
+class ModeOrigin(enum.StrEnum):
+    """Where an edge's effective mode came from (YAML wins over code over the default)."""
+
+    YAML = "yaml"
+    CODE = "code"
+    DEFAULT = "default"
 
 
 @dataclass
@@ -55,14 +65,14 @@ class JobEdge:
     target_input: int
     partitioner: Partitioner
     partition_type: ResultPartitionType
-    #: where the effective mode came from: "yaml", "code" or "default"
-    mode_origin: str = "default"
+    #: where the effective mode came from
+    mode_origin: ModeOrigin = ModeOrigin.DEFAULT
     #: runs in each producer subtask on what it sends over this edge, before partitioning
     #: (Spark's map-side combine): a ``PartialAggregate`` in front of a final aggregate
     combiner: Operator | None = None
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> Mode:
         return self.partition_type.mode
 
 

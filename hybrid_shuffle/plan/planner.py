@@ -28,6 +28,7 @@ from hybrid_shuffle.plan.graph import (
     JobEdge,
     JobGraph,
     JobVertex,
+    ModeOrigin,
     VertexId,
 )
 from hybrid_shuffle.shuffle.partition_type import MODES, partition_type
@@ -302,16 +303,16 @@ def _build_graph(
 
 def _effective_mode(
     name: str, spec: ExchangeSpec, config: Config, overrides: Any
-) -> tuple[str, str]:
+) -> tuple[str, ModeOrigin]:
     if name in overrides and overrides[name].mode is not None:
-        return overrides[name].mode, "yaml"
+        return overrides[name].mode, ModeOrigin.YAML
     if spec.mode is not None:
         if spec.mode not in MODES:
             raise ConfigError(
                 f"edge '{name}': mode '{spec.mode}' is not a mode; use one of: {', '.join(MODES)}"
             )
-        return spec.mode, "code"
-    return config.shuffle.default_mode, "default"
+        return spec.mode, ModeOrigin.CODE
+    return config.shuffle.default_mode, ModeOrigin.DEFAULT
 
 
 def _task_pairs(graph: JobGraph, edge: JobEdge) -> list[tuple[TaskKey, TaskKey]]:

@@ -11,7 +11,24 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-__all__ = ["MODES", "ConsumingConstraint", "ReleasedBy", "ResultPartitionType", "partition_type"]
+__all__ = [
+    "MODES",
+    "ConsumingConstraint",
+    "Mode",
+    "ReleasedBy",
+    "ResultPartitionType",
+    "partition_type",
+]
+
+
+class Mode(enum.StrEnum):
+    """The exchange modes a user names in YAML or code (a ``str``: compares and formats
+    as its name)."""
+
+    PIPELINED = "pipelined"
+    BLOCKING = "blocking"
+    HYBRID_SELECTIVE = "hybrid-selective"
+    HYBRID_FULL = "hybrid-full"
 
 
 class ConsumingConstraint(enum.Enum):
@@ -40,7 +57,7 @@ class ResultPartitionType:
     re-readable after its in-memory copies were consumed.
     """
 
-    mode: str
+    mode: Mode
     consuming: ConsumingConstraint
     released_by: ReleasedBy
     reconsumable: bool
@@ -61,11 +78,11 @@ class ResultPartitionType:
         return self.released_by is ReleasedBy.CONSUMER
 
 
-_TYPES = {
+_TYPES: dict[str, ResultPartitionType] = {
     t.mode: t
     for t in (
         ResultPartitionType(
-            "pipelined",
+            Mode.PIPELINED,
             ConsumingConstraint.MUST_BE_PIPELINED,
             ReleasedBy.CONSUMER,
             reconsumable=False,
@@ -74,7 +91,7 @@ _TYPES = {
             persist_all=False,
         ),
         ResultPartitionType(
-            "blocking",
+            Mode.BLOCKING,
             ConsumingConstraint.BLOCKING,
             ReleasedBy.SCHEDULER,
             reconsumable=True,
@@ -83,7 +100,7 @@ _TYPES = {
             persist_all=False,
         ),
         ResultPartitionType(
-            "hybrid-selective",
+            Mode.HYBRID_SELECTIVE,
             ConsumingConstraint.CAN_BE_PIPELINED,
             ReleasedBy.CONSUMER,
             reconsumable=False,
@@ -92,7 +109,7 @@ _TYPES = {
             persist_all=False,
         ),
         ResultPartitionType(
-            "hybrid-full",
+            Mode.HYBRID_FULL,
             ConsumingConstraint.CAN_BE_PIPELINED,
             ReleasedBy.SCHEDULER,
             reconsumable=True,
@@ -103,7 +120,7 @@ _TYPES = {
     )
 }
 
-MODES: tuple[str, ...] = tuple(_TYPES)
+MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 
 
 def partition_type(mode: str) -> ResultPartitionType:

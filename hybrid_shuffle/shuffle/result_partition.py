@@ -111,6 +111,8 @@ class ResultPartition:
         self._polled = False  # a reader polled: it reads by polling, nothing is handed over
         self._sample: Any = None
         self._memory_bytes = 0
+        #: the producer is waiting for a reader to take a buffer (a phase tests wait for)
+        self.waiting_for_credit = False
         self.metrics = WriteMetrics(descriptor.edge, descriptor.producer_subtask)
         self.metrics.started_at = time.time()
 
@@ -167,6 +169,7 @@ class ResultPartition:
         started = time.monotonic()
         with self._cond:
             while sub.backlog() >= self._credits and self.state is PartitionState.WRITING:
+                self.waiting_for_credit = True
                 waited = time.monotonic() - started
                 if self._cancelled.is_set():
                     raise JobCancelledError(f"edge '{self.descriptor.edge}': job cancelled")
@@ -178,6 +181,7 @@ class ResultPartition:
                         "stalled, so raise shuffle.wait_timeout or make the edge hybrid-selective"
                     )
                 self._cond.wait(_WAIT_SLICE)
+            self.waiting_for_credit = False
             self.metrics.blocked_seconds += time.monotonic() - started
 
     def publish_sample(self, sample: Any) -> None:

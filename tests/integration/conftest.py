@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 import ray
@@ -30,15 +31,37 @@ def local_ray() -> Iterator[None]:
 
 
 def assert_no_leaks(session: hs.Session) -> None:
-    """Nothing of a finished job stays held: no partitions, no refs in any executor."""
+    """Nothing of a finished job stays held: no partitions, no refs in any executor, no
+    spill file on disk."""
     gc.collect()
     assert session.partitions_occupying_local_resources() == {
         i: set() for i in range(session.slots)
     }
     assert session.owned_objects() == {i: 0 for i in range(session.slots)}
+    assert spill_files(session) == []
+
+
+def spill_files(session: hs.Session) -> list[str]:
+    """Data files under the session's spill directory (its owner marker is not data)."""
+    return [
+        os.path.join(root, name)
+        for root, _, names in os.walk(session.spill_dir)
+        for name in names
+        if not name.startswith(".")
+    ]
 
 
 def assert_closed_cleanly(session: hs.Session) -> None:
     names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
     assert not [n for n in names if n.startswith(session.session_id)]
     assert not os.path.exists(session.spill_dir)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+    """Wait for a phase of a running job (a marker file, an executor's state); bounded,
+    and a failure names the phase."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"phase not reached within {timeout:.0f} s: {what}")
+        time.sleep(0.01)

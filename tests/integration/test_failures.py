@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -12,7 +13,7 @@ import ray
 
 import hybrid_shuffle as hs
 
-from .conftest import assert_closed_cleanly, assert_no_leaks
+from .conftest import assert_closed_cleanly, assert_no_leaks, wait_until
 from .data import orders
 
 CONFIG = {"parallelism": 2, "shuffle": {"buffer_size": "64 KiB", "wait_timeout": 30}}
@@ -72,20 +73,32 @@ def test_join_key_type_mismatch_is_named(session: hs.Session) -> None:
         left.join(right, on="k").explain()
 
 
-def test_killed_executor_fails_the_job_with_a_named_error_not_a_hang(local_ray: None) -> None:
+def test_killed_executor_fails_the_job_with_a_named_error_not_a_hang(
+    local_ray: None, tmp_path: Path
+) -> None:
+    first_batch = tmp_path / "first-batch"
+
+    def slow(table: pa.Table) -> pa.Table:
+        first_batch.touch()
+        time.sleep(0.02)
+        return table
+
     with hs.Session(CONFIG, slots=2) as session:
         job = session.job("kill")
         stream = (
             job.from_arrow(orders(200_000), name="orders", parallelism=1)
-            .map_batches(lambda t: (time.sleep(0.02), t)[1], name="slow")
+            .map_batches(slow, name="slow")
             .key_by("customer", edge="by_customer", mode="pipelined", partitions=1)
             .aggregate({"cents": "sum"}, name="totals")
         )
         victim = session.executors[0]
-        threading.Timer(2.0, lambda: ray.kill(victim)).start()
-        started = time.perf_counter()
+
+        def kill_once_the_producer_runs() -> None:
+            wait_until(first_batch.exists, what="the producer's first batch")
+            ray.kill(victim)
+
+        threading.Thread(target=kill_once_the_producer_runs, daemon=True).start()
         with pytest.raises((hs.ExecutorLostError, hs.ProducerFailedError)) as err:
             stream.collect()
-        assert time.perf_counter() - started < 60
         assert "died" in str(err.value)
     assert_closed_cleanly(session)

@@ -43,10 +43,10 @@ def test_eight_tasks_complete_on_two_slots(session: hs.Session, mode: str) -> No
 
 def test_pipelined_job_needing_more_slots_fails_before_running(session: hs.Session) -> None:
     stream = eight_tasks(session, orders(1_000), "pipelined")
-    started = time.perf_counter()
+    with pytest.raises(hs.SlotsExceededError):
+        stream.explain()  # known from the plan alone: nothing is deployed
     with pytest.raises(hs.SlotsExceededError) as err:
         stream.collect()
-    assert time.perf_counter() - started < 5  # fails fast, nothing deployed
     assert "needs 4 slots at once but the session has 2" in str(err.value)
     assert "set edges by_customer to hybrid-selective or blocking" in str(err.value)
     assert_no_leaks(session)

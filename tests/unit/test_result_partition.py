@@ -58,15 +58,19 @@ def test_pipelined_producer_waits_at_its_credit_bound_until_the_consumer_acks(tm
             partition.add(0, BATCH)
             written.append(1)
 
+    def blocked_after(count: int) -> None:
+        deadline = time.monotonic() + 5
+        while not (partition.waiting_for_credit and len(written) == count):
+            assert time.monotonic() < deadline, f"producer never blocked after {count} buffers"
+            time.sleep(0.001)
+
     producer = threading.Thread(target=produce)
     producer.start()
-    time.sleep(0.5)
-    assert len(written) == 2  # stopped at the bound
+    blocked_after(2)  # stopped at the bound
     response = poll(partition, cursor=0)
     assert len(response.buffers) == 2
     poll(partition, cursor=response.next_cursor)  # acknowledge: two credits back
-    time.sleep(0.5)
-    assert len(written) == 4
+    blocked_after(4)
     poll(partition, cursor=4)
     producer.join(5)
     assert len(written) == 5

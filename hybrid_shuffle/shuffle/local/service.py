@@ -35,7 +35,7 @@ from hybrid_shuffle.shuffle.api import (
     ShuffleEnvironmentContext,
     ShuffleMasterContext,
 )
-from hybrid_shuffle.shuffle.input_gate import PollingInputGate, read_gates
+from hybrid_shuffle.shuffle.local.input_gate import PollingInputGate, read_gates
 from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
 from hybrid_shuffle.shuffle.result_partition import ResultPartition
 from hybrid_shuffle.shuffle.writer import ResultPartitionWriter

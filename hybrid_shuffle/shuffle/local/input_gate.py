@@ -13,6 +13,7 @@ the task with an error naming the edge and the producer.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Generator, Iterator, Sequence
@@ -44,6 +45,8 @@ from hybrid_shuffle.shuffle.metrics import ReadMetrics
 from hybrid_shuffle.shuffle.partitioner import range_boundaries, range_bucket_mask
 
 __all__ = ["PollingInputGate", "read_gates"]
+
+log = logging.getLogger(__name__)
 
 _POLL_WAIT = 1.0  # seconds a producer may hold a poll open waiting for data
 _WAIT_SLICE = 0.5
@@ -159,7 +162,14 @@ def read_gates(
 
     def issue(gate: PollingInputGate, channel: _Channel) -> None:
         location = channel.spec.descriptor.location
-        ref = location.poll.remote(gate.request(channel))
+        request = gate.request(channel)
+        log.debug(
+            "edge %s: poll producer %d from cursor %d",
+            gate.spec.edge,
+            channel.spec.producer_subtask,
+            request.cursor,
+        )
+        ref = location.poll.remote(request)
         gate.metrics.polls += 1
         channel.polled_at = time.monotonic()
         outstanding[ref] = (gate, channel)

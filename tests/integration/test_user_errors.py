@@ -1,0 +1,167 @@
+"""Mistakes a user can make end in one short sentence naming the thing and the fix,
+and a failed or interrupted job stops its tasks and leaves nothing behind."""
+
+from __future__ import annotations
+
+import _thread
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import hybrid_shuffle as hs
+
+from .conftest import assert_no_leaks, wait_until
+from .data import orders
+
+CONFIG = {"parallelism": 2, "shuffle": {"buffer_size": "64 KiB", "wait_timeout": 30}}
+
+
+@pytest.fixture(scope="module")
+def session(local_ray: None) -> Iterator[hs.Session]:
+    with hs.Session(CONFIG, slots=4) as s:
+        yield s
+
+
+def test_a_batch_whose_column_changes_type_names_the_operator_column_and_both_types(
+    session: hs.Session,
+) -> None:
+    def flip(table: pa.Table) -> pa.Table:  # the second source split gets a string column
+        if table.column("k")[0].as_py() >= 100:
+            return table.set_column(1, "v", table.column("v").cast(pa.string()))
+        return table
+
+    job = session.job("drift")
+    table = pa.table({"k": list(range(200)), "v": [1.0] * 200})
+    stream = (
+        job.from_arrow([table.slice(0, 100), table.slice(100)], name="src", parallelism=1)
+        .map_batches(flip, name="flip")
+        .rebalance(partitions=1)
+    )
+    with pytest.raises(hs.SchemaMismatchError) as err:
+        stream.collect()
+    message = str(err.value)
+    assert "'flip'" in message and "'v'" in message
+    assert "double" in message and "string" in message
+    assert len(message) < 400
+    assert_no_leaks(session)
+
+
+@pytest.mark.parametrize(
+    "key_type",
+    [pa.list_(pa.int64()), pa.struct([("a", pa.int64())]), pa.map_(pa.string(), pa.int64())],
+)
+def test_a_list_struct_or_map_key_is_refused_before_anything_runs(
+    session: hs.Session, key_type: pa.DataType
+) -> None:
+    values = {
+        pa.types.is_list(key_type): [[1]],
+        pa.types.is_struct(key_type): [{"a": 1}],
+        pa.types.is_map(key_type): [[("x", 1)]],
+    }[True]
+    table = pa.table({"k": pa.array(values, key_type), "v": [1.0]})
+    job = session.job("nested-key")
+    stream = job.from_arrow(table, name="src").key_by("k", edge="by_k").aggregate({"v": "sum"})
+    with pytest.raises(hs.PlanError, match=r"key column 'k' is .*cannot be hashed"):
+        stream.explain()
+
+
+def test_a_function_that_cannot_be_pickled_names_the_operator_and_the_object(
+    session: hs.Session,
+) -> None:
+    lock = threading.Lock()
+
+    def locked(table: pa.Table) -> pa.Table:
+        with lock:
+            return table
+
+    job = session.job("unpicklable")
+    with pytest.raises(hs.PlanError) as err:
+        job.from_arrow(orders(10), name="src").map_batches(locked, name="guarded")
+    message = str(err.value)
+    assert message.startswith("map_batches 'guarded': its function cannot be sent")
+    assert "lock" in message
+    assert len(message) < 400
+
+
+def test_a_key_that_collides_with_an_aggregate_output_is_a_plan_error(session: hs.Session) -> None:
+    table = pa.table({"v_sum": [1, 2], "v": [1.0, 2.0]})
+    job = session.job("collide")
+    stream = job.from_arrow(table, name="src").key_by("v_sum").aggregate({"v": "sum"})
+    with pytest.raises(hs.PlanError, match="v_sum"):
+        stream.explain()
+
+
+def test_ctrl_c_during_collect_cancels_the_job_and_raises_keyboard_interrupt(
+    session: hs.Session, tmp_path: Path
+) -> None:
+    started = tmp_path / "first-batch"
+
+    def slow(table: pa.Table) -> pa.Table:
+        import time
+
+        started.touch()
+        time.sleep(0.01)
+        return table
+
+    job = session.job("interrupted")
+    stream = (
+        job.from_arrow(orders(400_000), name="orders")
+        .map_batches(slow, name="slow")
+        .key_by("customer", edge="by_customer", mode="pipelined")
+        .aggregate({"cents": "sum"})
+    )
+
+    def interrupt() -> None:
+        wait_until(started.exists, what="the first batch reached the user function")
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        stream.collect()
+    wait_until(
+        lambda: not any(session.partitions_occupying_local_resources().values()),
+        what="the interrupted job's tasks ended",
+    )
+    assert_no_leaks(session)
+    assert job.from_arrow(orders(100), name="again").to_arrow().num_rows == 100
+
+
+def test_a_failed_job_stops_its_other_tasks_and_prints_no_unhandled_errors(
+    session: hs.Session, capfd: pytest.CaptureFixture[str]
+) -> None:
+    def fail_one(table: pa.Table) -> pa.Table:
+        if table.column("order_id")[0].as_py() == 0:
+            raise ValueError("bad first batch")
+        return table
+
+    job = session.job("fails")
+    stream = (
+        job.from_arrow(orders(100_000), name="orders", parallelism=4)
+        .map_batches(fail_one, name="check")
+        .key_by("customer", edge="by_customer", mode="pipelined")
+        .aggregate({"cents": "sum"})
+    )
+    with pytest.raises(hs.JobFailedError, match="ValueError: bad first batch"):
+        stream.collect()
+    wait_until(
+        lambda: not any(session.partitions_occupying_local_resources().values()),
+        what="the failed job's tasks ended",
+    )
+    assert_no_leaks(session)
+    output = capfd.readouterr()
+    assert "Unhandled error" not in output.err + output.out
+    assert "JobCancelledError" not in output.err + output.out
+
+
+def test_running_a_stream_after_its_session_closed_says_the_session_is_closed(
+    local_ray: None,
+) -> None:
+    with hs.Session(CONFIG, slots=1) as closed:
+        stream = closed.job("late").from_arrow(orders(10), name="src")
+    with pytest.raises(hs.SessionClosedError, match=r"is closed; open a new hs\.Session"):
+        stream.collect()
+    with pytest.raises(hs.SessionClosedError):
+        closed.job("later")
