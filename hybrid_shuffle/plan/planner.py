@@ -1,12 +1,9 @@
-"""From the API's logical nodes to a ``JobGraph`` with modes, regions and slots.
+"""From the API's logical nodes to a ``Plan``: a ``JobGraph`` with modes and regions.
 
 Plain Python, no Ray: chaining, effective modes (YAML over code over the
-default), parallelism of exchange consumers, schema checks, and pipelined
-regions.  Regions are computed per *subtask* as in Flink: pipelined edges glue
-subtasks together (all-to-all edges glue every producer subtask to every
-consumer subtask, forward edges pair subtask i with i), and each connected
-component must get all its slots at once.  A region larger than the session's
-slots is rejected here, before anything runs, naming the edges to switch.
+default) and where they came from, parallelism of exchange consumers, schema
+checks (every key column exists and can be hashed, before anything runs), and
+the pipelined regions with their slot check (``plan.regions``).
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from hybrid_shuffle.config import Config
-from hybrid_shuffle.errors import ConfigError, PlanError, SlotsExceededError
+from hybrid_shuffle.errors import ConfigError, PlanError
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.plan.graph import (
@@ -31,12 +28,17 @@ from hybrid_shuffle.plan.graph import (
     ModeOrigin,
     VertexId,
 )
+from hybrid_shuffle.plan.regions import (
+    Region,
+    TaskKey,
+    check_slots,
+    pipelined_regions,
+    vertex_regions,
+)
 from hybrid_shuffle.shuffle.partition_type import MODES, partition_type
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
-__all__ = ["ExchangeSpec", "LogicalNode", "Plan", "TaskKey", "plan_job", "reachable"]
-
-TaskKey = tuple[VertexId, int]
+__all__ = ["ExchangeSpec", "LogicalNode", "Plan", "plan_job", "reachable"]
 
 
 @dataclass
@@ -74,28 +76,6 @@ class LogicalNode:
             assert self.parallelism is not None
             refs = self.load()
             self.source_splits = [refs[i :: self.parallelism] for i in range(self.parallelism)]
-
-
-@dataclass
-class Region:
-    """Subtasks that must run at the same time.
-
-    Slot sharing, as Flink's default group: one slot holds at most one subtask
-    of each vertex, so a region needs as many slots as its widest vertex has
-    subtasks in it, not one per task.
-    """
-
-    id: int
-    tasks: list[TaskKey]
-    #: the pipelined edges that glue it together
-    edges: list[str]
-
-    @property
-    def slots(self) -> int:
-        counts: dict[VertexId, int] = defaultdict(int)
-        for vid, _ in self.tasks:
-            counts[vid] += 1
-        return max(counts.values())
 
 
 @dataclass
@@ -161,10 +141,10 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
     graph = _build_graph(job_name, nodes, sink, config, overrides)
     if config.applies_to(job_name):
         config.check_edges(job_name, [e.name for e in graph.edges])
-    regions = _regions(graph)
-    vertex_region = _vertex_regions(graph)
+    regions = pipelined_regions(graph)
+    vertex_region = vertex_regions(graph)
     plan = Plan(graph, regions, vertex_region, slots, config, schemas[sink.id])
-    _check_slots(plan)
+    check_slots(regions, vertex_region, graph, slots)
     return plan
 
 
@@ -313,89 +293,3 @@ def _effective_mode(
             )
         return spec.mode, ModeOrigin.CODE
     return config.shuffle.default_mode, ModeOrigin.DEFAULT
-
-
-def _task_pairs(graph: JobGraph, edge: JobEdge) -> list[tuple[TaskKey, TaskKey]]:
-    src, dst = graph.vertices[edge.source], graph.vertices[edge.target]
-    if edge.partitioner.is_all_to_all():
-        return [
-            ((src.id, i), (dst.id, j))
-            for i in range(src.parallelism)
-            for j in range(dst.parallelism)
-        ]
-    return [((src.id, i), (dst.id, i)) for i in range(src.parallelism)]
-
-
-class _UnionFind:
-    def __init__(self) -> None:
-        self.parent: dict[Any, Any] = {}
-
-    def find(self, x: Any) -> Any:
-        self.parent.setdefault(x, x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a: Any, b: Any) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
-def _regions(graph: JobGraph) -> list[Region]:
-    """Subtask-level pipelined regions, in deployment order (producers first)."""
-    uf = _UnionFind()
-    order = graph.topological_order()
-    for vid in order:
-        for i in range(graph.vertices[vid].parallelism):
-            uf.find((vid, i))
-    pipelined = [e for e in graph.edges if e.partition_type.must_be_pipelined()]
-    for edge in pipelined:
-        for a, b in _task_pairs(graph, edge):
-            uf.union(a, b)
-    position = {vid: n for n, vid in enumerate(order)}
-    members: dict[Any, list[TaskKey]] = defaultdict(list)
-    for vid in order:
-        for i in range(graph.vertices[vid].parallelism):
-            members[uf.find((vid, i))].append((vid, i))
-    groups = sorted(members.values(), key=lambda ts: min((position[v], i) for v, i in ts))
-    regions = []
-    for n, tasks in enumerate(groups):
-        inside = {v for v, _ in tasks}
-        names = [str(e.name) for e in pipelined if e.source in inside and e.target in inside]
-        regions.append(Region(n, tasks, names))
-    return regions
-
-
-def _vertex_regions(graph: JobGraph) -> dict[VertexId, str]:
-    uf = _UnionFind()
-    for vid in graph.vertices:
-        uf.find(vid)
-    for e in graph.edges:
-        if e.partition_type.must_be_pipelined():
-            uf.union(e.source, e.target)
-    labels: dict[Any, str] = {}
-    result = {}
-    for vid in graph.topological_order():
-        root = uf.find(vid)
-        labels.setdefault(root, f"R{len(labels)}")
-        result[vid] = labels[root]
-    return result
-
-
-def _check_slots(plan: Plan) -> None:
-    for region in plan.regions:
-        if region.slots <= plan.slots:
-            continue
-        g = plan.graph
-        counts: dict[VertexId, int] = defaultdict(int)
-        for vid, _ in region.tasks:
-            counts[vid] += 1
-        parts = ", ".join(f"{g.vertices[v].name} x{n}" for v, n in counts.items())
-        label = plan.vertex_region[region.tasks[0][0]]
-        raise SlotsExceededError(
-            f"pipelined region {label} ({parts}) needs {region.slots} slots at once but "
-            f"the session has {plan.slots}; set edges {', '.join(region.edges)} to "
-            "hybrid-selective or blocking (edges.<name>.mode in the YAML), or raise slots"
-        )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from hybrid_shuffle.plan.graph import JobEdge, JobGraph
-from hybrid_shuffle.plan.planner import TaskKey
+from hybrid_shuffle.plan.regions import TaskKey
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.task import TaskDeployment
 from hybrid_shuffle.shuffle.api import (

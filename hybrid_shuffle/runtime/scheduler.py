@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hybrid_shuffle.errors import JobCancelledError, WaitTimeoutError
-from hybrid_shuffle.plan.planner import Plan, Region, TaskKey
+from hybrid_shuffle.plan.planner import Plan
+from hybrid_shuffle.plan.regions import Region, TaskKey
 from hybrid_shuffle.runtime.deployment import Deployer, producers_of
 from hybrid_shuffle.runtime.failures import root_cause, to_error
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker

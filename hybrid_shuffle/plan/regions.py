@@ -1,0 +1,131 @@
+"""Pipelined regions: the subtasks that must run at the same time, and the slot check.
+
+Regions are computed per *subtask* as in Flink: pipelined edges glue subtasks
+together (all-to-all edges glue every producer subtask to every consumer
+subtask, forward edges pair subtask i with i), and each connected component
+must get all its slots at once.  A region larger than the session's slots is
+rejected before anything runs, naming the edges to switch.  Plain Python.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from hybrid_shuffle.errors import SlotsExceededError
+from hybrid_shuffle.plan.graph import JobEdge, JobGraph, VertexId
+
+__all__ = ["Region", "TaskKey", "check_slots", "pipelined_regions", "vertex_regions"]
+
+TaskKey = tuple[VertexId, int]
+
+
+@dataclass
+class Region:
+    """Subtasks that must run at the same time.
+
+    Slot sharing, as Flink's default group: one slot holds at most one subtask
+    of each vertex, so a region needs as many slots as its widest vertex has
+    subtasks in it, not one per task.
+    """
+
+    id: int
+    tasks: list[TaskKey]
+    #: the pipelined edges that glue it together
+    edges: list[str]
+
+    @property
+    def slots(self) -> int:
+        counts: dict[VertexId, int] = defaultdict(int)
+        for vid, _ in self.tasks:
+            counts[vid] += 1
+        return max(counts.values())
+
+
+def _task_pairs(graph: JobGraph, edge: JobEdge) -> list[tuple[TaskKey, TaskKey]]:
+    src, dst = graph.vertices[edge.source], graph.vertices[edge.target]
+    if edge.partitioner.is_all_to_all():
+        return [
+            ((src.id, i), (dst.id, j))
+            for i in range(src.parallelism)
+            for j in range(dst.parallelism)
+        ]
+    return [((src.id, i), (dst.id, i)) for i in range(src.parallelism)]
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[Any, Any] = {}
+
+    def find(self, x: Any) -> Any:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: Any, b: Any) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def pipelined_regions(graph: JobGraph) -> list[Region]:
+    """Subtask-level pipelined regions, in deployment order (producers first)."""
+    uf = _UnionFind()
+    order = graph.topological_order()
+    for vid in order:
+        for i in range(graph.vertices[vid].parallelism):
+            uf.find((vid, i))
+    pipelined = [e for e in graph.edges if e.partition_type.must_be_pipelined()]
+    for edge in pipelined:
+        for a, b in _task_pairs(graph, edge):
+            uf.union(a, b)
+    position = {vid: n for n, vid in enumerate(order)}
+    members: dict[Any, list[TaskKey]] = defaultdict(list)
+    for vid in order:
+        for i in range(graph.vertices[vid].parallelism):
+            members[uf.find((vid, i))].append((vid, i))
+    groups = sorted(members.values(), key=lambda ts: min((position[v], i) for v, i in ts))
+    regions = []
+    for n, tasks in enumerate(groups):
+        inside = {v for v, _ in tasks}
+        names = [str(e.name) for e in pipelined if e.source in inside and e.target in inside]
+        regions.append(Region(n, tasks, names))
+    return regions
+
+
+def vertex_regions(graph: JobGraph) -> dict[VertexId, str]:
+    uf = _UnionFind()
+    for vid in graph.vertices:
+        uf.find(vid)
+    for e in graph.edges:
+        if e.partition_type.must_be_pipelined():
+            uf.union(e.source, e.target)
+    labels: dict[Any, str] = {}
+    result = {}
+    for vid in graph.topological_order():
+        root = uf.find(vid)
+        labels.setdefault(root, f"R{len(labels)}")
+        result[vid] = labels[root]
+    return result
+
+
+def check_slots(
+    regions: list[Region], vertex_region: dict[VertexId, str], graph: JobGraph, slots: int
+) -> None:
+    """Raise ``SlotsExceededError`` for the first region needing more than ``slots``."""
+    for region in regions:
+        if region.slots <= slots:
+            continue
+        counts: dict[VertexId, int] = defaultdict(int)
+        for vid, _ in region.tasks:
+            counts[vid] += 1
+        parts = ", ".join(f"{graph.vertices[v].name} x{n}" for v, n in counts.items())
+        label = vertex_region[region.tasks[0][0]]
+        raise SlotsExceededError(
+            f"pipelined region {label} ({parts}) needs {region.slots} slots at once but "
+            f"the session has {slots}; set edges {', '.join(region.edges)} to "
+            "hybrid-selective or blocking (edges.<name>.mode in the YAML), or raise slots"
+        )
