@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from hybrid_shuffle.config import load_config
@@ -81,3 +83,15 @@ def test_cancelled_tasks_of_a_failed_job_do_not_hide_the_root_cause() -> None:
 
     with pytest.raises(JobFailedError, match=r"orders->clean\[2\]"):
         run(plan(two_stages("pipelined"), slots=4), 4, FakeTransport(outcome))
+
+
+def test_job_start_end_and_failure_are_logged_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="hybrid_shuffle")
+    run(plan(two_stages("blocking"), slots=2), 2, FakeTransport())
+    failing = FakeTransport(lambda name: TaskState.FAILED)
+    with pytest.raises(JobFailedError):
+        run(plan(two_stages("blocking"), slots=2), 2, failing)
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert any(m.startswith("job job-1: started") for m in messages)
+    assert any(m.startswith("job job-1: finished") for m in messages)
+    assert any(m.startswith("job job-1: failed (JobFailedError)") for m in messages)
