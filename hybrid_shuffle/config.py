@@ -13,7 +13,6 @@ import difflib
 import math
 import os
 import re
-import tempfile
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ import yaml
 
 from hybrid_shuffle.errors import ConfigError
 from hybrid_shuffle.shuffle.partition_type import MODES
+from hybrid_shuffle.spill_dirs import default_spill_dir
 
 __all__ = [
     "Config",
@@ -95,7 +95,8 @@ class ShuffleConfig:
     buffer_size: int = 4 * MiB
     #: in-memory partition bytes for the whole session, split evenly over its slots
     memory_budget: int = 512 * MiB
-    spill_dir: str = os.path.join(tempfile.gettempdir(), "hybrid-shuffle")
+    #: the root of the sessions' private spill directories (per user by default)
+    spill_dir: str = field(default_factory=default_spill_dir)
     #: pipelined edges: buffers a producer may run ahead of a consumer, per subpartition
     credits: int = 4
     #: seconds any single wait may last before it fails naming what it waited for

@@ -5,17 +5,38 @@ table) at a recorded offset, so any buffer can be read back alone, in any
 order, while the producer is still appending: what hybrid consumers and
 re-reads of blocking / hybrid-full partitions need.  Writes come from the task
 thread and reads from poll threads, hence the lock.
+
+The rows are users' data, so the file is private and never reused: it is
+created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600 (set again with
+``fchmod``, so the umask cannot change it).  A file or symbolic link already
+at the path -- a leftover, or one planted to make us write elsewhere -- makes
+creation fail with a ``FileExistsError`` naming the path, instead of
+truncating it or writing through the link.  ``delete`` closes and unlinks it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import threading
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import pyarrow as pa
 
 __all__ = ["SpillFile", "SpillSegment"]
+
+#: read-write, new file only, never through a symlink, not inherited by child processes
+_CREATE = (
+    os.O_RDWR
+    | os.O_CREAT
+    | os.O_EXCL
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+_PRIVATE = 0o600
 
 
 @dataclass(frozen=True)
@@ -25,10 +46,16 @@ class SpillSegment:
 
 
 class SpillFile:
+    """One partition's spill file, created new and private (0600) at ``path``.
+
+    Raises ``FileExistsError`` if anything (a file, a symlink) is already at
+    ``path``; other ``OSError``s (a missing directory, a full disk) propagate.
+    """
+
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._file = open(path, "w+b")  # noqa: SIM115 - closed in delete()
+        self._file = _create_private(path)
         self._size = 0
 
     def append(self, table: pa.Table) -> SpillSegment:
@@ -55,8 +82,32 @@ class SpillFile:
         return self._size
 
     def delete(self) -> None:
+        """Close and remove the file; idempotent (a file already gone is fine)."""
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
-            if os.path.exists(self.path):
+            if self._file.closed:
+                return  # deleted already: a new file at the same path is not ours
+            self._file.close()
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
+
+
+def _create_private(path: str) -> BinaryIO:
+    """A new file at ``path`` opened ``w+b``, mode exactly 0600; never an existing one."""
+    try:
+        fd = os.open(path, _CREATE, _PRIVATE)
+    except OSError as e:
+        if isinstance(e, FileExistsError) or e.errno == errno.ELOOP:
+            raise FileExistsError(
+                errno.EEXIST,
+                f"spill file '{path}' already exists (a leftover file or a symbolic link); "
+                "refusing to reuse it or write through it",
+            ) from e
+        raise
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, _PRIVATE)  # the umask may only have narrowed it; make it exact
+        return os.fdopen(fd, "w+b")
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
