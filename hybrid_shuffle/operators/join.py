@@ -1,15 +1,27 @@
 """Hash join of two co-partitioned inputs: input 1 builds, input 0 probes.
 
 Inputs arrive interleaved, in whatever order their producers deliver: probe
-batches that come before the build side is complete are kept, then joined
-once it is.  Reading both sides as they arrive (rather than the build side
-first) is what keeps a diamond-shaped job from deadlocking on pipelined
-credits.  Joins use pyarrow's ``Table.join``; key columns appear once (from the
-left side), null keys never match, and the output row order is not defined.
+batches that come before the build side has ended are kept, then joined once
+it has; probe batches that come after it ended are joined at once.  Reading
+both sides as they arrive (rather than the build side first) is what keeps a
+diamond-shaped job from deadlocking on pipelined credits.  Joins use pyarrow's
+``Table.join``; key columns appear once (from the left side), null keys never
+match, and the output row order is not defined.
+
+A left join needs the right side's columns even where no right row came: a
+join subtask whose right input sent no batch at all (an empty right side, or
+no right key hashed to this subtask) still gives every left row the right
+columns, all null.  The right schema comes from the first right batch, else
+from the one the planner passed to ``output_schema`` (remembered for this: the
+operator is pickled into its tasks after planning), else from a zero-row right
+batch if the shuffle delivers one.  Only when none of these knows it (the right
+side's schema cannot be known before running and no right batch arrived) are
+left rows emitted without the right columns.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
@@ -20,6 +32,14 @@ from hybrid_shuffle.operators.base import Operator
 __all__ = ["HashJoin"]
 
 _JOIN_TYPES = {"inner": "inner", "left": "left outer"}
+_LEFT, _RIGHT = 0, 1
+
+
+class BuildSide(enum.Enum):
+    """Where the build (right) input is; its schema is a separate question."""
+
+    OPEN = "open"  # may still send batches: probe batches wait
+    ENDED = "ended"  # sent everything: probe batches are joined as they come
 
 
 class HashJoin(Operator):
@@ -34,11 +54,16 @@ class HashJoin(Operator):
         self.how = how
         self.name = name
         self.right_suffix = right_suffix
+        #: the input schemas the planner knew (``output_schema``); travels with the operator
+        self.planned_schemas: tuple[pa.Schema | None, pa.Schema | None] = (None, None)
 
     def open(self) -> None:
+        self._build_side = BuildSide.OPEN
         self._build: list[pa.Table] = []
         self._waiting: list[pa.Table] = []
+        #: the build table once the build side ended; None if its schema is unknown
         self._right: pa.Table | None = None
+        #: per input, the schema of its first batch
         self._schemas: list[pa.Schema | None] = [None, None]
 
     def _check(self, schemas: Sequence[pa.Schema | None]) -> None:
@@ -66,25 +91,25 @@ class HashJoin(Operator):
         if self._schemas[input_index] is None:
             self._schemas[input_index] = table.schema
             self._check(self._schemas)
-        if input_index == 1:
-            self._build.append(table)
+        if input_index == _RIGHT:
+            if table.num_rows:
+                self._build.append(table)
             return ()
-        if self._right is None:
+        if self._build_side is BuildSide.OPEN:
             self._waiting.append(table)
             return ()
         return self._probe(table)
 
     def end_input(self, input_index: int) -> Iterable[pa.Table]:
-        if input_index != 1:
+        if input_index != _RIGHT or self._build_side is BuildSide.ENDED:
             return ()
-        schema = self._schemas[1]
+        schema = self._schemas[_RIGHT] or self.planned_schemas[_RIGHT]
         if self._build:
             self._right = pa.concat_tables(self._build).combine_chunks()
         elif schema is not None:
             self._right = schema.empty_table()
-        else:
-            self._right = None
         self._build = []
+        self._build_side = BuildSide.ENDED
         waiting, self._waiting = self._waiting, []
         out: list[pa.Table] = []
         for table in waiting:
@@ -92,29 +117,27 @@ class HashJoin(Operator):
         return out
 
     def _probe(self, table: pa.Table) -> list[pa.Table]:
-        if self._right is None:  # the right side produced nothing at all, not even a schema
+        if self._right is None:  # no right schema anywhere: see the module docstring
             return [table] if self.how == "left" else []
-        joined = table.join(
-            self._right,
+        return [self._join(table, self._right)]
+
+    def _join(self, left: pa.Table, right: pa.Table) -> pa.Table:
+        return left.join(
+            right,
             keys=self.on,
             join_type=_JOIN_TYPES[self.how],
             right_suffix=self.right_suffix,
             use_threads=False,
         )
-        return [joined]
 
     def finish(self) -> Iterable[pa.Table]:
-        # a left side that arrived entirely after the right one ended was probed already
-        return ()
+        # every input ended, so the build side did too (end_input is idempotent)
+        return self.end_input(_RIGHT)
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         self._check(input_schemas)
         left, right = input_schemas
+        self.planned_schemas = (left, right)
         if left is None or right is None:
             return None
-        self.open()
-        try:
-            self._right = right.empty_table()
-            return self._probe(left.empty_table())[0].schema
-        finally:
-            self.open()
+        return self._join(left.empty_table(), right.empty_table()).schema

@@ -1,0 +1,153 @@
+"""HashJoin fed in the orders a task can feed it, against one pyarrow ``Table.join``.
+
+What matters for a left join: no left row is lost whatever the order of arrival
+(before or after the right side ended), and the right side's columns are there,
+all null where nothing matched, even when the right side sent no batch at all.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from hybrid_shuffle.operators import HashJoin
+
+LEFT, RIGHT = 0, 1
+#: one event a task can deliver: a batch of an input, or ("end", input)
+Event = tuple[int | str, pa.Table | int]
+
+
+def left_table(rows: int = 20_000) -> pa.Table:
+    rng = np.random.default_rng(7)
+    return pa.table(
+        {
+            "k": pa.array(rng.integers(0, 500, rows), mask=rng.random(rows) < 0.01),
+            "v": np.arange(rows, dtype=np.int64),
+        }
+    )
+
+
+def right_table(keys: Sequence[int] = range(0, 500, 3)) -> pa.Table:
+    keys = list(keys)
+    return pa.table(
+        {"k": pa.array(keys, pa.int64()), "w": pa.array([f"w{k}" for k in keys], pa.string())}
+    )
+
+
+def slices(table: pa.Table, size: int) -> list[pa.Table]:
+    return [table.slice(i, size) for i in range(0, table.num_rows, size)]
+
+
+def drive(op: HashJoin, events: Sequence[Event]) -> pa.Table:
+    """Open, deliver the events in order, end inputs not ended yet, finish."""
+    op.open()
+    out: list[pa.Table] = []
+    ended: set[int] = set()
+    for what, item in events:
+        if what == "end":
+            assert isinstance(item, int)
+            ended.add(item)
+            out.extend(op.end_input(item))
+        else:
+            assert isinstance(what, int) and isinstance(item, pa.Table)
+            out.extend(op.process(item, what))
+    for index in (LEFT, RIGHT):
+        if index not in ended:
+            out.extend(op.end_input(index))
+    out.extend(op.finish())
+    assert out, "the join emitted no table at all"
+    return pa.concat_tables(out)
+
+
+def planned(how: str, left: pa.Table, right: pa.Table) -> HashJoin:
+    """A join as the planner leaves it: ``output_schema`` called, then pickled to a task."""
+    op = HashJoin(["k"], how, "j")
+    op.output_schema([left.schema, right.schema])
+    restored: HashJoin = pickle.loads(pickle.dumps(op))
+    return restored
+
+
+def assert_equals_pyarrow(got: pa.Table, left: pa.Table, right: pa.Table, how: str) -> None:
+    want = left.join(right, keys="k", join_type="left outer" if how == "left" else "inner")
+    assert got.schema.names == want.schema.names
+    assert got.schema.types == want.schema.types
+    order = [("v", "ascending")]
+    assert got.sort_by(order).equals(want.sort_by(order))
+
+
+def test_left_join_keeps_left_rows_that_arrive_after_the_right_side_ended() -> None:
+    left, right = left_table(), right_table()
+    events: list[Event] = [(RIGHT, t) for t in slices(right, 50)]
+    events += [("end", RIGHT)] + [(LEFT, t) for t in slices(left, 1_000)]
+    got = drive(planned("left", left, right), events)
+    assert got.num_rows == left.num_rows
+    assert_equals_pyarrow(got, left, right, "left")
+
+
+def test_left_join_keeps_left_rows_on_both_sides_of_the_right_side_ending() -> None:
+    left, right = left_table(), right_table()
+    pieces = slices(left, 1_000)
+    events: list[Event] = [(LEFT, t) for t in pieces[:7]]
+    events += [(RIGHT, t) for t in slices(right, 50)] + [("end", RIGHT)]
+    events += [(LEFT, t) for t in pieces[7:]]
+    assert_equals_pyarrow(drive(planned("left", left, right), events), left, right, "left")
+
+
+@pytest.mark.parametrize("left_first", [True, False])
+def test_left_join_with_an_empty_right_side_has_its_columns_all_null(left_first: bool) -> None:
+    left, right = left_table(), right_table([])
+    lefts: list[Event] = [(LEFT, t) for t in slices(left, 1_000)]
+    events = [*lefts, ("end", RIGHT)] if left_first else [("end", RIGHT), *lefts]
+    got = drive(planned("left", left, right), events)
+    assert got.column("w").null_count == left.num_rows
+    assert_equals_pyarrow(got, left, right, "left")
+
+
+def test_left_join_takes_the_right_schema_from_a_zero_row_batch_when_unplanned() -> None:
+    left, right = left_table(), right_table([])
+    op = HashJoin(["k"], "left", "j")  # the planner knew neither schema
+    events: list[Event] = [(LEFT, t) for t in slices(left, 1_000)[:3]]
+    events += [(RIGHT, right), ("end", RIGHT)] + [(LEFT, t) for t in slices(left, 1_000)[3:]]
+    assert_equals_pyarrow(drive(op, events), left, right, "left")
+
+
+def test_left_join_without_any_right_schema_still_keeps_every_left_row() -> None:
+    left = left_table()
+    op = HashJoin(["k"], "left", "j")
+    events: list[Event] = [(LEFT, t) for t in slices(left, 1_000)[:4]] + [("end", RIGHT)]
+    events += [(LEFT, t) for t in slices(left, 1_000)[4:]]
+    got = drive(op, events)
+    assert got.sort_by("v").equals(left)
+
+
+@pytest.mark.parametrize("how", ["inner", "left"])
+def test_a_right_batch_schema_wins_over_nothing_and_matches_the_planned_one(how: str) -> None:
+    left, right = left_table(), right_table()
+    unplanned = drive(
+        HashJoin(["k"], how, "j"),
+        [(RIGHT, right), ("end", RIGHT), *[(LEFT, t) for t in slices(left, 1_000)]],
+    )
+    assert unplanned.schema == planned(how, left, right).output_schema([left.schema, right.schema])
+    assert_equals_pyarrow(unplanned, left, right, how)
+
+
+def test_inner_join_with_an_empty_right_side_gives_no_rows_but_the_joined_columns() -> None:
+    left, right = left_table(), right_table([])
+    got = drive(planned("inner", left, right), [(LEFT, t) for t in slices(left, 1_000)])
+    assert got.num_rows == 0
+    assert_equals_pyarrow(got, left, right, "inner")
+
+
+def test_planned_schemas_survive_open_and_the_end_of_input_is_idempotent() -> None:
+    left, right = left_table(100), right_table([])
+    op = planned("left", left, right)
+    op.open()
+    assert op.planned_schemas == (left.schema, right.schema)
+    assert list(op.end_input(RIGHT)) == []
+    first = list(op.process(left, LEFT))
+    assert list(op.end_input(RIGHT)) == [] and list(op.finish()) == []
+    assert_equals_pyarrow(pa.concat_tables(first), left, right, "left")
