@@ -4,6 +4,16 @@ Every mistake becomes one ``ConfigError`` sentence that names the key path and
 what to write instead (``shuffle.bufer_size: unknown key; allowed keys are: ...``).
 Nothing downstream sees a dict: the planner, scheduler and executors get these
 typed objects.
+
+A setting that would only fail later, in every job, or silently do nothing is
+refused here too: ``credits`` outside 1..1024 (a huge value lifts the bound on
+pipelined edges), ``wait_timeout`` outside 1 ms..1 day, sizes that are or round
+to 0 bytes, and a config file that is not UTF-8 text.  Every way in -- a YAML
+file, a mapping, a hand-built ``Config`` given to ``load_config``, and
+``Config.with_overrides`` -- goes through the same validators.  What needs the
+file system or the job is checked later, by whoever has it: the spill
+directory at ``Session()`` (``hybrid_shuffle.spill_dirs.check_spill_root``),
+the ``edges:`` names at plan time (``Config.check_job``).
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ import math
 import os
 import re
 import types
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +36,11 @@ from hybrid_shuffle.shuffle.partition_type import MODES
 from hybrid_shuffle.spill_dirs import default_spill_dir
 
 __all__ = [
+    "MAX_CREDITS",
+    "MAX_WAIT_TIMEOUT",
+    "MIN_WAIT_TIMEOUT",
     "Config",
+    "ConfigWarning",
     "EdgeConfig",
     "RayConfig",
     "ShuffleConfig",
@@ -36,6 +51,13 @@ __all__ = [
 ]
 
 MiB = 1 << 20
+#: pipelined buffers in flight per subpartition; beyond this the credit bound bounds nothing
+#: (1024 buffers of the default 4 MiB are 4 GiB per subpartition)
+MAX_CREDITS = 1024
+#: seconds: a wait shorter than a millisecond fails before any answer can arrive
+MIN_WAIT_TIMEOUT = 0.001
+#: seconds: a day; longer only hides a hung job
+MAX_WAIT_TIMEOUT = 86400.0
 _UNITS = {
     "": 1,
     "b": 1,
@@ -69,7 +91,8 @@ def parse_size(value: int | str, path: str) -> int:
             )
         size = int(float(match.group(1)) * _UNITS[unit])
     if size <= 0:
-        raise ConfigError(f"{path}: must be a positive size, got {value!r}")
+        zero = "" if isinstance(value, int) else ", which is 0 bytes"
+        raise ConfigError(f"{path}: must be a positive size, got {value!r}{zero}")
     return size
 
 
@@ -79,6 +102,11 @@ def format_size(n: int) -> str:
             value = n / scale
             return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
     return f"{n} B"
+
+
+class ConfigWarning(UserWarning):
+    """A setting that is valid but will not do what it seems to (e.g. ``edges:`` written
+    for a job of another name)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +164,10 @@ class Config:
     shuffle: ShuffleConfig = field(default_factory=ShuffleConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     edges: Mapping[str, EdgeConfig] = field(default_factory=lambda: types.MappingProxyType({}))
+    #: job names already warned about (``check_job``): one warning per name and config
+    _warned: set[str] = field(
+        default_factory=set, init=False, repr=False, compare=False, hash=False
+    )
 
     def edge(self, name: str) -> EdgeConfig:
         return self.edges.get(name, EdgeConfig())
@@ -144,19 +176,67 @@ class Config:
         """The edges section belongs to the job named by ``job`` (or to every job)."""
         return self.job is None or self.job == job_name
 
+    def edges_for(self, job_name: str) -> Mapping[str, EdgeConfig]:
+        """The ``edges:`` overrides that apply to ``job_name``: all, or none if ``job:``
+        names another job.  Pure (no warning); ``check_job`` judges the names."""
+        return self.edges if self.applies_to(job_name) else types.MappingProxyType({})
+
     def check_edges(self, job_name: str, edge_names: Iterable[str]) -> None:
+        """Raise a ``ConfigError`` naming every ``edges:`` entry that is not an edge of
+        ``job_name``, and listing the job's edges (a typo would otherwise do nothing)."""
         names = sorted(set(edge_names))
-        for name in self.edges:
-            if name not in names:
-                raise ConfigError(
-                    f"edges.{name}: no such edge in job '{job_name}'; edges are: "
-                    f"{', '.join(names) or '(none)'}"
-                )
+        unknown = [name for name in self.edges if name not in names]
+        if unknown:
+            keys = ", ".join(f"edges.{name}" for name in unknown)
+            what = "no such edge" if len(unknown) == 1 else "no such edges"
+            raise ConfigError(
+                f"{keys}: {what} in job '{job_name}'; edges are: {', '.join(names) or '(none)'}"
+            )
+
+    def check_job(self, job_name: str, edge_names: Iterable[str]) -> None:
+        """The plan-time check of the ``edges:`` section against the job being planned.
+
+        If the section applies to ``job_name`` (``job:`` is unset or names it),
+        every entry must be one of ``edge_names`` (``check_edges``).  If ``job:``
+        names another job while ``edges:`` is set, the section is ignored for
+        this job and one ``ConfigWarning`` naming both names says so (once per
+        job name and config, however often the job is planned).
+        """
+        if self.applies_to(job_name):
+            self.check_edges(job_name, edge_names)
+            return
+        if not self.edges or job_name in self._warned:
+            return
+        self._warned.add(job_name)
+        warnings.warn(
+            f"edges: the config's edges are for job '{self.job}', so none of them applies to "
+            f"job '{job_name}'; name the job '{self.job}' or set job: {job_name}",
+            ConfigWarning,
+            stacklevel=2,
+        )
 
     def with_overrides(self, **changes: Any) -> Config:
-        if "edges" in changes:
-            changes["edges"] = types.MappingProxyType(dict(changes["edges"]))
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes``, validated as a loaded file is (a ``ConfigError`` names
+        the key).  A section (``shuffle``, ``ray``, ``spark``) may be given whole, as its
+        dataclass, or in part, as a mapping of its keys; ``edges`` replaces all edges."""
+        unknown = sorted(set(changes) - set(_TOP))
+        if unknown:
+            raise ConfigError(
+                f"{unknown[0]}: unknown key; allowed keys are: {', '.join(sorted(_TOP))}"
+            )
+        raw = _as_raw(self)
+        for key, value in changes.items():
+            if key in ("shuffle", "ray", "spark") and isinstance(value, Mapping):
+                raw[key] = {**raw[key], **value}
+            elif key == "edges" and isinstance(value, Mapping):
+                raw[key] = {name: _edge_raw(entry) for name, entry in value.items()}
+            elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+                raw[key] = _section_raw(value)
+            elif value is None and key in ("job", "slots"):
+                raw.pop(key, None)
+            else:
+                raw[key] = value
+        return _from_mapping(raw)
 
 
 # -- validation ----------------------------------------------------------------------------
@@ -220,17 +300,27 @@ def _shuffle(raw: Mapping[str, Any]) -> ShuffleConfig:
     if "spill_dir" in raw:
         s["spill_dir"] = _string(raw["spill_dir"], "shuffle.spill_dir")
     if "credits" in raw:
-        s["credits"] = _positive_int(raw["credits"], "shuffle.credits")
+        credits = raw["credits"]
+        if (
+            isinstance(credits, bool)
+            or not isinstance(credits, int)
+            or not 1 <= credits <= MAX_CREDITS
+        ):
+            raise ConfigError(
+                f"shuffle.credits: must be an integer from 1 to {MAX_CREDITS}, got {credits!r}"
+            )
+        s["credits"] = credits
     if "wait_timeout" in raw:
         timeout = raw["wait_timeout"]
         if (
             isinstance(timeout, bool)
             or not isinstance(timeout, (int, float))
             or not math.isfinite(timeout)
-            or timeout <= 0
+            or not MIN_WAIT_TIMEOUT <= timeout <= MAX_WAIT_TIMEOUT
         ):
             raise ConfigError(
-                f"shuffle.wait_timeout: must be a positive number of seconds, got {timeout!r}"
+                "shuffle.wait_timeout: must be a number of seconds from 0.001 (1 ms) to "
+                f"86400 (1 day), got {timeout!r}"
             )
         s["wait_timeout"] = float(timeout)
     config = dataclasses.replace(defaults, **s)
@@ -330,22 +420,62 @@ def _from_mapping(raw: Mapping[str, Any]) -> Config:
     )
 
 
+def _edge_raw(entry: Any) -> Any:
+    """An ``EdgeConfig`` as the YAML mapping it would come from (anything else as is)."""
+    return _section_raw(entry) if isinstance(entry, EdgeConfig) else entry
+
+
+def _section_raw(section: Any) -> dict[str, Any]:
+    """A config dataclass as the YAML mapping it would come from: unset (None) keys left out."""
+    out = {
+        f.name: getattr(section, f.name)
+        for f in dataclasses.fields(section)
+        if f.init and getattr(section, f.name) is not None
+    }
+    if isinstance(section, SparkConfig):
+        out["configs"] = dict(section.configs)
+    return out
+
+
+def _as_raw(config: Config) -> dict[str, Any]:
+    """``config`` as the YAML mapping it would come from, for re-validation."""
+    raw: dict[str, Any] = {
+        "parallelism": config.parallelism,
+        "ray": _section_raw(config.ray),
+        "shuffle": _section_raw(config.shuffle),
+        "spark": _section_raw(config.spark),
+        "edges": {name: _edge_raw(entry) for name, entry in config.edges.items()},
+    }
+    if config.job is not None:
+        raw["job"] = config.job
+    if config.slots is not None:
+        raw["slots"] = config.slots
+    return raw
+
+
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | None) -> Config:
-    """A ``Config`` from a YAML path, a mapping, a ``Config`` or ``None`` (defaults)."""
+    """A validated ``Config`` from a YAML path, a mapping, a ``Config`` or ``None`` (defaults).
+
+    A ``Config`` is validated again (it may have been built by hand, bypassing
+    the YAML checks), so an equal copy comes back.  Every problem is a
+    ``ConfigError``; for a file, one that names the file where the file itself is
+    the problem (missing, unreadable, not UTF-8 text, not YAML).
+    """
     if source is None:
         return Config()
     if isinstance(source, Config):
-        return source
+        return _from_mapping(_as_raw(source))
     if isinstance(source, Mapping):
         return _from_mapping(source)
     path = os.fspath(source)
+    text = _read_text(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            raw = yaml.load(f, Loader=_UniqueKeyLoader)  # a SafeLoader: plain data only
-    except FileNotFoundError as e:
-        raise ConfigError(f"config file '{path}' does not exist; check the path") from e
-    except IsADirectoryError as e:
-        raise ConfigError(f"config file '{path}' is a directory; give the YAML file") from e
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: plain data only
+    except yaml.reader.ReaderError as e:
+        raise ConfigError(
+            f"config file '{path}' is not YAML text (character #x{e.character:04x} at "
+            f"position {e.position}); give a UTF-8 YAML file"
+        ) from e
     except ConfigError as e:
         raise ConfigError(f"config file '{path}' {e}") from e
     except yaml.YAMLError as e:
@@ -358,3 +488,25 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
     if not isinstance(raw, Mapping):
         raise ConfigError(f"config file '{path}': the top level must be a mapping of keys")
     return _from_mapping(raw)
+
+
+def _read_text(path: str) -> str:
+    """The file's text; a ``ConfigError`` naming the file if it cannot be read as UTF-8."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError as e:
+        raise ConfigError(f"config file '{path}' does not exist; check the path") from e
+    except IsADirectoryError as e:
+        raise ConfigError(f"config file '{path}' is a directory; give the YAML file") from e
+    except OSError as e:
+        raise ConfigError(
+            f"config file '{path}' cannot be read ({e.strerror or e}); check its permissions"
+        ) from e
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"config file '{path}' is not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+            f"{e.start}); give a UTF-8 YAML file"
+        ) from e

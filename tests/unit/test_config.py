@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hybrid_shuffle.config import EdgeConfig, format_size, load_config, parse_size
+from hybrid_shuffle.config import (
+    Config,
+    ConfigWarning,
+    EdgeConfig,
+    ShuffleConfig,
+    format_size,
+    load_config,
+    parse_size,
+)
 from hybrid_shuffle.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,12 +143,13 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     (
         "zero-credits",
         {"shuffle": {"credits": 0}},
-        "shuffle.credits: must be a positive integer, got 0",
+        "shuffle.credits: must be an integer from 1 to 1024, got 0",
     ),
     (
         "zero-timeout",
         {"shuffle": {"wait_timeout": 0}},
-        "shuffle.wait_timeout: must be a positive number of seconds, got 0",
+        "shuffle.wait_timeout: must be a number of seconds from 0.001 (1 ms) to 86400 (1 day), "
+        "got 0",
     ),
     (
         "tiny-object-store",
@@ -231,3 +241,210 @@ def test_a_directory_is_not_a_config_file(tmp_path: Path) -> None:
 def test_spark_booleans_reach_spark_in_its_spelling() -> None:
     config = load_config({"spark": {"configs": {"spark.sql.adaptive.enabled": True}}})
     assert config.spark.configs["spark.sql.adaptive.enabled"] == "true"
+
+
+# -- settings that would fail every job later, or silently do nothing -----------------------
+
+
+@pytest.mark.parametrize("credits", [0, -1, 1025, 10**12, 2.5, True, "4"])
+def test_credits_outside_one_to_1024_are_rejected_naming_the_range(credits: Any) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"shuffle": {"credits": credits}})
+    assert str(err.value) == (
+        f"shuffle.credits: must be an integer from 1 to 1024, got {credits!r}"
+    )
+
+
+@pytest.mark.parametrize("credits", [1, 4, 1024])
+def test_credits_within_the_range_are_kept(credits: int) -> None:
+    assert load_config({"shuffle": {"credits": credits}}).shuffle.credits == credits
+
+
+@pytest.mark.parametrize(
+    "timeout", [0, -5, 0.0005, 86401, float("inf"), float("nan"), "300", None, False]
+)
+def test_wait_timeout_outside_a_millisecond_to_a_day_is_rejected_naming_the_range(
+    timeout: Any,
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"shuffle": {"wait_timeout": timeout}})
+    assert str(err.value) == (
+        "shuffle.wait_timeout: must be a number of seconds from 0.001 (1 ms) to 86400 (1 day), "
+        f"got {timeout!r}"
+    )
+
+
+@pytest.mark.parametrize("timeout", [0.001, 0.5, 300, 86400])
+def test_wait_timeout_within_the_range_is_kept(timeout: float) -> None:
+    assert load_config({"shuffle": {"wait_timeout": timeout}}).shuffle.wait_timeout == timeout
+
+
+@pytest.mark.parametrize("key", ["buffer_size", "memory_budget"])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (0, "0"),
+        ("0 MiB", "'0 MiB', which is 0 bytes"),
+        ("0.0001 B", "'0.0001 B', which is 0 bytes"),
+        (0.5, "0.5, which is 0 bytes"),
+    ],
+)
+def test_sizes_that_are_or_round_to_zero_bytes_are_rejected(
+    key: str, value: Any, shown: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"shuffle": {key: value}})
+    assert str(err.value) == f"shuffle.{key}: must be a positive size, got {shown}"
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_negative_slots_in_yaml_are_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path / "c.yaml", "slots: -1\n"))
+    assert str(err.value) == "slots: must be a positive integer, got -1"
+
+
+def test_zero_parallelism_in_yaml_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path / "c.yaml", "parallelism: 0\n"))
+    assert str(err.value) == "parallelism: must be a positive integer, got 0"
+
+
+def test_binary_config_file_is_rejected_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "picture.yaml"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (
+        f"config file '{path}' is not UTF-8 text (byte 0x89 at offset 0); give a UTF-8 YAML file"
+    )
+
+
+def test_latin1_config_file_is_rejected_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("job: café\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"is not UTF-8 text \(byte 0xe9 at offset 8\)"):
+        load_config(path)
+
+
+def test_config_file_with_control_characters_is_rejected_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "nul.yaml"
+    path.write_bytes(b"job: a\x00b\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (
+        f"config file '{path}' is not YAML text (character #x0000 at position 6); give a UTF-8 "
+        "YAML file"
+    )
+
+
+def test_utf8_config_file_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    path = tmp_path / "bom.yaml"
+    path.write_bytes("\ufeffjob: café\n".encode())
+    assert load_config(path).job == "café"
+
+
+def test_unreadable_config_file_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "c.yaml", "job: x\n")
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("builtins.open", refuse)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (
+        f"config file '{path}' cannot be read (Permission denied); check its permissions"
+    )
+
+
+# -- edges: and job: --------------------------------------------------------------------------
+
+
+def test_every_unknown_edge_is_named_with_the_job_and_its_edges() -> None:
+    config = load_config({"job": "revenue", "edges": {"a": {}, "by_customer": {}, "b": {}}})
+    with pytest.raises(ConfigError) as err:
+        config.check_job("revenue", ["to_sort", "by_customer"])
+    assert str(err.value) == (
+        "edges.a, edges.b: no such edges in job 'revenue'; edges are: by_customer, to_sort"
+    )
+
+
+def test_known_edges_pass_the_job_check() -> None:
+    config = load_config({"job": "revenue", "edges": {"to_sort": {"mode": "blocking"}}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config.check_job("revenue", ["to_sort", "by_customer"])
+    assert config.edges_for("revenue") == {"to_sort": EdgeConfig("blocking", None)}
+
+
+def test_edges_without_a_job_name_apply_to_every_job_and_are_checked() -> None:
+    config = load_config({"edges": {"to_sort": {"mode": "blocking"}}})
+    assert config.edges_for("any") == config.edges
+    with pytest.raises(ConfigError, match=r"^edges\.to_sort: no such edge in job 'other'"):
+        config.check_job("other", ["by_customer"])
+
+
+def test_job_of_another_name_gets_one_warning_naming_both_names() -> None:
+    config = load_config({"job": "revenue", "edges": {"by_customer": {"mode": "pipelined"}}})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config.check_job("revnue", ["by_customer"])
+        config.check_job("revnue", ["by_customer"])  # planned again: no second warning
+    assert [w.category for w in caught] == [ConfigWarning]
+    assert str(caught[0].message) == (
+        "edges: the config's edges are for job 'revenue', so none of them applies to job "
+        "'revnue'; name the job 'revenue' or set job: revnue"
+    )
+    assert config.edges_for("revnue") == {}
+
+
+def test_job_of_another_name_without_edges_is_not_warned_about() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_config({"job": "revenue"}).check_job("other", ["e"])
+
+
+# -- overrides in code go through the same checks ---------------------------------------------
+
+
+def test_overrides_are_validated_like_the_file() -> None:
+    config = load_config({"job": "revenue"})
+    with pytest.raises(ConfigError, match=r"^shuffle\.credits: must be an integer from 1 to 1024"):
+        config.with_overrides(shuffle={"credits": 0})
+    with pytest.raises(ConfigError, match=r"^shuffle\.wait_timeout: must be a number of seconds"):
+        config.with_overrides(shuffle=ShuffleConfig(wait_timeout=0))
+    with pytest.raises(ConfigError, match=r"^parallelism: must be a positive integer, got 0"):
+        config.with_overrides(parallelism=0)
+    with pytest.raises(ConfigError, match=r"^edges\.e\.mode: 'fast' is not a mode"):
+        config.with_overrides(edges={"e": EdgeConfig("fast")})
+    with pytest.raises(ConfigError, match=r"^shuffle\.buffer_size: 64 MiB is larger than"):
+        config.with_overrides(shuffle={"buffer_size": "64 MiB", "memory_budget": "16 MiB"})
+    with pytest.raises(ConfigError, match=r"^paralelism: unknown key; allowed keys are: edges"):
+        config.with_overrides(paralelism=3)
+
+
+def test_overrides_change_only_what_they_name() -> None:
+    config = load_config({"job": "revenue", "slots": 2, "shuffle": {"credits": 8}})
+    changed = config.with_overrides(shuffle={"memory_budget": "64 MiB"}, slots=None, edges={})
+    assert changed.shuffle.memory_budget == 64 << 20 and changed.shuffle.credits == 8
+    assert changed.slots is None and changed.job == "revenue" and dict(changed.edges) == {}
+    assert config.with_overrides(job="other").job == "other"
+
+
+def test_a_hand_built_config_is_validated_when_loaded() -> None:
+    with pytest.raises(ConfigError, match=r"^shuffle\.credits: must be an integer from 1 to"):
+        load_config(Config(shuffle=ShuffleConfig(credits=10**12)))
+
+
+def test_a_valid_config_survives_revalidation_unchanged() -> None:
+    config = load_config(ROOT / "configs" / "quickstart.yaml").with_overrides(
+        ray={"num_cpus": 2}, spark={"configs": {"spark.x": True}}
+    )
+    assert load_config(config) == config
+    assert config.with_overrides() == config
+    assert config.spark.configs == {"spark.x": "true"}
