@@ -7,6 +7,13 @@ large a buffer stops pipelining.  Range partitions are the exception: the
 producer keeps its whole output, sorts it and publishes a key sample first, so
 consumers can agree on key intervals before any row moves (see
 ``Partitioner.shares_one_subpartition``).
+
+With ``schema_on_empty``, a subpartition that got no row is finished with one
+zero-row table of the producer's output schema (the schema of the first table
+the chain emitted, empty or not), so that a consumer whose inputs send no row
+still learns their columns (a left join's right side).  It is off by default:
+it only helps once the input gates deliver zero-row tables instead of dropping
+them, and it costs one small object per empty subpartition.
 """
 
 from __future__ import annotations
@@ -48,7 +55,9 @@ class _Coalescer:
 
 
 class ResultPartitionWriter:
-    def __init__(self, partition: ResultPartition, buffer_size: int) -> None:
+    def __init__(
+        self, partition: ResultPartition, buffer_size: int, schema_on_empty: bool = False
+    ) -> None:
         self.partition = partition
         self.descriptor = partition.descriptor
         self._partitioner = partition.descriptor.partitioner
@@ -57,8 +66,14 @@ class ResultPartitionWriter:
         self._coalescers = [_Coalescer() for _ in range(n)]
         self._rr_offset = partition.descriptor.producer_subtask
         self._range_parts: list[pa.Table] = []
+        self._schema_on_empty = schema_on_empty
+        #: the schema of the first table emitted, and the subpartitions that got rows
+        self._schema: pa.Schema | None = None
+        self._written = [False] * n
 
     def emit(self, table: pa.Table) -> None:
+        if self._schema is None:
+            self._schema = table.schema
         if table.num_rows == 0:
             return
         kind = self._partitioner.kind
@@ -79,6 +94,7 @@ class ResultPartitionWriter:
                 self._append(sub, part)
 
     def _append(self, sub: int, table: pa.Table) -> None:
+        self._written[sub] = True
         co = self._coalescers[sub]
         co.add(table)
         if co.nbytes >= self._buffer_size:
@@ -99,12 +115,18 @@ class ResultPartitionWriter:
         else:
             for sub in range(len(self._coalescers)):
                 self._flush(sub)
+            if self._schema_on_empty and self._schema is not None:
+                for sub, written in enumerate(self._written):
+                    if not written:
+                        self.partition.add(sub, self._schema.empty_table())
         self.partition.finish()
 
     def _finish_range(self) -> None:
         key = self._partitioner.keys[0]
         if not self._range_parts:
             self.partition.publish_sample((pa.array([]), 0.0))
+            if self._schema_on_empty and self._schema is not None:
+                self.partition.add(0, self._schema.empty_table())  # no key range: every reader
             return
         table = pa.concat_tables(self._range_parts)
         self._range_parts = []

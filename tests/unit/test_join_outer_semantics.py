@@ -8,13 +8,21 @@ all null where nothing matched, even when the right side sent no batch at all.
 from __future__ import annotations
 
 import pickle
+import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from hybrid_shuffle.operators import HashJoin
+from hybrid_shuffle.shuffle.api import PartitionDescriptor, PartitionId, PollRequest
+from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
+from hybrid_shuffle.shuffle.partition_type import partition_type
+from hybrid_shuffle.shuffle.result_partition import ResultPartition
+from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
+from hybrid_shuffle.shuffle.writer import ResultPartitionWriter
 
 LEFT, RIGHT = 0, 1
 #: one event a task can deliver: a batch of an input, or ("end", input)
@@ -151,3 +159,61 @@ def test_planned_schemas_survive_open_and_the_end_of_input_is_idempotent() -> No
     first = list(op.process(left, LEFT))
     assert list(op.end_input(RIGHT)) == [] and list(op.finish()) == []
     assert_equals_pyarrow(pa.concat_tables(first), left, right, "left")
+
+
+def written_subpartitions(
+    tmp_path: Path, schema_on_empty: bool, tables: Sequence[pa.Table], n: int = 3
+) -> list[list[pa.Table]]:
+    """What each of ``n`` hash subpartitions holds after a writer emitted ``tables``."""
+    descriptor = PartitionDescriptor(
+        PartitionId("job/right/0"),
+        "job",
+        "right",
+        0,
+        n,
+        1,
+        partition_type("blocking"),
+        Partitioner(PartitionerKind.HASH, ("k",)),
+    )
+    put = lambda t: t  # noqa: E731 - a table stands in for its ObjectRef
+    partition = ResultPartition(
+        descriptor,
+        MemoryBudget(1 << 20),
+        str(tmp_path / "spill.arrows"),
+        put,
+        2,
+        5.0,
+        threading.Event(),
+    )
+    writer = ResultPartitionWriter(partition, 1 << 20, schema_on_empty=schema_on_empty)
+    for table in tables:
+        writer.emit(table)
+    writer.finish()
+    held = []
+    for sub in range(n):
+        response = partition.poll(PollRequest(descriptor.partition_id, sub, 0, 0, 100, 0.01))
+        assert response.end_of_partition
+        held.append([b.ref for b in response.buffers])
+    return held
+
+
+def test_a_writer_with_schema_on_empty_gives_every_empty_subpartition_the_schema(
+    tmp_path: Path,
+) -> None:
+    right = right_table([3])  # one key: one subpartition gets it, the others nothing
+    held = written_subpartitions(tmp_path, True, [right.slice(0, 0), right])
+    assert sorted(sum(t.num_rows for t in tables) for tables in held) == [0, 0, 1]
+    empty = [tables for tables in held if not sum(t.num_rows for t in tables)]
+    for tables in empty:
+        assert [(t.num_rows, t.schema) for t in tables] == [(0, right.schema)]
+        # what the join makes of such a subpartition, with no planned schema at all
+        left = left_table(1_000)
+        events: list[Event] = [(RIGHT, t) for t in tables]
+        got = drive(HashJoin(["k"], "left", "j"), [*events, ("end", RIGHT), (LEFT, left)])
+        assert got.schema.names == ["k", "v", "w"] and got.column("w").null_count == 1_000
+
+
+def test_a_writer_by_default_writes_nothing_to_an_empty_subpartition(tmp_path: Path) -> None:
+    right = right_table([3])
+    held = written_subpartitions(tmp_path, False, [right.slice(0, 0), right])
+    assert sorted(len(tables) for tables in held) == [0, 0, 1]
