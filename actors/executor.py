@@ -13,8 +13,6 @@ objects behind.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import gc
 import os
 import threading
@@ -61,8 +59,9 @@ class Executor:
         try:
             return run_task(deployment, self.env, cancelled, self.index, _fetch)
         finally:
-            # Arrow's allocator (mimalloc) keeps freed pages per thread: only the thread
-            # that ran the task can hand them back
+            # Arrow's allocator (mimalloc) keeps the pages a thread freed in that thread's
+            # heap: only the thread that ran the task can hand them back to the OS.  Without
+            # this an executor keeps the high-water mark of its largest task for the session.
             pa.default_memory_pool().release_unused()
 
     def poll(self, request: PollRequest) -> PollResponse:
@@ -73,8 +72,6 @@ class Executor:
 
     def release_partitions(self, partition_ids: list[PartitionId]) -> None:
         self.env.release_partitions_locally(partition_ids)
-        if not self.env.partitions_occupying_local_resources():
-            _trim_memory()
 
     def partitions_occupying_local_resources(self) -> set[PartitionId]:
         return self.env.partitions_occupying_local_resources()
@@ -103,13 +100,3 @@ class Executor:
 def _fetch(ref: Any, timeout: float) -> pa.Table:
     table: pa.Table = ray.get(ref, timeout=timeout)
     return table
-
-
-def _trim_memory() -> None:
-    """Give freed memory back to the OS once nothing is held: drop cycles, ask Arrow's
-    pool to release unused memory, and glibc to trim its heap.  Without it an
-    executor keeps the high-water mark of its largest job for the session's life."""
-    gc.collect()
-    pa.default_memory_pool().release_unused()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
