@@ -2,8 +2,10 @@
 
 A pipeline file defines ``build(session) -> Stream``; the command opens the
 session (embedded Ray, or ``--address``), builds the job and runs or explains
-it.  Errors are one sentence and a non-zero exit; ``--debug`` shows the
-traceback.
+it.  Errors are one sentence and a non-zero exit: 2 for a bad command line,
+pipeline file or config (checked before Ray starts), 1 for a failed job.
+``--debug`` (given once, before the command: ``hybrid-shuffle --debug run ...``)
+shows the traceback.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import hybrid_shuffle as hs
-from hybrid_shuffle.config import load_config
+from hybrid_shuffle.config import Config, load_config
+from hybrid_shuffle.spill_dirs import check_spill_root
 
 __all__ = ["main"]
 
@@ -42,7 +45,7 @@ def _load_build(path: str) -> Callable[[hs.Session], Any]:
             f"pipeline file '{path}' has no build(session) function; define one that returns "
             "the stream to run"
         )
-    return build
+    return cast(Callable[[hs.Session], Any], build)
 
 
 def _stream(build: Callable[[hs.Session], Any], session: hs.Session, path: str) -> hs.Stream:
@@ -55,8 +58,9 @@ def _stream(build: Callable[[hs.Session], Any], session: hs.Session, path: str) 
 
 
 def _run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)  # a bad config exits 2 before the pipeline or Ray
     build = _load_build(args.pipeline)
-    with hs.Session(args.config, address=args.address) as session:
+    with hs.Session(config, address=args.address) as session:
         stream = _stream(build, session, args.pipeline)
         started = time.perf_counter()
         result = stream.collect()
@@ -68,22 +72,29 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
     build = _load_build(args.pipeline)
-    with hs.Session(args.config, address=args.address) as session:
+    with hs.Session(config, address=args.address) as session:
         print(_stream(build, session, args.pipeline).explain())
     return 0
 
 
 def _validate(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config: Config = load_config(args.config)
+    check_spill_root(config.shuffle.spill_dir, create=False)  # as Session() would, creating none
     edges = ", ".join(f"{k}={v.mode or '-'}" for k, v in config.edges.items()) or "none"
     print(f"{args.config}: valid (job {config.job or 'any'}, edges: {edges})")
     return 0
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hybrid-shuffle", description=__doc__.splitlines()[0])
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    """The command line; ``--debug`` is declared once, on the top-level parser."""
+    parser = argparse.ArgumentParser(
+        prog="hybrid-shuffle", description=__doc__.splitlines()[0].replace("``", "")
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show tracebacks (give it before the command)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, fn, helptext in (
         ("run", _run, "run a pipeline file"),
@@ -93,19 +104,36 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("pipeline", help="a Python file defining build(session) -> Stream")
         p.add_argument("--config", required=True, help="the job's YAML config")
         p.add_argument("--address", help="join this Ray cluster instead of an embedded one")
-        p.add_argument("--debug", action="store_true", help="show tracebacks")
         if name == "run":
             p.add_argument("--show", type=int, default=10, help="rows of the result to print")
         p.set_defaults(fn=fn)
     v = sub.add_parser("validate", help="check a config file alone")
     v.add_argument("config")
-    v.add_argument("--debug", action="store_true", help="show tracebacks")
     v.set_defaults(fn=_validate)
     return parser
 
 
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; ``--debug`` after the command is a usage error that says where it goes."""
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if "--debug" in extra:
+        parser.error(f"--debug goes before the command: hybrid-shuffle --debug {args.command} ...")
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run the command line in ``argv`` (default ``sys.argv[1:]``); return the exit code.
+
+    Returns rather than exits, also for usage errors and ``--help`` (argparse's
+    ``SystemExit`` becomes the code), so tests can call it in-process.
+    """
+    try:
+        args = _parse(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     try:
         code: int = args.fn(args)
         return code
