@@ -1,7 +1,8 @@
 """The executor actor: one slot that runs tasks and holds their result partitions.
 
-It is Flink's TaskExecutor with one slot, rebuilt as a threaded Ray actor: one
-thread runs the current task while other threads serve consumers' polls of the
+It is Flink's TaskExecutor with one slot, rebuilt as a threaded Ray actor: a
+thread per running task (slot sharing runs one subtask of each vertex of a
+region in the slot at once) while other threads serve consumers' polls of the
 partitions this actor owns (``max_concurrency``).  Because the actor
 ``ray.put``s its buffers, it owns them; they live as long as it does
 (docs/architecture.md, "Who owns what").

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +31,7 @@ from hybrid_shuffle.spark import SparkBridge
 from hybrid_shuffle.spill_dirs import (
     check_spill_root,
     create_session_dir,
+    new_session_id,
     remove_session_dir,
     sweep_stale_sessions,
 )
@@ -62,7 +62,7 @@ class Session:
             isinstance(slots, bool) or not isinstance(slots, int) or slots < 1
         ):
             raise ConfigError(f"slots: must be a positive integer, got {slots!r}")
-        self.session_id = f"s{uuid.uuid4().hex[:10]}"
+        self.session_id = new_session_id()
         self._closed = False
         self._owns_ray = False
         self._spill_dir: str | None = None

@@ -135,12 +135,11 @@ class Plan:
 
 def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Plan:
     nodes = reachable(sink)
-    overrides = config.edges if config.applies_to(job_name) else {}
+    overrides = config.edges_for(job_name)
     _resolve_parallelism(nodes, config, overrides)
     schemas = _check_schemas(nodes)
     graph = _build_graph(job_name, nodes, sink, config, overrides)
-    if config.applies_to(job_name):
-        config.check_edges(job_name, [e.name for e in graph.edges])
+    config.check_job(job_name, [e.name for e in graph.edges])
     regions = pipelined_regions(graph)
     vertex_region = vertex_regions(graph)
     plan = Plan(graph, regions, vertex_region, slots, config, schemas[sink.id])

@@ -1,8 +1,9 @@
 """The session's executor slots: their lifecycle and their allocation to one job.
 
 ``SlotPool`` owns the executor actors (one slot each): it creates them spread
-over the cluster's nodes, checks they started, replaces one that died and
-releases them all on close.  ``SlotAllocation`` is the per-job view the
+over the cluster's nodes, checks they started, and releases them all on close;
+``replace`` (a new executor in a slot, on an alive node) is the seam failover
+will use, not yet called by the scheduler.  ``SlotAllocation`` is the per-job view the
 scheduler uses: which slots are free, which run tasks of which region.
 
 Placement rule: executor ``i`` goes to node ``i mod n`` of the alive nodes with
@@ -111,10 +112,6 @@ class SlotPool:
         self.executors[index], self.nodes[index] = executor, node
         log.info("replaced executor %d on node %s", index, node)
         return executor
-
-    def allocation(self) -> SlotAllocation:
-        """A fresh view for one job: every slot free."""
-        return SlotAllocation(self.size)
 
     def close(self, timeout: float) -> None:
         """Close every executor's environment (bounded), then kill the actors."""

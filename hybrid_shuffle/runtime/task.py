@@ -8,9 +8,10 @@ the ``fetch`` the executor passes in: this module does not import Ray) and cuts
 it into buffer-sized batches so that its consumers can start on the first batch
 (pipelining needs granularity).
 
-``run_task`` never raises: a failure or a cancellation is written into the
-report (``TaskState``, ``TaskFailure``), which is what keeps Ray from printing
-"Unhandled error" for tasks of a failed job (``runtime.failures``).
+``run_task`` does not raise for a failure or a cancellation: either is written
+into the report (``TaskState``, ``TaskFailure``), which is what keeps Ray from
+printing "Unhandled error" for tasks of a failed job (``runtime.failures``).
+Only ``KeyboardInterrupt`` and ``SystemExit`` propagate, after being recorded.
 """
 
 from __future__ import annotations
@@ -45,8 +46,7 @@ __all__ = ["TaskDeployment", "TaskReport", "TaskState", "run_task"]
 class TaskState(enum.Enum):
     """A task attempt's life, as the scheduler sees it."""
 
-    DEPLOYING = "deploying"  # submitted to its executor
-    RUNNING = "running"
+    RUNNING = "running"  # deployed, not yet reported
     FINISHED = "finished"
     FAILED = "failed"  # raised: ``TaskReport.failure`` says what
     CANCELED = "canceled"  # stopped because its job was cancelled
@@ -192,7 +192,7 @@ def run_task(
     executor_index: int,
     fetch: Callable[[Any, float], pa.Table],
 ) -> TaskReport:
-    """Run one task to its end and report it; never raises (see the module docstring)."""
+    """Run one task to its end and report it (see the module docstring for what raises)."""
     report = TaskReport(
         deployment.name,
         deployment.vertex,

@@ -27,7 +27,7 @@ def load_shuffle_service(name: str) -> ShuffleServiceFactory:
         return BUILTIN_SERVICES[name]()
     hint = (
         f"use one of: {', '.join(BUILTIN_SERVICES)}, or a dotted path 'package.module:Factory' "
-        "to a ShuffleServiceFactory subclass"
+        "to a class implementing the ShuffleServiceFactory protocol"
     )
     module_name, sep, attr = name.partition(":")
     if not sep:
@@ -40,5 +40,8 @@ def load_shuffle_service(name: str) -> ShuffleServiceFactory:
         raise ConfigError(f"shuffle.service: cannot import '{name}' ({e}); {hint}") from e
     factory = factory_class() if isinstance(factory_class, type) else None
     if not isinstance(factory, ShuffleServiceFactory):
-        raise ConfigError(f"shuffle.service: '{name}' is not a ShuffleServiceFactory; {hint}")
+        raise ConfigError(
+            f"shuffle.service: '{name}' does not implement the ShuffleServiceFactory protocol; "
+            f"{hint}"
+        )
     return factory

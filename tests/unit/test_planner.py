@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hybrid_shuffle.config import load_config
+from hybrid_shuffle.config import ConfigWarning, load_config
 from hybrid_shuffle.errors import ConfigError, PlanError, SlotsExceededError
 from hybrid_shuffle.plan.planner import LogicalNode, plan_job
 from hybrid_shuffle.shuffle.routing import PartitionerKind
@@ -103,9 +103,12 @@ def test_unknown_yaml_edge_is_rejected_with_the_list_of_edges() -> None:
     )
 
 
-def test_yaml_edges_of_another_job_are_not_applied() -> None:
+def test_yaml_edges_of_another_job_are_not_applied_and_one_warning_names_both_jobs() -> None:
     cfg = load_config({"job": "other", "edges": {"nope": {"mode": "blocking"}}})
-    plan = plan_job("revenue", revenue(Builder()), cfg, slots=8)
+    with pytest.warns(ConfigWarning, match="job 'other'.*job 'revenue'") as caught:
+        plan = plan_job("revenue", revenue(Builder()), cfg, slots=8)
+        plan_job("revenue", revenue(Builder()), cfg, slots=8)  # planned again: no new warning
+    assert len(caught) == 1
     assert {e.mode for e in plan.graph.edges} == {"hybrid-selective"}
 
 

@@ -5,7 +5,7 @@ executor actor and ``ray.put``s its buffers there, so that actor owns them
 (Ray >= 2.56 has no ``ray.put(_owner=)``): no extra copy, and a partition lives
 exactly as long as its executor.  Consumers reach it by polling that actor.
 The cost is the remote-shuffle trade-off in reverse: losing the executor loses
-its partitions (DESIGN.md, "Ownership").
+its partitions (docs/architecture.md, "Who owns what").
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from hybrid_shuffle.shuffle.local.input_gate import PollingInputGate, read_gates
 from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
 from hybrid_shuffle.shuffle.result_partition import ResultPartition
 from hybrid_shuffle.shuffle.writer import ResultPartitionWriter
+from hybrid_shuffle.spill_dirs import make_private_dirs
 
 __all__ = [
     "ExecutorLocalShuffleEnvironment",
@@ -111,7 +112,7 @@ class ExecutorLocalShuffleEnvironment:
     def create_result_partition_writers(
         self, partitions: Sequence[PartitionDescriptor], cancelled: threading.Event
     ) -> list[ResultPartitionWriter]:
-        os.makedirs(self._dir, mode=0o700, exist_ok=True)
+        make_private_dirs(self._dir)  # on another node the session's directory is new
         writers = []
         for descriptor in partitions:
             name = descriptor.partition_id.replace("/", "_")
