@@ -31,7 +31,7 @@ from hybrid_shuffle.errors import (
 if TYPE_CHECKING:
     from hybrid_shuffle.api.job import Job
     from hybrid_shuffle.api.stream import KeyedStream, Stream
-    from hybrid_shuffle.config import Config, load_config
+    from hybrid_shuffle.config import Config, ConfigWarning, load_config
     from hybrid_shuffle.result import EdgeMetrics, JobResult
     from hybrid_shuffle.session import Session
 
@@ -39,6 +39,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 _LAZY = {
     "Config": "hybrid_shuffle.config",
+    "ConfigWarning": "hybrid_shuffle.config",
     "EdgeMetrics": "hybrid_shuffle.result",
     "Job": "hybrid_shuffle.api.job",
     "JobResult": "hybrid_shuffle.result",
@@ -51,6 +52,7 @@ _LAZY = {
 __all__ = [
     "Config",
     "ConfigError",
+    "ConfigWarning",
     "DataConsumptionError",
     "EdgeMetrics",
     "ExecutorLostError",

@@ -10,6 +10,7 @@ its partitions (docs/architecture.md, "Who owns what").
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -174,6 +175,10 @@ class ExecutorLocalShuffleEnvironment:
     def close(self) -> None:
         self.release_partitions_locally(list(self._partitions))
         shutil.rmtree(self._dir, ignore_errors=True)
+        # on a node other than the driver's the session directory has no owner marker
+        # (the sweep would never remove it): take it away once it is empty
+        with contextlib.suppress(OSError):
+            os.rmdir(self._context.spill_dir)
 
 
 class ExecutorLocalShuffleServiceFactory:
