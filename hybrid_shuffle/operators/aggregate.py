@@ -2,9 +2,18 @@
 
 Each batch is reduced to one row per key right away (``Table.group_by``); the
 partials are re-reduced whenever they pile up, and ``finish`` combines them.
-``mean`` travels as a partial sum and count.  Results equal one
+``mean`` travels as a partial float64 sum and a count.  Results equal one
 ``group_by().aggregate()`` over the whole input (null keys form a group, sums
-of all-null groups are null, ``count`` counts non-null values).
+of all-null groups are null, ``count`` counts non-null values; float keys group
+by their bits, as pyarrow's do: ``0.0`` and ``-0.0`` apart, NaNs by payload).
+
+``mean`` is computed as pyarrow's is: pyarrow adds every value, cast to float64,
+into a float64 sum and divides by the count, so an integer column's mean never
+overflows or fails, whatever its sum (its exact integer sum may pass 2^53, or
+wrap in int64 as pyarrow's own ``sum`` does).  The partials here do the same
+additions, grouped differently, so a mean agrees with pyarrow's up to float64
+rounding (exactly, when the partial sums are exact).  Decimal means are the
+exact decimal sum divided in float64.
 
 The same reduction runs on both sides of the hash exchange, as Spark's partial
 and final aggregates and Flink's local/global aggregation do:
@@ -35,8 +44,17 @@ _COMPACT_EVERY = 16  # partial tables kept before they are re-reduced
 _USEFUL_REDUCTION = 0.5
 #: a combiner emits its partials once they take this many bytes (bounds its memory)
 _COMBINER_MAX_BYTES = 32 << 20
-# partial column -> how partials of it combine
-_COMBINE = {"sum": "sum", "count": "sum", "min": "min", "max": "max"}
+#: partial -> (the ``group_by`` function that makes it from rows, how partials of it combine);
+#: ``fsum`` is the float64 sum ``mean`` divides (the values cast to float64, then added)
+_PARTIALS = {
+    "sum": ("sum", "sum"),
+    "count": ("count", "sum"),
+    "min": ("min", "min"),
+    "max": ("max", "max"),
+    "fsum": ("sum", "sum"),
+}
+#: suffix of the float64 copy of a column that ``fsum`` adds up (in no user's table)
+_AS_FLOAT = "\x00float64"
 
 
 class _Aggregation:
@@ -58,10 +76,10 @@ class _Aggregation:
                 self.outputs.append((column, fn))
         if not self.outputs:
             raise PlanError(f"aggregate '{name}': give at least one column and function")
-        # the partial aggregates every output needs (mean = sum + count)
+        # the partial aggregates every output needs (mean = fsum / count)
         partials: list[tuple[str, str]] = []
         for column, fn in self.outputs:
-            for p in ("sum", "count") if fn == "mean" else (fn,):
+            for p in ("fsum", "count") if fn == "mean" else (fn,):
                 if (column, p) not in partials:
                     partials.append((column, p))
         self.partials = partials
@@ -86,32 +104,50 @@ class _Aggregation:
 
     def partial(self, table: pa.Table) -> pa.Table:
         """Raw rows -> one row per key: the keys, then ``<column>_<partial>`` columns."""
-        wanted = [(c, p, f"{c}_{p}") for c, p in self.partials]
-        dense = dense_aggregate(table, self.keys, wanted, self._partial_schema(table.schema))
+        prepared = self._with_floats(table)
+        wanted = self._from_rows()
+        dense = dense_aggregate(prepared, self.keys, wanted, self._partial_schema(table.schema))
         if dense is not None:
             return dense
-        return table.group_by(self.keys, use_threads=False).aggregate(
-            [(c, fn) for c, fn in self.partials]
-        )
+        return self._group_by(prepared, wanted)
 
     def combine(self, partials: pa.Table) -> pa.Table:
         """Partials -> fewer partials, same columns (associative: any grouping of batches)."""
-        names = [f"{c}_{p}" for c, p in self.partials]
-        wanted = [(n, _COMBINE[p], n) for n, (_, p) in zip(names, self.partials, strict=True)]
+        wanted = [(f"{c}_{p}", _PARTIALS[p][1], f"{c}_{p}") for c, p in self.partials]
         dense = dense_aggregate(partials, self.keys, wanted, partials.schema)
         if dense is not None:
             return dense
-        out = partials.group_by(self.keys, use_threads=False).aggregate(
-            [(n, fn) for n, fn, _ in wanted]
+        return self._group_by(partials, wanted)
+
+    def _from_rows(self) -> list[tuple[str, str, str]]:
+        """``(input column, group_by function, partial name)`` per partial, on raw rows."""
+        return [
+            (f"{c}{_AS_FLOAT}" if p == "fsum" else c, _PARTIALS[p][0], f"{c}_{p}")
+            for c, p in self.partials
+        ]
+
+    def _with_floats(self, table: pa.Table) -> pa.Table:
+        """``table`` with the float64 copy of every column a mean adds up (a decimal
+        column as it is: its sum is exact and becomes float64 at the end)."""
+        for column in dict.fromkeys(c for c, p in self.partials if p == "fsum"):
+            values = table.column(column)
+            if not pa.types.is_decimal(values.type):
+                values = pc.cast(values, pa.float64(), safe=False)  # rounds, as pyarrow's mean
+            table = table.append_column(f"{column}{_AS_FLOAT}", values)
+        return table
+
+    def _group_by(self, table: pa.Table, wanted: Sequence[tuple[str, str, str]]) -> pa.Table:
+        out = table.group_by(self.keys, use_threads=False).aggregate(
+            [(column, fn) for column, fn, _ in wanted]
         )
-        return out.rename_columns([*self.keys, *names])
+        return out.rename_columns([*self.keys, *(name for _, _, name in wanted)])
 
     def _partial_schema(self, schema: pa.Schema) -> pa.Schema:
         """The schema ``group_by`` gives partials of this input (what the dense path must
         match, so that partials from either path concatenate)."""
         if schema not in self._schemas:
-            empty = schema.empty_table().group_by(self.keys, use_threads=False)
-            self._schemas[schema] = empty.aggregate([(c, fn) for c, fn in self.partials]).schema
+            empty = self._with_floats(schema.empty_table())
+            self._schemas[schema] = self._group_by(empty, self._from_rows()).schema
         return self._schemas[schema]
 
     def results(self, combined: pa.Table) -> pa.Table:
@@ -119,7 +155,7 @@ class _Aggregation:
         columns = {k: combined.column(k) for k in self.keys}
         for column, fn in self.outputs:
             if fn == "mean":
-                total = pc.cast(combined.column(f"{column}_sum"), pa.float64())
+                total = pc.cast(combined.column(f"{column}_fsum"), pa.float64(), safe=False)
                 count = combined.column(f"{column}_count")
                 nonzero = pc.if_else(pc.equal(count, 0), pa.scalar(None, pa.int64()), count)
                 columns[f"{column}_mean"] = pc.divide(total, pc.cast(nonzero, pa.float64()))
