@@ -1,9 +1,10 @@
 """Grouping by one small-range integer key without hashing (a "perfect hash" aggregate).
 
-When the single group key is an integer column whose values span a range not
-much wider than the batch (ids, codes, dates as days), a key's group is just
-``key - min``: sums and counts are one ``np.bincount`` each, several times
-faster than a hash table (DuckDB's perfect hash aggregate does the same).
+When the single group key is an integer column (of any integer type, unsigned
+64-bit keys at and above 2^63 too) whose values span a range not much wider
+than the batch (ids, codes, dates as days), a key's group is just ``key - min``:
+sums and counts are one ``np.bincount`` each, several times faster than a hash
+table (DuckDB's perfect hash aggregate does the same).
 ``dense_aggregate`` returns ``None`` whenever it cannot give exactly what
 ``Table.group_by`` would (another key type, a wide range, ``min``/``max``,
 decimals, integer sums that could exceed float64's exact range), and the
@@ -15,6 +16,7 @@ values; rows come out in key order, nulls last.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +29,6 @@ DENSE_FUNCTIONS = ("sum", "count")
 _MIN_SLOTS = 1 << 16  # a small batch may still use a range this wide
 _SLOTS_PER_ROW = 2  # else the range may be at most this many times the batch's rows
 _EXACT = float(1 << 53)  # integers below this add exactly in float64
-_INT64_SAFE = 1 << 62  # keys beyond this could overflow ``key - low`` in int64
 
 
 def dense_aggregate(
@@ -49,9 +50,7 @@ def dense_aggregate(
     if not bounds["min"].is_valid:
         return None
     low, high = bounds["min"].as_py(), bounds["max"].as_py()
-    if low < -_INT64_SAFE or high > _INT64_SAFE:
-        return None
-    slots = high - low + 1
+    slots = high - low + 1  # Python integers: no overflow, whatever the key type
     if slots > max(_MIN_SLOTS, _SLOTS_PER_ROW * table.num_rows):
         return None
     group = _group_index(key, low, slots)
@@ -72,18 +71,28 @@ def dense_aggregate(
     return pa.table(columns, schema=schema)
 
 
+def _wide(key_type: pa.DataType) -> tuple[type[np.integer[Any]], pa.DataType]:
+    """The 64-bit NumPy and Arrow types ``key - low`` is computed in: unsigned for
+    unsigned keys (a uint64 key >= 2^63 does not fit int64), else signed."""
+    if pa.types.is_unsigned_integer(key_type):
+        return np.uint64, pa.uint64()
+    return np.int64, pa.int64()
+
+
 def _group_index(key: pa.Array, low: int, slots: int) -> np.ndarray:
+    wide, _ = _wide(key.type)
     values = (pc.fill_null(key, low) if key.null_count else key).to_numpy(zero_copy_only=False)
-    group = values.astype(np.int64, copy=False) - np.int64(low)  # < slots: no overflow
+    offsets = values.astype(wide, copy=False) - wide(low)  # in [0, slots): no overflow
+    group: np.ndarray = offsets.astype(np.int64, copy=False)
     if key.null_count:
         group[pc.is_null(key).to_numpy(zero_copy_only=False)] = slots
     return group
 
 
 def _keys(key_type: pa.DataType, low: int, slots: int, present: np.ndarray) -> pa.Array:
-    keys = np.arange(slots, dtype=np.int64) + np.int64(low)
-    values = keys[present[:slots]]
-    array = pa.array(values, pa.int64()).cast(key_type)
+    wide, arrow_wide = _wide(key_type)
+    keys = np.arange(slots, dtype=wide) + wide(low)  # <= high: no overflow
+    array = pa.array(keys[present[:slots]], arrow_wide).cast(key_type)
     if present[slots]:
         array = pa.concat_arrays([array, pa.nulls(1, key_type)])
     return array

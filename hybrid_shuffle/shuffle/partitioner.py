@@ -4,7 +4,28 @@ Plain functions over Arrow and NumPy, no Ray, no per-row Python.  Hashes must
 agree across processes and runs (Python's ``hash()`` of ``str`` does not), so
 fixed-width keys are mixed with splitmix64 and variable-width keys (strings,
 binary) with a polynomial over their bytes computed by ``np.add.reduceat`` on
-the Arrow data buffer, then mixed.  Nulls of a column all hash alike.
+the Arrow data buffer, then mixed.
+
+What a hash partitioner guarantees: rows whose keys pyarrow's ``group_by`` and
+``join`` treat as equal get the same partition, in any process, for any number
+of partitions, so each group (or join key) is whole in one consumer and grouping
+after the exchange equals one ``group_by`` over all rows.  The hash may be
+coarser than pyarrow's equality (a partition then holds several groups, which
+``group_by`` keeps apart), never finer:
+
+* nulls of a column all hash alike (``group_by`` makes them one group; a join
+  never matches them, so where they go does not matter to it);
+* floats: pyarrow 26 compares float keys by their bits, so ``0.0`` and ``-0.0``
+  are two groups and NaNs with different payloads are different groups.  Here
+  ``-0.0`` hashes as ``0.0`` and every NaN alike, so keys equal by their bits
+  or by their value always share a partition;
+* integers by value within their type: unsigned keys are zero-extended (a uint64
+  at or above 2^63 keeps its bits), signed ones sign-extended; temporal types by
+  their integer value; decimals and intervals by their fixed-width bytes;
+  strings, binary and their view and fixed-size forms by their bytes; booleans
+  by value; dictionary keys by their decoded values (pyarrow goes by index,
+  which is finer);
+* a key of type null is null in every row: one partition.
 
 Range partitioning (a global sort) works on one key: producers publish a
 sample of their sorted keys (``sample_keys``), every consumer derives the same
@@ -36,6 +57,10 @@ __all__ = [
 
 _NULL_HASH = np.uint64(0x9E3779B97F4A7C15)
 _PRIME = np.uint64(0x100000001B3)
+#: the bits every NaN key is hashed as, whatever its sign and payload
+_NAN_BITS = np.float64(np.nan).view(np.uint64)
+#: NumPy types of the fixed-width values read straight from an Arrow data buffer
+_WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
 def _mix(x: np.ndarray, in_place: bool = False) -> np.ndarray:
@@ -86,38 +111,80 @@ def _bytes_hash(array: pa.Array) -> np.ndarray:
     return _mix(sums ^ lengths.astype(np.uint64))
 
 
+def _float_hash(array: pa.Array) -> np.ndarray:
+    """Floats by bits, with ``-0.0`` as ``0.0`` and one NaN (see the module docstring);
+    no arithmetic on the values, so a NaN's payload cannot depend on the CPU."""
+    values = pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)  # nulls: NaN
+    bits = np.where(values == 0.0, 0.0, values).view(np.uint64)  # a copy we own
+    bits[np.isnan(values)] = _NAN_BITS
+    return _mix(bits, in_place=True)
+
+
+def _integer_hash(array: pa.Array) -> np.ndarray:
+    """Integers (and temporal values as integers) widened to 64 bits: unsigned ones
+    as uint64 (a cast of a uint64 >= 2^63 to int64 would fail), signed ones as int64."""
+    t = array.type
+    if not pa.types.is_integer(t):
+        array = array.view(pa.int64() if t.bit_width == 64 else pa.int32())
+        t = array.type
+    wide = pa.uint64() if pa.types.is_unsigned_integer(t) else pa.int64()
+    if t != wide:
+        array = pc.cast(array, wide)
+    if array.null_count:
+        array = pc.fill_null(array, 0)
+    return _mix(array.to_numpy(zero_copy_only=False).view(np.uint64))
+
+
+def _fixed_width_hash(array: pa.Array) -> np.ndarray:
+    """Decimals and intervals by the bytes of each value, read from the data buffer
+    (several 64-bit words for 128- and 256-bit values, combined as keys are)."""
+    n = len(array)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    width = array.type.bit_width // 8
+    data = array.buffers()[1]
+    if width < 8:
+        words = np.frombuffer(data, _WORDS[width], n, array.offset * width).astype(np.uint64)
+        return _mix(words, in_place=True)
+    per_value = width // 8
+    words = np.frombuffer(data, np.uint64, n * per_value, array.offset * width)
+    words = words.reshape(n, per_value)
+    hashed = _mix(words[:, 0])
+    with np.errstate(over="ignore"):
+        for j in range(1, per_value):
+            hashed *= np.uint64(31)
+            hashed += words[:, j]
+            hashed = _mix(hashed, in_place=True)
+    return hashed
+
+
 def _column_hash(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     t = array.type
-    if pa.types.is_decimal(t):
-        array = pc.cast(array, pa.string())
-        t = array.type
+    if pa.types.is_string_view(t) or pa.types.is_fixed_size_binary(t):
+        array = pc.cast(array, pa.string() if pa.types.is_string_view(t) else pa.binary())
+    elif pa.types.is_binary_view(t):
+        array = pc.cast(array, pa.binary())
+    t = array.type
     if (
         pa.types.is_string(t)
         or pa.types.is_binary(t)
         or pa.types.is_large_string(t)
-        or (pa.types.is_large_binary(t))
+        or pa.types.is_large_binary(t)
     ):
         hashed = _bytes_hash(array)
     elif pa.types.is_floating(t):
-        values = pc.fill_null(pc.cast(array, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
-        values = values + 0.0  # -0.0 and 0.0 are equal keys
-        hashed = _mix(values.view(np.uint64))
+        hashed = _float_hash(array)
     elif pa.types.is_boolean(t):
         hashed = _mix(pc.fill_null(array, False).to_numpy(zero_copy_only=False).astype(np.uint64))
+    elif pa.types.is_decimal(t) or pa.types.is_interval(t):
+        hashed = _fixed_width_hash(array)
     elif pa.types.is_integer(t) or pa.types.is_temporal(t):
-        as_int = (
-            array
-            if pa.types.is_integer(t)
-            else array.view(pa.int64() if t.bit_width == 64 else pa.int32())
-        )
-        if as_int.type != pa.int64():
-            as_int = pc.cast(as_int, pa.int64())
-        if as_int.null_count:
-            as_int = pc.fill_null(as_int, 0)
-        hashed = _mix(as_int.to_numpy(zero_copy_only=False).view(np.uint64))
+        hashed = _integer_hash(array)
+    elif pa.types.is_null(t):
+        return np.full(len(array), _NULL_HASH, dtype=np.uint64)
     else:
         raise TypeError(f"cannot hash-partition a column of type {t}; cast it to string first")
     if array.null_count:

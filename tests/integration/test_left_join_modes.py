@@ -4,6 +4,10 @@ side ends: empty, before the left rows come (fast) or after every left row (slow
 The order is set by phases, not by timing: the right side's rows are a Ray task's
 result that the right source fetches, and that task and the left side's
 ``map_batches`` wait for each other through marker files (every wait bounded).
+
+The module also holds the job-level test of issue 9's grouping part (it shares
+this module's Ray and session): ``key_by().aggregate()`` at parallelism 1, 3 and
+4 groups float, null and uint64 keys exactly as one pyarrow ``group_by`` does.
 """
 
 from __future__ import annotations
@@ -77,10 +81,10 @@ def left_gate(markers: Path, after_right: bool) -> Callable[[pa.Table], pa.Table
     def gate(table: pa.Table) -> pa.Table:
         if after_right:
             wait_for((markers / RIGHT_MADE).exists, "the right side's rows were made")
-        done = markers / f"left-{uuid.uuid4().hex}"
-        tmp = done.with_suffix(".tmp")
+        name = uuid.uuid4().hex
+        tmp = markers / f"writing-{name}"  # not a left-* name: readers skip it
         tmp.write_text(str(table.num_rows))
-        tmp.rename(done)  # a reader never sees a half-written count
+        tmp.rename(markers / f"left-{name}")  # a reader never sees a half-written count
         return table
 
     return gate
@@ -174,3 +178,69 @@ def test_left_join_has_the_right_columns_when_an_unplannable_right_side_is_empty
     got = left.join(right, on="k", how="left", mode="hybrid-selective", name="j").to_arrow()
     assert_no_leaks(session)
     assert_left_join_equals_pyarrow(got, right_table([]))
+
+
+# -- grouping: the engine against one pyarrow group_by ------------------------------------
+
+GROUP_ROWS = 12_000
+NAN_BITS = [0x7FF8000000000000, 0x7FF8000000000001, 0xFFF8000000000000, 0x7FF0000000000001]
+AGGREGATE = {"v": ["sum", "count", "min", "max", "mean"]}
+
+
+def grouping_table() -> pa.Table:
+    """Float keys with both zeros, four NaN payloads and nulls; uint64 keys at and above
+    2^63; int64 values whose group sums pass 2^53 while every float64 partial sum stays
+    exact (multiples of 2^11 below 2^51), so means must equal pyarrow's exactly."""
+    rng = np.random.default_rng(5)
+    nans = np.array(NAN_BITS, dtype=np.uint64).view(np.float64)
+    pool = np.concatenate([[0.0, -0.0, 1.5, -2.25, np.inf], nans])
+    f = pa.array(pool[rng.integers(0, len(pool), GROUP_ROWS)], mask=rng.random(GROUP_ROWS) < 0.03)
+    big = np.array([0, 5, 2**63 - 1, 2**63, 2**63 + 7, 2**64 - 1], dtype=np.uint64)
+    u = pa.array(big[rng.integers(0, len(big), GROUP_ROWS)], mask=rng.random(GROUP_ROWS) < 0.03)
+    v = rng.integers(-(2**40), 2**40, GROUP_ROWS) * 2**11
+    return pa.table(
+        {"f": f, "u": u, "v": pa.array(v, pa.int64(), mask=rng.random(GROUP_ROWS) < 0.05)}
+    )
+
+
+def exact_rows(table: pa.Table, keys: list[str]) -> list[tuple[Any, ...]]:
+    """Rows as tuples, float keys as their bits (NaN payloads and -0.0 kept), sorted."""
+    columns: list[list[Any]] = []
+    for key in keys:
+        column = table.column(key)
+        if pa.types.is_floating(column.type):
+            bits = column.fill_null(0.0).to_numpy().view(np.uint64).tolist()
+            valid = column.is_valid().to_numpy().tolist()
+            columns.append([b if ok else None for b, ok in zip(bits, valid, strict=True)])
+        else:
+            columns.append(column.to_pylist())
+    columns += [table.column(f"v_{fn}").to_pylist() for fn in AGGREGATE["v"]]
+    return sorted(zip(*columns, strict=True), key=repr)
+
+
+@pytest.mark.parametrize("partitions", [1, 3, 4])
+@pytest.mark.parametrize("keys", [["f"], ["u"], ["f", "u"]], ids="+".join)
+def test_key_by_aggregate_groups_float_null_and_uint64_keys_as_pyarrow_at_any_parallelism(
+    session: hs.Session, keys: list[str], partitions: int
+) -> None:
+    table = grouping_table()
+    job = session.job(f"grouping-{'-'.join(keys)}-{partitions}")
+    stream = job.from_arrow(table, name="rows", parallelism=3)
+    got = stream.key_by(*keys, edge="by_key", partitions=partitions).aggregate(AGGREGATE)
+    result = got.to_arrow()
+    want = table.group_by(keys, use_threads=False).aggregate([("v", fn) for fn in AGGREGATE["v"]])
+    assert result.schema == want.schema
+    assert exact_rows(result, keys) == exact_rows(want, keys)
+    assert_no_leaks(session)
+
+
+def test_key_by_aggregate_without_the_combiner_groups_as_pyarrow_too(session: hs.Session) -> None:
+    table = grouping_table()
+    job = session.job("grouping-uncombined")
+    stream = job.from_arrow(table, name="rows", parallelism=3)
+    got = stream.key_by("f", "u", edge="by_key", partitions=3).aggregate(AGGREGATE, combine=False)
+    want = table.group_by(["f", "u"], use_threads=False).aggregate(
+        [("v", fn) for fn in AGGREGATE["v"]]
+    )
+    assert exact_rows(got.to_arrow(), ["f", "u"]) == exact_rows(want, ["f", "u"])
+    assert_no_leaks(session)
