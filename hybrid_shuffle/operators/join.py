@@ -14,9 +14,11 @@ no right key hashed to this subtask) still gives every left row the right
 columns, all null.  The right schema comes from the first right batch, else
 from the one the planner passed to ``output_schema`` (remembered for this: the
 operator is pickled into its tasks after planning), else from a zero-row right
-batch if the shuffle delivers one.  Only when none of these knows it (the right
-side's schema cannot be known before running and no right batch arrived) are
-left rows emitted without the right columns.
+batch if the shuffle delivers one.  When none of these knows it (the right
+side's schema cannot be known before running and no right batch arrived), a
+left join with left rows raises ``SchemaMismatchError`` rather than emit them
+without the right columns: that result would differ from pyarrow's in its
+columns, or make the subtasks' outputs differ from each other.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
-from hybrid_shuffle.errors import PlanError
+from hybrid_shuffle.errors import PlanError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Operator
 
 __all__ = ["HashJoin"]
@@ -117,9 +119,17 @@ class HashJoin(Operator):
         return out
 
     def _probe(self, table: pa.Table) -> list[pa.Table]:
-        if self._right is None:  # no right schema anywhere: see the module docstring
-            return [table] if self.how == "left" else []
-        return [self._join(table, self._right)]
+        if self._right is not None:
+            return [self._join(table, self._right)]
+        # no right schema anywhere (see the module docstring): nothing can match
+        if self.how == "inner" or table.num_rows == 0:
+            return []
+        raise SchemaMismatchError(
+            f"join '{self.name}': the right input sent this subtask no row and its columns "
+            "were not known when the job was planned (an operator such as map_batches makes "
+            "them), so the left rows cannot be given the right side's columns; compute the "
+            "right side's columns before from_arrow, or join first and map after"
+        )
 
     def _join(self, left: pa.Table, right: pa.Table) -> pa.Table:
         return left.join(

@@ -163,21 +163,26 @@ def test_left_join_holds_left_rows_until_a_right_side_that_comes_last_has_ended(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a right side whose schema is unknown before running (map_batches) and that sends "
-    "no row carries no schema to the join: needs the writer's schema_on_empty and an input "
-    "gate that delivers zero-row tables (issue 9)",
+    raises=hs.SchemaMismatchError,
+    reason="a right side whose schema is unknown before running (map_batches) carries no "
+    "schema to a join subtask it sends no row: the join fails naming itself until the writer's "
+    "schema_on_empty is on and the input gate delivers zero-row tables (issue 9)",
 )
-def test_left_join_has_the_right_columns_when_an_unplannable_right_side_is_empty(
-    session: hs.Session,
+@pytest.mark.parametrize("keys", [[], [0, 3]], ids=["empty", "two-keys"])
+def test_left_join_has_the_right_columns_where_an_unplannable_right_side_sent_no_row(
+    session: hs.Session, keys: list[int]
 ) -> None:
     job = session.job("left-join-unplanned")
     left = job.from_arrow(left_table(), name="left", parallelism=2)
-    right = job.from_arrow(right_table([]), name="right", parallelism=2).map_batches(
+    right = job.from_arrow(right_table(keys), name="right", parallelism=2).map_batches(
         lambda t: t, name="right_map"
     )
-    got = left.join(right, on="k", how="left", mode="hybrid-selective", name="j").to_arrow()
-    assert_no_leaks(session)
-    assert_left_join_equals_pyarrow(got, right_table([]))
+    joined = left.join(right, on="k", how="left", mode="hybrid-selective", partitions=4)
+    try:
+        got = joined.to_arrow()
+    finally:
+        assert_no_leaks(session)
+    assert_left_join_equals_pyarrow(got, right_table(keys))
 
 
 # -- grouping: the engine against one pyarrow group_by ------------------------------------

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from hybrid_shuffle.errors import SchemaMismatchError
 from hybrid_shuffle.operators import HashJoin
 from hybrid_shuffle.shuffle.api import PartitionDescriptor, PartitionId, PollRequest
 from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
@@ -123,13 +124,25 @@ def test_left_join_takes_the_right_schema_from_a_zero_row_batch_when_unplanned()
     assert_equals_pyarrow(drive(op, events), left, right, "left")
 
 
-def test_left_join_without_any_right_schema_still_keeps_every_left_row() -> None:
+@pytest.mark.parametrize("left_first", [True, False])
+def test_left_join_without_any_right_schema_fails_naming_the_join_rather_than_drop_columns(
+    left_first: bool,
+) -> None:
     left = left_table()
-    op = HashJoin(["k"], "left", "j")
-    events: list[Event] = [(LEFT, t) for t in slices(left, 1_000)[:4]] + [("end", RIGHT)]
-    events += [(LEFT, t) for t in slices(left, 1_000)[4:]]
-    got = drive(op, events)
-    assert got.sort_by("v").equals(left)
+    lefts: list[Event] = [(LEFT, t) for t in slices(left, 1_000)]
+    events = [*lefts, ("end", RIGHT)] if left_first else [("end", RIGHT), *lefts]
+    with pytest.raises(SchemaMismatchError, match="join 'j': the right input sent this subtask"):
+        drive(HashJoin(["k"], "left", "j"), events)
+
+
+def test_joins_without_any_right_schema_emit_nothing_where_nothing_can_match() -> None:
+    left = left_table()
+    inner = HashJoin(["k"], "inner", "j")
+    inner.open()
+    assert list(inner.end_input(RIGHT)) == [] and list(inner.process(left, LEFT)) == []
+    outer = HashJoin(["k"], "left", "j")
+    outer.open()
+    assert list(outer.end_input(RIGHT)) == [] and list(outer.process(left.slice(0, 0))) == []
 
 
 @pytest.mark.parametrize("how", ["inner", "left"])
