@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.columns import require_columns, require_key_columns
 from hybrid_shuffle.operators.dense_aggregate import dense_aggregate
 
 __all__ = ["AGGREGATIONS", "HashAggregate", "PartialAggregate"]
@@ -84,15 +85,18 @@ class _Aggregation:
                     partials.append((column, p))
         self.partials = partials
         self._schemas: dict[pa.Schema, pa.Schema] = {}
+        produced = {f"{c}_{f}" for c, f in [*self.outputs, *self.partials]}
+        for key in self.keys:
+            if key in produced:
+                raise PlanError(
+                    f"aggregate '{name}': key column '{key}' has the name of an aggregate "
+                    "output; rename the key column first (select or map_batches)"
+                )
 
     def check(self, schema: pa.Schema) -> None:
         """Raise a PlanError naming the column if the logical input cannot be aggregated."""
-        for column in [*self.keys, *(c for c, _ in self.outputs)]:
-            if column not in schema.names:
-                raise PlanError(
-                    f"aggregate '{self.name}': column '{column}' not in input; columns are: "
-                    f"{', '.join(schema.names)}"
-                )
+        require_key_columns(schema, self.keys, f"aggregate '{self.name}'")
+        require_columns(schema, [c for c, _ in self.outputs], f"aggregate '{self.name}'")
         for column, fn in self.outputs:
             t = schema.field(column).type
             numeric = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)

@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from hybrid_shuffle.errors import PlanError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.columns import require_key_columns
 
 __all__ = ["HashJoin"]
 
@@ -72,12 +73,7 @@ class HashJoin(Operator):
         for side, schema in zip(("left", "right"), schemas, strict=True):
             if schema is None:
                 continue
-            for key in self.on:
-                if key not in schema.names:
-                    raise PlanError(
-                        f"join '{self.name}': key column '{key}' not in the {side} input; "
-                        f"columns are: {', '.join(schema.names)}"
-                    )
+            require_key_columns(schema, self.on, f"join '{self.name}' ({side} input)")
         left, right = schemas
         if left is None or right is None:
             return

@@ -75,7 +75,10 @@ def _read_result(reader: ShuffleEnvironment, deployer: Deployer, plan: Plan) -> 
         tables.extend(t for _, t in reader.read(gates, never) if t is not None)
     if not tables:
         return None
-    return _detach(pa.concat_tables(tables))
+    with_rows = [t for t in tables if t.num_rows]
+    # a subtask without rows sends a zero-row table for its schema; it is only needed
+    # when no subtask has rows (an empty result keeps its columns)
+    return _detach(pa.concat_tables(with_rows or tables[:1]))
 
 
 def _detach(table: pa.Table) -> pa.Table:

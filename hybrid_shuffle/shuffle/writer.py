@@ -10,10 +10,10 @@ consumers can agree on key intervals before any row moves (see
 
 With ``schema_on_empty``, a subpartition that got no row is finished with one
 zero-row table of the producer's output schema (the schema of the first table
-the chain emitted, empty or not), so that a consumer whose inputs send no row
-still learns their columns (a left join's right side).  It is off by default:
-it only helps once the input gates deliver zero-row tables instead of dropping
-them, and it costs one small object per empty subpartition.
+with rows the chain emitted, else of the first without), so that a consumer
+whose inputs send no row still learns their columns (a left join's right side;
+the input gate delivers such a table only for an input that had no row at all).
+It costs one small object per empty subpartition.
 """
 
 from __future__ import annotations
@@ -67,15 +67,19 @@ class ResultPartitionWriter:
         self._rr_offset = partition.descriptor.producer_subtask
         self._range_parts: list[pa.Table] = []
         self._schema_on_empty = schema_on_empty
-        #: the schema of the first table emitted, and the subpartitions that got rows
+        #: the schema of the first table with rows (else of the first without), and the
+        #: subpartitions that got rows
         self._schema: pa.Schema | None = None
+        self._empty_schema: pa.Schema | None = None
         self._written = [False] * n
 
     def emit(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            if self._empty_schema is None:
+                self._empty_schema = table.schema
+            return
         if self._schema is None:
             self._schema = table.schema
-        if table.num_rows == 0:
-            return
         kind = self._partitioner.kind
         n = self.descriptor.num_subpartitions
         if kind is PartitionerKind.RANGE:
@@ -115,18 +119,20 @@ class ResultPartitionWriter:
         else:
             for sub in range(len(self._coalescers)):
                 self._flush(sub)
-            if self._schema_on_empty and self._schema is not None:
+            schema = self._schema or self._empty_schema
+            if self._schema_on_empty and schema is not None:
                 for sub, written in enumerate(self._written):
                     if not written:
-                        self.partition.add(sub, self._schema.empty_table())
+                        self.partition.add(sub, schema.empty_table())
         self.partition.finish()
 
     def _finish_range(self) -> None:
         key = self._partitioner.keys[0]
         if not self._range_parts:
             self.partition.publish_sample((pa.array([]), 0.0))
-            if self._schema_on_empty and self._schema is not None:
-                self.partition.add(0, self._schema.empty_table())  # no key range: every reader
+            schema = self._schema or self._empty_schema
+            if self._schema_on_empty and schema is not None:
+                self.partition.add(0, schema.empty_table())  # no key range: every reader
             return
         table = pa.concat_tables(self._range_parts)
         self._range_parts = []

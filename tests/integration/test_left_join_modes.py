@@ -161,13 +161,6 @@ def test_left_join_holds_left_rows_until_a_right_side_that_comes_last_has_ended(
     assert_no_leaks(session)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=hs.SchemaMismatchError,
-    reason="a right side whose schema is unknown before running (map_batches) carries no "
-    "schema to a join subtask it sends no row: the join fails naming itself until the writer's "
-    "schema_on_empty is on and the input gate delivers zero-row tables (issue 9)",
-)
 @pytest.mark.parametrize("keys", [[], [0, 3]], ids=["empty", "two-keys"])
 def test_left_join_has_the_right_columns_where_an_unplannable_right_side_sent_no_row(
     session: hs.Session, keys: list[int]

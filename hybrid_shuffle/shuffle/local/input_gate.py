@@ -71,6 +71,9 @@ class PollingInputGate:
     channels: list[_Channel] = field(default_factory=list)
     boundaries: Any = None
     metrics: ReadMetrics = field(init=False)
+    #: the first zero-row table received (producers finish an empty subpartition with
+    #: one, to carry their schema); delivered only if the input had no row at all
+    empty: pa.Table | None = None
 
     def __post_init__(self) -> None:
         self.channels = [_Channel(c) for c in self.spec.channels]
@@ -177,7 +180,7 @@ def read_gates(
     handed_over: list[PollingInputGate] = []
     for gate in gates:
         if gate.finished:  # no producers at all
-            yield gate.spec.input_index, None
+            yield from _end(gate)
             continue
         for channel in gate.channels:
             if channel.spec.buffers is None:
@@ -218,7 +221,7 @@ def read_gates(
         if response.buffers:
             yield from _deliver(gate, _fetch(response.buffers, gate, channel))
         if channel.done and gate.finished:
-            yield gate.spec.input_index, None
+            yield from _end(gate)
 
 
 def _read_handed_over(gate: PollingInputGate) -> Iterator[tuple[int, pa.Table | None]]:
@@ -236,7 +239,7 @@ def _read_handed_over(gate: PollingInputGate) -> Iterator[tuple[int, pa.Table | 
             gate.received_from(producer)
         yield from _deliver(gate, tables)
     if gate.finished:
-        yield gate.spec.input_index, None
+        yield from _end(gate)
 
 
 def _deliver(
@@ -249,6 +252,19 @@ def _deliver(
         gate.metrics.rows += selected.num_rows
         if selected.num_rows:
             yield gate.spec.input_index, selected
+        elif gate.empty is None:
+            gate.empty = selected
+
+
+def _end(gate: PollingInputGate) -> Iterator[tuple[int, pa.Table | None]]:
+    """The end of an input; one that delivered no row first yields a zero-row table it
+    received, if any, so its consumer learns the columns (a left join's empty right
+    side whose schema the plan could not know).  Zero-row tables are never delivered
+    beside rows: a producer's empty output may have other types than its rows."""
+    if gate.metrics.rows == 0 and gate.empty is not None:
+        yield gate.spec.input_index, gate.empty
+    gate.empty = None
+    yield gate.spec.input_index, None
 
 
 def _check_stuck_polls(outstanding: dict[Any, tuple[PollingInputGate, _Channel]]) -> None:

@@ -128,7 +128,9 @@ class ExecutorLocalShuffleEnvironment:
             )
             with self._lock:
                 self._partitions[descriptor.partition_id] = partition
-            writers.append(ResultPartitionWriter(partition, self._context.buffer_size))
+            writers.append(
+                ResultPartitionWriter(partition, self._context.buffer_size, schema_on_empty=True)
+            )
         return writers
 
     def create_input_gates(self, inputs: Sequence[InputGateDescriptor]) -> list[PollingInputGate]:
