@@ -36,6 +36,7 @@ import stat
 import tempfile
 import uuid
 from collections.abc import Callable
+from typing import IO, Any
 
 from hybrid_shuffle.errors import ConfigError
 
@@ -68,11 +69,7 @@ _KEY = "shuffle.spill_dir"
 _FIX = "set it to a directory only you can write"
 #: create a new file: never an existing one, never through a symlink
 _EXCLUSIVE = (
-    os.O_WRONLY
-    | os.O_CREAT
-    | os.O_EXCL
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_CLOEXEC", 0)
+    os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 )
 
 
@@ -224,14 +221,35 @@ def create_session_dir(root: str, session_id: str, owner: str) -> str:
     os.mkdir(path, _PRIVATE_DIR)
     os.chmod(path, _PRIVATE_DIR)
     try:
-        fd = os.open(os.path.join(path, OWNER_MARKER), _EXCLUSIVE, _PRIVATE_FILE)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), _PRIVATE_FILE)
+        with create_private_file(os.path.join(path, OWNER_MARKER), "w", "owner marker") as f:
             f.write(f"{_MAGIC}\n{owner}\n")
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
     return path
+
+
+def create_private_file(path: str, mode: str, what: str) -> IO[Any]:
+    """A new file at ``path`` with mode exactly 0600 (whatever the umask), opened with
+    ``mode``: never an existing file and never through a symbolic link, where it raises
+    ``FileExistsError`` naming ``what`` and the path."""
+    try:
+        fd = os.open(path, _EXCLUSIVE, _PRIVATE_FILE)
+    except OSError as e:
+        if isinstance(e, FileExistsError) or e.errno == errno.ELOOP:
+            raise FileExistsError(
+                errno.EEXIST,
+                f"{what} '{path}' already exists (a leftover file or a symbolic link); "
+                "refusing to reuse it or write through it",
+            ) from e
+        raise
+    try:
+        os.fchmod(fd, _PRIVATE_FILE)
+        return os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
 
 
 def read_owner(session_dir: str) -> str | None:

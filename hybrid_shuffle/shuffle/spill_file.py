@@ -17,26 +17,15 @@ truncating it or writing through the link.  ``delete`` closes and unlinks it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import threading
 from dataclasses import dataclass
-from typing import BinaryIO
 
 import pyarrow as pa
 
-__all__ = ["SpillFile", "SpillSegment"]
+from hybrid_shuffle.spill_dirs import create_private_file
 
-#: read-write, new file only, never through a symlink, not inherited by child processes
-_CREATE = (
-    os.O_RDWR
-    | os.O_CREAT
-    | os.O_EXCL
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-    | getattr(os, "O_BINARY", 0)
-)
-_PRIVATE = 0o600
+__all__ = ["SpillFile", "SpillSegment"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +44,7 @@ class SpillFile:
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._file = _create_private(path)
+        self._file = create_private_file(path, "w+b", "spill file")
         self._size = 0
 
     def append(self, table: pa.Table) -> SpillSegment:
@@ -89,25 +78,3 @@ class SpillFile:
             self._file.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
-
-
-def _create_private(path: str) -> BinaryIO:
-    """A new file at ``path`` opened ``w+b``, mode exactly 0600; never an existing one."""
-    try:
-        fd = os.open(path, _CREATE, _PRIVATE)
-    except OSError as e:
-        if isinstance(e, FileExistsError) or e.errno == errno.ELOOP:
-            raise FileExistsError(
-                errno.EEXIST,
-                f"spill file '{path}' already exists (a leftover file or a symbolic link); "
-                "refusing to reuse it or write through it",
-            ) from e
-        raise
-    try:
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, _PRIVATE)  # the umask may only have narrowed it; make it exact
-        return os.fdopen(fd, "w+b")
-    except BaseException:
-        os.close(fd)
-        os.unlink(path)
-        raise
