@@ -43,6 +43,7 @@ class Executor:
         #: job id -> its cancel flag, for the most recent jobs only (no per-job cleanup call)
         self._cancelled: OrderedDict[str, threading.Event] = OrderedDict()
         self._lock = threading.Lock()
+        self._running = 0
 
     def ready(self) -> dict[str, Any]:
         return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
@@ -57,9 +58,13 @@ class Executor:
 
     def run_task(self, deployment: TaskDeployment) -> TaskReport:
         cancelled = self._cancel_event(deployment.job_id)
+        with self._lock:
+            self._running += 1
         try:
             return run_task(deployment, self.env, cancelled, self.index, _fetch)
         finally:
+            with self._lock:
+                self._running -= 1
             # Arrow's allocator (mimalloc) keeps the pages a thread freed in that thread's
             # heap: only the thread that ran the task can hand them back to the OS.  Without
             # this an executor keeps the high-water mark of its largest task for the session.
@@ -73,6 +78,11 @@ class Executor:
 
     def release_partitions(self, partition_ids: list[PartitionId]) -> None:
         self.env.release_partitions_locally(partition_ids)
+
+    def running_tasks(self) -> int:
+        """Tasks running here now (a phase probe: a cancelled job's tasks have ended)."""
+        with self._lock:
+            return self._running
 
     def partitions_occupying_local_resources(self) -> set[PartitionId]:
         return self.env.partitions_occupying_local_resources()

@@ -168,6 +168,11 @@ class Session:
         """Per executor, how many object references it still holds (leak checks)."""
         return dict(enumerate(self._ask_executors("owned_objects")))
 
+    def running_tasks(self) -> dict[int, int]:
+        """Per executor, how many tasks run there now (0 once a job ended, cancelled
+        tasks included)."""
+        return dict(enumerate(self._ask_executors("running_tasks")))
+
     def executor_memory(self) -> dict[int, dict[str, int]]:
         """Per executor, its resident bytes and Arrow pool bytes (leak checks)."""
         return dict(enumerate(self._ask_executors("memory")))

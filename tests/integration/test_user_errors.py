@@ -122,7 +122,7 @@ def test_ctrl_c_during_collect_cancels_the_job_and_raises_keyboard_interrupt(
     with pytest.raises(KeyboardInterrupt):
         stream.collect()
     wait_until(
-        lambda: not any(session.partitions_occupying_local_resources().values()),
+        lambda: not any(session.running_tasks().values()),
         what="the interrupted job's tasks ended",
     )
     assert_no_leaks(session)
@@ -147,7 +147,7 @@ def test_a_failed_job_stops_its_other_tasks_and_prints_no_unhandled_errors(
     with pytest.raises(hs.JobFailedError, match="ValueError: bad first batch"):
         stream.collect()
     wait_until(
-        lambda: not any(session.partitions_occupying_local_resources().values()),
+        lambda: not any(session.running_tasks().values()),
         what="the failed job's tasks ended",
     )
     assert_no_leaks(session)
