@@ -22,17 +22,16 @@ import dataclasses
 import difflib
 import math
 import os
-import re
 import types
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
+from hybrid_shuffle.config_file import read_yaml_file
 from hybrid_shuffle.errors import ConfigError
 from hybrid_shuffle.shuffle.partition_type import MODES
+from hybrid_shuffle.sizes import format_size, parse_size
 from hybrid_shuffle.spill_dirs import default_spill_dir
 
 __all__ = [
@@ -58,50 +57,6 @@ MAX_CREDITS = 1024
 MIN_WAIT_TIMEOUT = 0.001
 #: seconds: a day; longer only hides a hung job
 MAX_WAIT_TIMEOUT = 86400.0
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kib": 1 << 10,
-    "mib": 1 << 20,
-    "gib": 1 << 30,
-    "tib": 1 << 40,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "k": 1 << 10,
-    "m": 1 << 20,
-    "g": 1 << 30,
-}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-
-
-def parse_size(value: int | str, path: str) -> int:
-    """Bytes from ``1048576``, ``"4 MiB"``, ``"512MiB"``, ``"1 GB"``; must be positive."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{path}: {value!r} is not a size; write e.g. 4 MiB, 512MiB or 1048576")
-    if isinstance(value, int):
-        size = value
-    else:
-        match = _SIZE.match(str(value))
-        unit = match.group(2).lower() if match else None
-        if match is None or unit not in _UNITS:
-            raise ConfigError(
-                f"{path}: '{value}' is not a size; write e.g. 4 MiB, 512MiB or 1048576"
-            )
-        size = int(float(match.group(1)) * _UNITS[unit])
-    if size <= 0:
-        zero = "" if isinstance(value, int) else ", which is 0 bytes"
-        raise ConfigError(f"{path}: must be a positive size, got {value!r}{zero}")
-    return size
-
-
-def format_size(n: int) -> str:
-    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            value = n / scale
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{n} B"
 
 
 class ConfigWarning(UserWarning):
@@ -369,22 +324,6 @@ def _spark_value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that refuses a key given twice in one mapping (YAML keeps the last)."""
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: dict[Any, Any] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise ConfigError(
-                    f"line {key_node.start_mark.line + 1}: key '{key}' is given twice (first on "
-                    f"line {seen[key].start_mark.line + 1}); keep one"
-                )
-            seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
-
-
 def _edges(raw: Any) -> Mapping[str, EdgeConfig]:
     edges = _mapping(raw, "edges", "{by_customer: {mode: blocking}}")
     out: dict[str, EdgeConfig] = {}
@@ -467,46 +406,7 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
         return _from_mapping(_as_raw(source))
     if isinstance(source, Mapping):
         return _from_mapping(source)
-    path = os.fspath(source)
-    text = _read_text(path)
-    try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: plain data only
-    except yaml.reader.ReaderError as e:
-        raise ConfigError(
-            f"config file '{path}' is not YAML text (character #x{e.character:04x} at "
-            f"position {e.position}); give a UTF-8 YAML file"
-        ) from e
-    except ConfigError as e:
-        raise ConfigError(f"config file '{path}' {e}") from e
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"config file '{path}': YAML syntax error{where}: {problem}") from e
+    raw = read_yaml_file(os.fspath(source))
     if raw is None:
         return Config()
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"config file '{path}': the top level must be a mapping of keys")
     return _from_mapping(raw)
-
-
-def _read_text(path: str) -> str:
-    """The file's text; a ``ConfigError`` naming the file if it cannot be read as UTF-8."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError as e:
-        raise ConfigError(f"config file '{path}' does not exist; check the path") from e
-    except IsADirectoryError as e:
-        raise ConfigError(f"config file '{path}' is a directory; give the YAML file") from e
-    except OSError as e:
-        raise ConfigError(
-            f"config file '{path}' cannot be read ({e.strerror or e}); check its permissions"
-        ) from e
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ConfigError(
-            f"config file '{path}' is not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
-            f"{e.start}); give a UTF-8 YAML file"
-        ) from e
