@@ -76,7 +76,7 @@ def _read_result(reader: ShuffleEnvironment, deployer: Deployer, plan: Plan) -> 
     if not tables:
         return None
     with_rows = [t for t in tables if t.num_rows]
-    # a subtask without rows sends a zero-row table for its schema; it is only needed
+    # a subtask without rows gives a zero-row table of its schema; it is only needed
     # when no subtask has rows (an empty result keeps its columns)
     return _detach(pa.concat_tables(with_rows or tables[:1]))
 

@@ -123,6 +123,7 @@ class PartitionTracker:
             tuple(handed.buffers[subpartition]),
             handed.finished_at,
             handed.sample,
+            handed.schema,
         )
 
     def consumer_finished(self, job_id: str, consumer_task: Hashable) -> None:

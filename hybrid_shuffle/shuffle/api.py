@@ -150,6 +150,8 @@ class HandedOver:
     sample: Any
     #: when the producer finished (epoch seconds)
     finished_at: float
+    #: the producer's output schema (known even when it wrote no row)
+    schema: pa.Schema | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,8 @@ class ConsumerDescriptor:
     producer_finished_at: float = 0.0
     #: with handed-over buffers of a range partition: the producer's key sample
     sample: Any = None
+    #: with handed-over buffers: the producer's output schema
+    schema: pa.Schema | None = None
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,9 @@ class PollResponse:
     error_kind: PollErrorKind | None = None
     #: when the producer finished writing (epoch seconds), for metrics
     producer_finished_at: float | None = None
+    #: once finished: the producer's output schema, so that an input without rows
+    #: still tells its consumer the columns
+    schema: pa.Schema | None = None
 
 
 # -- contexts ------------------------------------------------------------------------------

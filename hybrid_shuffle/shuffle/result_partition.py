@@ -110,6 +110,7 @@ class ResultPartition:
         self._failure: str | None = None
         self._polled = False  # a reader polled: it reads by polling, nothing is handed over
         self._sample: Any = None
+        self._schema: pa.Schema | None = None
         self._memory_bytes = 0
         #: the producer is waiting for a reader to take a buffer (a phase tests wait for)
         self.waiting_for_credit = False
@@ -190,11 +191,14 @@ class ResultPartition:
             self._sample = sample
             self._cond.notify_all()
 
-    def finish(self) -> None:
+    def finish(self, schema: pa.Schema | None = None) -> None:
+        """Complete the partition; ``schema`` (the producer's output schema, if it saw
+        any table) reaches readers with the end of the partition."""
         with self._cond:
             if self.state is not PartitionState.WRITING:
                 raise self._closed_for_writing()
             self.state = PartitionState.FINISHED
+            self._schema = schema
             self.metrics.finished_at = time.time()
             self._cond.notify_all()
 
@@ -233,7 +237,7 @@ class ResultPartition:
                         return None
                     buffers.append(BufferRef(seq, buf.ref, buf.rows, buf.nbytes, buf.key_range))
                 out.append(buffers)
-            return HandedOver(out, self._sample, self.metrics.finished_at)
+            return HandedOver(out, self._sample, self.metrics.finished_at, self._schema)
 
     # -- consumer side -------------------------------------------------------------------
 
@@ -282,6 +286,7 @@ class ResultPartition:
                 next_cursor=cursor,
                 end_of_partition=self.state is PartitionState.FINISHED and cursor >= sub.next_seq,
                 sample=self._sample,
+                schema=self._schema,
                 producer_finished_at=(
                     self.metrics.finished_at if self.state is PartitionState.FINISHED else None
                 ),

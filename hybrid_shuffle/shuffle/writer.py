@@ -8,12 +8,10 @@ producer keeps its whole output, sorts it and publishes a key sample first, so
 consumers can agree on key intervals before any row moves (see
 ``Partitioner.shares_one_subpartition``).
 
-With ``schema_on_empty``, a subpartition that got no row is finished with one
-zero-row table of the producer's output schema (the schema of the first table
-with rows the chain emitted, else of the first without), so that a consumer
-whose inputs send no row still learns their columns (a left join's right side;
-the input gate delivers such a table only for an input that had no row at all).
-It costs one small object per empty subpartition.
+At ``finish`` the writer hands the partition its output schema (of the first
+table with rows, else of the first without), which readers receive with the
+end of the partition: an input that sent no row still tells its consumer its
+columns (a left join's right side), and no empty buffer costs an object.
 """
 
 from __future__ import annotations
@@ -55,9 +53,7 @@ class _Coalescer:
 
 
 class ResultPartitionWriter:
-    def __init__(
-        self, partition: ResultPartition, buffer_size: int, schema_on_empty: bool = False
-    ) -> None:
+    def __init__(self, partition: ResultPartition, buffer_size: int) -> None:
         self.partition = partition
         self.descriptor = partition.descriptor
         self._partitioner = partition.descriptor.partitioner
@@ -66,12 +62,9 @@ class ResultPartitionWriter:
         self._coalescers = [_Coalescer() for _ in range(n)]
         self._rr_offset = partition.descriptor.producer_subtask
         self._range_parts: list[pa.Table] = []
-        self._schema_on_empty = schema_on_empty
-        #: the schema of the first table with rows (else of the first without), and the
-        #: subpartitions that got rows
+        #: the schema of the first table with rows, else of the first without
         self._schema: pa.Schema | None = None
         self._empty_schema: pa.Schema | None = None
-        self._written = [False] * n
 
     def emit(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -98,7 +91,6 @@ class ResultPartitionWriter:
                 self._append(sub, part)
 
     def _append(self, sub: int, table: pa.Table) -> None:
-        self._written[sub] = True
         co = self._coalescers[sub]
         co.add(table)
         if co.nbytes >= self._buffer_size:
@@ -119,20 +111,12 @@ class ResultPartitionWriter:
         else:
             for sub in range(len(self._coalescers)):
                 self._flush(sub)
-            schema = self._schema or self._empty_schema
-            if self._schema_on_empty and schema is not None:
-                for sub, written in enumerate(self._written):
-                    if not written:
-                        self.partition.add(sub, schema.empty_table())
-        self.partition.finish()
+        self.partition.finish(self._schema or self._empty_schema)
 
     def _finish_range(self) -> None:
         key = self._partitioner.keys[0]
         if not self._range_parts:
             self.partition.publish_sample((pa.array([]), 0.0))
-            schema = self._schema or self._empty_schema
-            if self._schema_on_empty and schema is not None:
-                self.partition.add(0, schema.empty_table())  # no key range: every reader
             return
         table = pa.concat_tables(self._range_parts)
         self._range_parts = []

@@ -18,7 +18,12 @@ import pytest
 
 from hybrid_shuffle.errors import SchemaMismatchError
 from hybrid_shuffle.operators import HashJoin
-from hybrid_shuffle.shuffle.api import PartitionDescriptor, PartitionId, PollRequest
+from hybrid_shuffle.shuffle.api import (
+    PartitionDescriptor,
+    PartitionId,
+    PollRequest,
+    PollResponse,
+)
 from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
 from hybrid_shuffle.shuffle.partition_type import partition_type
 from hybrid_shuffle.shuffle.result_partition import ResultPartition
@@ -174,10 +179,10 @@ def test_planned_schemas_survive_open_and_the_end_of_input_is_idempotent() -> No
     assert_equals_pyarrow(pa.concat_tables(first), left, right, "left")
 
 
-def written_subpartitions(
-    tmp_path: Path, schema_on_empty: bool, tables: Sequence[pa.Table], n: int = 3
-) -> list[list[pa.Table]]:
-    """What each of ``n`` hash subpartitions holds after a writer emitted ``tables``."""
+def finished_subpartitions(
+    tmp_path: Path, tables: Sequence[pa.Table], n: int = 3
+) -> list[PollResponse]:
+    """The last poll of each of ``n`` hash subpartitions after a writer emitted ``tables``."""
     descriptor = PartitionDescriptor(
         PartitionId("job/right/0"),
         "job",
@@ -198,35 +203,28 @@ def written_subpartitions(
         5.0,
         threading.Event(),
     )
-    writer = ResultPartitionWriter(partition, 1 << 20, schema_on_empty=schema_on_empty)
+    writer = ResultPartitionWriter(partition, 1 << 20)
     for table in tables:
         writer.emit(table)
     writer.finish()
-    held = []
+    responses = []
     for sub in range(n):
         response = partition.poll(PollRequest(descriptor.partition_id, sub, 0, 0, 100, 0.01))
         assert response.end_of_partition
-        held.append([b.ref for b in response.buffers])
-    return held
+        responses.append(response)
+    return responses
 
 
-def test_a_writer_with_schema_on_empty_gives_every_empty_subpartition_the_schema(
+def test_every_subpartition_tells_its_readers_the_schema_without_an_empty_buffer(
     tmp_path: Path,
 ) -> None:
     right = right_table([3])  # one key: one subpartition gets it, the others nothing
-    held = written_subpartitions(tmp_path, True, [right.slice(0, 0), right])
-    assert sorted(sum(t.num_rows for t in tables) for tables in held) == [0, 0, 1]
-    empty = [tables for tables in held if not sum(t.num_rows for t in tables)]
-    for tables in empty:
-        assert [(t.num_rows, t.schema) for t in tables] == [(0, right.schema)]
-        # what the join makes of such a subpartition, with no planned schema at all
-        left = left_table(1_000)
-        events: list[Event] = [(RIGHT, t) for t in tables]
-        got = drive(HashJoin(["k"], "left", "j"), [*events, ("end", RIGHT), (LEFT, left)])
-        assert got.schema.names == ["k", "v", "w"] and got.column("w").null_count == 1_000
-
-
-def test_a_writer_by_default_writes_nothing_to_an_empty_subpartition(tmp_path: Path) -> None:
-    right = right_table([3])
-    held = written_subpartitions(tmp_path, False, [right.slice(0, 0), right])
-    assert sorted(len(tables) for tables in held) == [0, 0, 1]
+    responses = finished_subpartitions(tmp_path, [right.slice(0, 0), right])
+    assert sorted(len(r.buffers) for r in responses) == [0, 0, 1]  # no object for nothing
+    for response in responses:
+        assert response.schema == right.schema
+    # what the join makes of such a subpartition, with no planned schema at all
+    left = left_table(1_000)
+    events: list[Event] = [(RIGHT, right.schema.empty_table())]
+    got = drive(HashJoin(["k"], "left", "j"), [*events, ("end", RIGHT), (LEFT, left)])
+    assert got.schema.names == ["k", "v", "w"] and got.column("w").null_count == 1_000

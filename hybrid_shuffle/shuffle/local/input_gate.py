@@ -71,9 +71,9 @@ class PollingInputGate:
     channels: list[_Channel] = field(default_factory=list)
     boundaries: Any = None
     metrics: ReadMetrics = field(init=False)
-    #: the first zero-row table received (producers finish an empty subpartition with
-    #: one, to carry their schema); delivered only if the input had no row at all
-    empty: pa.Table | None = None
+    #: the first producer schema received with an end of partition; a zero-row table of
+    #: it is delivered only if the input had no row at all
+    schema: pa.Schema | None = None
 
     def __post_init__(self) -> None:
         self.channels = [_Channel(c) for c in self.spec.channels]
@@ -118,6 +118,8 @@ class PollingInputGate:
             return
         channel.cursor = response.next_cursor
         channel.done = response.end_of_partition
+        if self.schema is None:
+            self.schema = response.schema
         if response.buffers:
             self.received_from(producer)
 
@@ -234,6 +236,8 @@ def _read_handed_over(gate: PollingInputGate) -> Iterator[tuple[int, pa.Table | 
         wanted = [b for b in c.spec.buffers if gate.wants(b)]
         tables = _fetch(wanted, gate, c) if wanted else []
         c.done = True
+        if gate.schema is None:
+            gate.schema = c.spec.schema
         gate.metrics.producer_finished_at[producer] = c.spec.producer_finished_at
         if tables:
             gate.received_from(producer)
@@ -252,18 +256,15 @@ def _deliver(
         gate.metrics.rows += selected.num_rows
         if selected.num_rows:
             yield gate.spec.input_index, selected
-        elif gate.empty is None:
-            gate.empty = selected
 
 
 def _end(gate: PollingInputGate) -> Iterator[tuple[int, pa.Table | None]]:
-    """The end of an input; one that delivered no row first yields a zero-row table it
-    received, if any, so its consumer learns the columns (a left join's empty right
-    side whose schema the plan could not know).  Zero-row tables are never delivered
-    beside rows: a producer's empty output may have other types than its rows."""
-    if gate.metrics.rows == 0 and gate.empty is not None:
-        yield gate.spec.input_index, gate.empty
-    gate.empty = None
+    """The end of an input; one that delivered no row first yields a zero-row table of
+    a producer's schema, if one told it, so its consumer learns the columns (a left
+    join's empty right side whose schema the plan could not know).  Never beside
+    rows: a producer's empty output may have other types than another's rows."""
+    if gate.metrics.rows == 0 and gate.schema is not None:
+        yield gate.spec.input_index, gate.schema.empty_table()
     yield gate.spec.input_index, None
 
 

@@ -128,9 +128,7 @@ class ExecutorLocalShuffleEnvironment:
             )
             with self._lock:
                 self._partitions[descriptor.partition_id] = partition
-            writers.append(
-                ResultPartitionWriter(partition, self._context.buffer_size, schema_on_empty=True)
-            )
+            writers.append(ResultPartitionWriter(partition, self._context.buffer_size))
         return writers
 
     def create_input_gates(self, inputs: Sequence[InputGateDescriptor]) -> list[PollingInputGate]:
