@@ -165,3 +165,19 @@ def test_running_a_stream_after_its_session_closed_says_the_session_is_closed(
         stream.collect()
     with pytest.raises(hs.SessionClosedError):
         closed.job("later")
+
+
+@pytest.mark.parametrize("count", [0, -2])
+def test_a_partition_count_or_parallelism_below_one_in_code_is_a_plan_error(
+    session: hs.Session, count: int
+) -> None:
+    job = session.job("counts")
+    source = job.from_arrow(orders(10), name="src")
+    with pytest.raises(
+        hs.PlanError, match=rf"key_by: partitions: must be a positive integer, got {count}"
+    ):
+        source.key_by("customer", partitions=count)
+    with pytest.raises(hs.PlanError, match=r"join 'j': partitions: must be a positive"):
+        source.join(source, on="customer", partitions=count, name="j")
+    with pytest.raises(hs.PlanError, match=r"from_arrow 'again': parallelism: must be a positive"):
+        job.from_arrow(orders(10), name="again", parallelism=count)
