@@ -26,8 +26,9 @@ from __future__ import annotations
 import enum
 import logging
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from hybrid_shuffle.shuffle.api import (
     ConsumerDescriptor,
@@ -67,6 +68,8 @@ class PartitionTracker:
         self._partitions: dict[PartitionId, _Tracked] = {}
         #: (job, edge, producer subtask) -> partition
         self._by_edge: dict[tuple[str, str, int], PartitionId] = {}
+        #: (job, producer task) -> its partitions not yet marked produced
+        self._by_producer: dict[tuple[str, Hashable], list[PartitionId]] = defaultdict(list)
         #: (job, consumer task) -> the partitions it reads, once per channel
         self._reads: dict[tuple[str, Hashable], list[PartitionId]] = defaultdict(list)
 
@@ -78,20 +81,25 @@ class PartitionTracker:
         descriptor = self._master.register_partition_with_producer(partition, producer)
         pid = partition.partition_id
         self._partitions[pid] = _Tracked(descriptor, producer_task)
+        self._by_producer[(partition.job_id, producer_task)].append(pid)
         self._by_edge[(partition.job_id, partition.edge, partition.producer_subtask)] = pid
         return descriptor
 
     def descriptor(self, job_id: str, edge: str, producer_subtask: int) -> ShuffleDescriptor:
         return self._partitions[self._by_edge[(job_id, edge, producer_subtask)]].descriptor
 
-    def producer_finished(self, partition_id: PartitionId, handed: HandedOver | None) -> None:
-        """The producer of ``partition_id`` finished; ``handed`` is what it handed over."""
-        tracked = self._partitions.get(partition_id)
-        if tracked is None or tracked.state is TrackedState.RELEASED:
-            return
-        tracked.state = TrackedState.PRODUCED
-        if handed is not None and tracked.channels < tracked.descriptor.partition.readers:
-            tracked.handed_over = handed
+    def producer_finished(
+        self, job_id: str, producer_task: Hashable, handed: Mapping[PartitionId, HandedOver]
+    ) -> None:
+        """``producer_task`` finished; ``handed`` is what it handed over, per partition."""
+        for pid in self._by_producer.pop((job_id, producer_task), []):
+            tracked = self._partitions.get(pid)
+            if tracked is None or tracked.state is TrackedState.RELEASED:
+                continue
+            tracked.state = TrackedState.PRODUCED
+            ready = handed.get(pid)
+            if ready is not None and tracked.channels < tracked.descriptor.partition.readers:
+                tracked.handed_over = ready
 
     # -- consumers -------------------------------------------------------------------------
 
@@ -145,10 +153,10 @@ class PartitionTracker:
         self._release(
             [p for p, t in self._partitions.items() if t.descriptor.partition.job_id == job_id]
         )
-        for read in [k for k in self._reads if k[0] == job_id]:
-            del self._reads[read]
-        for edge in [k for k in self._by_edge if k[0] == job_id]:
-            del self._by_edge[edge]
+        indexes: tuple[dict[Any, Any], ...] = (self._reads, self._by_edge, self._by_producer)
+        for index in indexes:
+            for key in [k for k in index if k[0] == job_id]:
+                del index[key]
 
     def _release(self, partition_ids: list[PartitionId]) -> None:
         descriptors = []

@@ -144,11 +144,7 @@ class Scheduler:
         if report.state is TaskState.CANCELED:
             raise JobCancelledError(f"task '{info.name}' was cancelled")
         report.executor_index = info.executor
-        for pid, handed in report.ready_buffers.items():
-            self.tracker.producer_finished(pid, handed)
-        for descriptor in self.deployer.output_partitions(info.task):
-            if descriptor.partition_id not in report.ready_buffers:
-                self.tracker.producer_finished(descriptor.partition_id, None)
+        self.tracker.producer_finished(self.job_id, info.task, report.ready_buffers)
         report.ready_buffers = {}  # the job's reports must not pin its buffers
         self.tracker.consumer_finished(self.job_id, info.task)
         self.reports.append(report)

@@ -51,7 +51,7 @@ def test_handed_over_buffers_reach_later_consumers_and_are_dropped_once_all_have
     tracker = PartitionTracker(RecordingMaster())
     register(tracker, 0)
     handed = HandedOver([[BufferRef(0, "ref-a", 1, 8)], [BufferRef(0, "ref-b", 1, 8)]], None, 1.0)
-    tracker.producer_finished(PartitionId("j/e/0"), handed)
+    tracker.producer_finished("j", ("p", 0), {PartitionId("j/e/0"): handed})
     d = tracker.descriptor("j", "e", 0)
     first = tracker.channel(("c", 0), d, 0, 0, 0)
     second = tracker.channel(("c", 1), d, 0, 1, 0)
@@ -76,3 +76,12 @@ def test_held_by_names_the_partitions_an_executor_loss_would_take() -> None:
     register(tracker, 0, executor=0)
     register(tracker, 1, executor=1)
     assert tracker.held_by(1) == ["j/e/1"]
+
+
+def test_a_job_that_ended_early_leaves_nothing_in_the_tracker() -> None:
+    tracker = PartitionTracker(RecordingMaster())
+    register(tracker, 0)  # its producer never finished: the job failed
+    tracker.channel(("c", 0), tracker.descriptor("j", "e", 0), 0, 0, 0)
+    tracker.release_job("j")
+    assert tracker.partitions() == []
+    assert not tracker._by_edge and not tracker._by_producer and not tracker._reads
