@@ -37,7 +37,12 @@ def assert_no_leaks(session: hs.Session) -> None:
     assert session.partitions_occupying_local_resources() == {
         i: set() for i in range(session.slots)
     }
-    assert session.owned_objects() == {i: 0 for i in range(session.slots)}
+    # Ray counts references across processes by messages: after a failed job, a buffer
+    # ref that was in flight to a cancelled consumer is dropped by its owner a moment
+    # after the consumer let go; wait for that count to settle (bounded), then insist
+    none = {i: 0 for i in range(session.slots)}
+    wait_until(lambda: session.owned_objects() == none, 10.0, "executors' refs released")
+    assert session.owned_objects() == none
     assert spill_files(session) == []
 
 
