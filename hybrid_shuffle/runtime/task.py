@@ -26,7 +26,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from hybrid_shuffle.errors import JobCancelledError, SchemaMismatchError
+from hybrid_shuffle.errors import (
+    JobCancelledError,
+    PartitionNotFoundError,
+    ProducerFailedError,
+    SchemaMismatchError,
+)
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.runtime.failures import TaskFailure, describe_failure
 from hybrid_shuffle.shuffle.api import (
@@ -209,7 +214,7 @@ def run_task(
         for writer in writers:
             writer.fail(f"producer task '{deployment.name}' failed: {type(e).__name__}: {e}")
         report.finished_at = time.time()
-        if cancelled.is_set() and not isinstance(e, SchemaMismatchError) and _caused_by_cancel(e):
+        if cancelled.is_set() and _caused_by_cancel(e):
             report.state = TaskState.CANCELED
         else:
             report.state = TaskState.FAILED
@@ -221,8 +226,6 @@ def run_task(
 
 def _caused_by_cancel(error: BaseException) -> bool:
     """A task of a cancelled job that failed because of the cancellation (not on its own)."""
-    from hybrid_shuffle.errors import PartitionNotFoundError, ProducerFailedError
-
     return isinstance(error, (JobCancelledError, PartitionNotFoundError, ProducerFailedError))
 
 
