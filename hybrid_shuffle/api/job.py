@@ -144,10 +144,8 @@ class Job:
             reader=session.reader,
         )
         table, reports = executed.table, executed.reports
-        if table is None:
-            sink = plan.graph.vertices[plan.graph.sink].name
-            seen = [r.schema for r in reports if r.schema is not None and r.vertex == sink]
-            schema = seen[0] if seen else plan.output_schema
+        if table is None:  # the sink saw no table at all: only the plan knows the columns
+            schema = plan.output_schema
             table = schema.empty_table() if schema is not None else pa.table({})
         return JobResult(
             table,

@@ -181,3 +181,23 @@ def test_a_partition_count_or_parallelism_below_one_in_code_is_a_plan_error(
         source.join(source, on="customer", partitions=count, name="j")
     with pytest.raises(hs.PlanError, match=r"from_arrow 'again': parallelism: must be a positive"):
         job.from_arrow(orders(10), name="again", parallelism=count)
+
+
+@pytest.mark.parametrize("mode", ["pipelined", "blocking", "hybrid-selective", "hybrid-full"])
+def test_an_empty_result_keeps_the_columns_only_running_could_tell(
+    session: hs.Session, mode: str
+) -> None:
+    def add_column(table: pa.Table) -> pa.Table:  # unknown to the plan
+        return table.append_column("flag", pa.array([True] * table.num_rows))
+
+    job = session.job("empty-result")
+    result = (
+        job.from_arrow(orders(1_000), name="src")
+        .map_batches(add_column, name="add")
+        .rebalance(mode=mode, partitions=3)
+        .filter(lambda t: pa.array([False] * t.num_rows), name="none")
+        .to_arrow()
+    )
+    assert result.num_rows == 0
+    assert result.column_names == [*orders(1).column_names, "flag"]
+    assert_no_leaks(session)
