@@ -49,7 +49,7 @@ def engine_pipeline(session: hs.Session, orders: Any, customers: Any) -> hs.Stre
     job = session.job("tpch-revenue")
     o = job.from_spark(orders, name="orders")
     c = job.from_spark(customers, name="customers")
-    o = o.map_batches(_rename_custkey, name="rename")
+    o = o.rename({"o_custkey": "c_custkey"}, name="rename")
     revenue = (
         o.join(c, on="c_custkey", edge="by_custkey", name="join")
         .key_by("c_mktsegment", "c_nationkey", edge="by_group")
@@ -58,12 +58,6 @@ def engine_pipeline(session: hs.Session, orders: Any, customers: Any) -> hs.Stre
         )
     )
     return revenue.sort("o_totalprice_sum", descending=True, edge="to_sort", name="ranked")
-
-
-def _rename_custkey(batch: Any) -> Any:
-    return batch.rename_columns(
-        ["c_custkey" if n == "o_custkey" else n for n in batch.column_names]
-    )
 
 
 def spark_pipeline(orders: Any, customers: Any) -> Any:

@@ -35,9 +35,11 @@ from hybrid_shuffle.sizes import format_size, parse_size
 from hybrid_shuffle.spill_dirs import default_spill_dir
 
 __all__ = [
+    "AUTO",
     "MAX_CREDITS",
     "MAX_WAIT_TIMEOUT",
     "MIN_WAIT_TIMEOUT",
+    "AdaptiveConfig",
     "Config",
     "ConfigWarning",
     "EdgeConfig",
@@ -59,6 +61,10 @@ MIN_WAIT_TIMEOUT = 0.001
 MAX_WAIT_TIMEOUT = 86400.0
 
 
+#: ``partitions: auto``: the consumer's parallelism is decided when its producers finish
+AUTO = "auto"
+
+
 class ConfigWarning(UserWarning):
     """A setting that is valid but will not do what it seems to (e.g. ``edges:`` written
     for a job of another name)."""
@@ -67,7 +73,22 @@ class ConfigWarning(UserWarning):
 @dataclass(frozen=True)
 class EdgeConfig:
     mode: str | None = None
-    partitions: int | None = None
+    #: the consumer's parallelism, or ``"auto"`` (``AdaptiveConfig``)
+    partitions: int | str | None = None
+
+
+@dataclass(frozen=True)
+class AdaptiveConfig:
+    """``partitions: auto`` (Spark's AQE partition coalescing, Flink's adaptive batch
+    scheduler): a consumer whose inputs are all blocking gets
+    ``ceil(bytes its producers wrote / target_bytes)`` subtasks, clamped to
+    ``min_partitions..max_partitions`` and to the session's slots.  Producers write
+    ``max_partitions`` subpartitions of a hash or round-robin edge, and each consumer
+    reads a contiguous range of them."""
+
+    target_bytes: int = 64 * MiB
+    min_partitions: int = 1
+    max_partitions: int = 64
 
 
 @dataclass(frozen=True)
@@ -118,6 +139,7 @@ class Config:
     ray: RayConfig = field(default_factory=RayConfig)
     shuffle: ShuffleConfig = field(default_factory=ShuffleConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
+    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     edges: Mapping[str, EdgeConfig] = field(default_factory=lambda: types.MappingProxyType({}))
     #: job names already warned about (``check_job``): one warning per name and config
     _warned: set[str] = field(
@@ -173,7 +195,8 @@ class Config:
     def with_overrides(self, **changes: Any) -> Config:
         """A copy with ``changes``, validated as a loaded file is (a ``ConfigError`` names
         the key).  A section (``shuffle``, ``ray``, ``spark``) may be given whole, as its
-        dataclass, or in part, as a mapping of its keys; ``edges`` replaces all edges."""
+        dataclass, or in part, as a mapping of its keys (``adaptive`` too); ``edges``
+        replaces all edges."""
         unknown = sorted(set(changes) - set(_TOP))
         if unknown:
             raise ConfigError(
@@ -181,7 +204,7 @@ class Config:
             )
         raw = _as_raw(self)
         for key, value in changes.items():
-            if key in ("shuffle", "ray", "spark") and isinstance(value, Mapping):
+            if key in _SECTIONS and isinstance(value, Mapping):
                 raw[key] = {**raw[key], **value}
             elif key == "edges" and isinstance(value, Mapping):
                 raw[key] = {name: _edge_raw(entry) for name, entry in value.items()}
@@ -196,7 +219,9 @@ class Config:
 
 # -- validation ----------------------------------------------------------------------------
 
-_TOP = ("edges", "job", "parallelism", "ray", "shuffle", "slots", "spark")
+_TOP = ("adaptive", "edges", "job", "parallelism", "ray", "shuffle", "slots", "spark")
+_SECTIONS = ("adaptive", "ray", "shuffle", "spark")
+_ADAPTIVE = tuple(f.name for f in dataclasses.fields(AdaptiveConfig))
 _SHUFFLE = tuple(f.name for f in dataclasses.fields(ShuffleConfig))
 _RAY = tuple(f.name for f in dataclasses.fields(RayConfig))
 _SPARK = tuple(f.name for f in dataclasses.fields(SparkConfig))
@@ -319,6 +344,31 @@ def _spark(raw: Mapping[str, Any]) -> SparkConfig:
     return SparkConfig(**s)
 
 
+def _adaptive(raw: Mapping[str, Any]) -> AdaptiveConfig:
+    _check_keys(raw, _ADAPTIVE, "adaptive.")
+    s: dict[str, Any] = {}
+    if "target_bytes" in raw:
+        s["target_bytes"] = parse_size(raw["target_bytes"], "adaptive.target_bytes")
+    for key in ("min_partitions", "max_partitions"):
+        if key in raw:
+            s[key] = _positive_int(raw[key], f"adaptive.{key}")
+    config = AdaptiveConfig(**s)
+    if config.min_partitions > config.max_partitions:
+        raise ConfigError(
+            f"adaptive.min_partitions: {config.min_partitions} is above "
+            f"adaptive.max_partitions {config.max_partitions}; lower it or raise max_partitions"
+        )
+    return config
+
+
+def _partitions(value: Any, path: str) -> int | str:
+    if value == AUTO:
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{path}: must be a positive integer or auto, got {value!r}")
+    return value
+
+
 def _spark_value(value: Any) -> str:
     """Spark reads booleans as ``true``/``false``; YAML's ``true`` would become ``True``."""
     return str(value).lower() if isinstance(value, bool) else str(value)
@@ -335,7 +385,7 @@ def _edges(raw: Any) -> Mapping[str, EdgeConfig]:
         _check_keys(entry, _EDGE, f"{path}.")
         mode = _mode(entry["mode"], f"{path}.mode") if "mode" in entry else None
         partitions = (
-            _positive_int(entry["partitions"], f"{path}.partitions")
+            _partitions(entry["partitions"], f"{path}.partitions")
             if "partitions" in entry
             else None
         )
@@ -355,6 +405,9 @@ def _from_mapping(raw: Mapping[str, Any]) -> Config:
         ray=_ray(_mapping(raw.get("ray"), "ray", "{num_cpus: 2}")),
         shuffle=_shuffle(_mapping(raw.get("shuffle"), "shuffle", "{buffer_size: 4 MiB}")),
         spark=_spark(_mapping(raw.get("spark"), "spark", "{executors: 1}")),
+        adaptive=_adaptive(
+            _mapping(raw.get("adaptive"), "adaptive", "{target_bytes: 64 MiB, max_partitions: 64}")
+        ),
         edges=_edges(raw.get("edges")),
     )
 
@@ -383,6 +436,7 @@ def _as_raw(config: Config) -> dict[str, Any]:
         "ray": _section_raw(config.ray),
         "shuffle": _section_raw(config.shuffle),
         "spark": _section_raw(config.spark),
+        "adaptive": _section_raw(config.adaptive),
         "edges": {name: _edge_raw(entry) for name, entry in config.edges.items()},
     }
     if config.job is not None:

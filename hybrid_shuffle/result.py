@@ -22,6 +22,8 @@ class EdgeMetrics(PartitionVolume):
     name: str
     mode: str
     partitioner: str
+    #: the consumer subtasks that ran (for ``partitions: auto``, what was decided)
+    partitions: int = 0
     #: producer subtask -> when it finished writing (epoch seconds)
     producer_finished_at: dict[int, float] = field(default_factory=dict)
     #: consumer subtask -> producer subtask -> first buffer received from it
@@ -57,16 +59,19 @@ class JobResult:
         """One line per edge: mode, rows, bytes and spilled bytes."""
         return "\n".join(
             f"  edge {e.name:<20} {e.mode:<17} {e.rows:>11,} rows {e.bytes / 2**20:8.1f} MiB, "
-            f"spilled {e.spilled_bytes / 2**20:.1f} MiB"
+            f"{e.partitions} partitions, spilled {e.spilled_bytes / 2**20:.1f} MiB"
             for e in self.edges.values()
         )
 
 
 def edge_metrics(
-    reports: Sequence[TaskReport], modes: dict[str, tuple[str, str]]
+    reports: Sequence[TaskReport], modes: dict[str, tuple[str, str, int]]
 ) -> dict[str, EdgeMetrics]:
-    """Sum task reports per edge; ``modes`` maps edge name -> (mode, partitioner)."""
-    edges = {name: EdgeMetrics(name, mode, part) for name, (mode, part) in modes.items()}
+    """Sum task reports per edge; ``modes`` maps edge name -> (mode, partitioner,
+    consumer subtasks)."""
+    edges = {
+        name: EdgeMetrics(name, mode, part, partitions=n) for name, (mode, part, n) in modes.items()
+    }
     for report in reports:
         for w in report.writes:
             e = edges.get(w.edge)

@@ -18,7 +18,8 @@ from hybrid_shuffle.api._validate import positive_count
 from hybrid_shuffle.api.stream import Stream
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.base import Operator
-from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, Plan, plan_job, reachable
+from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
+from hybrid_shuffle.plan.planner import Plan, plan_job, reachable
 from hybrid_shuffle.result import JobResult, edge_metrics
 from hybrid_shuffle.runtime.execution import execute
 
@@ -95,7 +96,8 @@ class Job:
     def from_spark(self, df: Any, name: str = "spark", parallelism: int | None = None) -> Stream:
         """A source from a Spark DataFrame (see ``hybrid_shuffle.spark`` for the copies made).
 
-        ``parallelism`` defaults to the DataFrame's partition count.
+        ``parallelism`` defaults to the DataFrame's partition count.  Only the columns
+        the job reads are converted (column pruning: Spark selects them first).
         """
         parallelism = positive_count(parallelism, f"from_spark '{name}': parallelism")
         bridge = self.session.bridge
@@ -109,7 +111,9 @@ class Job:
             [],
             parallelism=parallelism,
             source_schema=schema,
-            load=lambda: bridge.to_arrow_refs(df, name, parallelism),
+            load=lambda columns: bridge.to_arrow_refs(
+                df if columns is None else df.select(*columns), name, parallelism
+            ),
         )
         return Stream(self, node)
 
@@ -130,7 +134,7 @@ class Job:
         plan = self.plan(stream)  # fails on a bad job before any lazy source is fetched
         lazy = [n for n in reachable(stream.node) if n.load is not None and n.source_splits is None]
         for node in lazy:
-            node.resolve()
+            node.resolve(plan.source_columns.get(node.id))
         sources_seconds = time.perf_counter() - started
         if lazy:  # the vertices must carry the fetched splits
             plan = self.plan(stream)

@@ -4,8 +4,10 @@ Each call adds a logical node; nothing runs until ``to_arrow()``,
 ``to_pandas()`` or ``collect()``.  Every exchange (``key_by``, ``sort``,
 ``join``, ``rebalance``, ``broadcast``) takes ``edge=`` (the name YAML refers
 to), ``mode=`` (YAML wins over it) and ``partitions=`` (the consumer's
-parallelism).  Operators with forward edges and equal parallelism are chained
-into one task by the planner.
+parallelism, or ``"auto"``: decided from the bytes its producers wrote, when
+every input of the consumer is blocking; see ``AdaptiveConfig``).  Operators
+with forward edges and equal parallelism are chained into one task by the
+planner.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pyarrow as pa
 
-from hybrid_shuffle.api._validate import positive_count
+from hybrid_shuffle.api._validate import partition_count
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators import (
     Filter,
@@ -27,11 +29,12 @@ from hybrid_shuffle.operators import (
     Identity,
     MapBatches,
     PartialAggregate,
+    Rename,
     Select,
     SortPartition,
 )
 from hybrid_shuffle.operators.base import Operator
-from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode
+from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
 from hybrid_shuffle.result import JobResult
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
@@ -114,7 +117,13 @@ class Stream:
         )
 
     def select(self, *columns: str, name: str | None = None) -> Stream:
+        """Keep only ``columns``, in this order."""
         return self._chain("select", name, lambda n: Select(list(columns), n))
+
+    def rename(self, mapping: Mapping[str, str], name: str | None = None) -> Stream:
+        """Rename columns, ``{"old": "new"}`` (Spark's ``withColumnRenamed``); the planner
+        sees through it when it prunes columns, which it cannot through ``map_batches``."""
+        return self._chain("rename", name, lambda n: Rename(mapping, n))
 
     # -- exchanges ------------------------------------------------------------------------
 
@@ -123,7 +132,7 @@ class Stream:
         *keys: str,
         edge: str | None = None,
         mode: str | None = None,
-        partitions: int | None = None,
+        partitions: int | str | None = None,
     ) -> KeyedStream:
         """Hash-partition by ``keys``; aggregate with ``.aggregate()``."""
         if not keys:
@@ -132,31 +141,37 @@ class Stream:
             Partitioner(PartitionerKind.HASH, tuple(keys)),
             edge,
             mode,
-            positive_count(partitions, "key_by: partitions"),
+            partition_count(partitions, "key_by: partitions"),
         )
         return KeyedStream(self, list(keys), spec)
 
     def rebalance(
-        self, edge: str | None = None, mode: str | None = None, partitions: int | None = None
+        self,
+        edge: str | None = None,
+        mode: str | None = None,
+        partitions: int | str | None = None,
     ) -> Stream:
         """Round-robin rows over ``partitions`` consumers (evens out skewed partitions)."""
         spec = ExchangeSpec(
             Partitioner(PartitionerKind.ROUND_ROBIN),
             edge,
             mode,
-            positive_count(partitions, "rebalance: partitions"),
+            partition_count(partitions, "rebalance: partitions"),
         )
         return self._exchange("rebalance", None, lambda n: Identity(n), [(self, spec)])
 
     def broadcast(
-        self, edge: str | None = None, mode: str | None = None, partitions: int | None = None
+        self,
+        edge: str | None = None,
+        mode: str | None = None,
+        partitions: int | str | None = None,
     ) -> Stream:
         """Send every row to every one of ``partitions`` consumers."""
         spec = ExchangeSpec(
             Partitioner(PartitionerKind.BROADCAST),
             edge,
             mode,
-            positive_count(partitions, "broadcast: partitions"),
+            partition_count(partitions, "broadcast: partitions"),
         )
         return self._exchange("broadcast", None, lambda n: Identity(n), [(self, spec)])
 
@@ -181,7 +196,7 @@ class Stream:
         how: str = "inner",
         edge: str | None = None,
         mode: str | None = None,
-        partitions: int | None = None,
+        partitions: int | str | None = None,
         name: str | None = None,
     ) -> Stream:
         """Hash join with ``other`` on ``on`` (``how``: inner or left).
@@ -197,7 +212,7 @@ class Stream:
         node_name = name or f"join_{next(self.job._ids)}"
         base = edge or node_name
         part = Partitioner(PartitionerKind.HASH, keys)
-        count = positive_count(partitions, f"join '{node_name}': partitions")
+        count = partition_count(partitions, f"join '{node_name}': partitions")
         left = ExchangeSpec(part, f"{base}.left", mode, count)
         right = ExchangeSpec(part, f"{base}.right", mode, count)
         return self._exchange(
@@ -213,7 +228,7 @@ class Stream:
         descending: bool = False,
         edge: str | None = None,
         mode: str | None = None,
-        partitions: int | None = None,
+        partitions: int | str | None = None,
         name: str | None = None,
     ) -> Stream:
         """Global sort: range-partition on the first key, then sort each partition.
@@ -225,7 +240,7 @@ class Stream:
         if not keys:
             raise PlanError("sort: name at least one column")
         part = Partitioner(PartitionerKind.RANGE, tuple(keys[:1]), descending)
-        spec = ExchangeSpec(part, edge, mode, positive_count(partitions, "sort: partitions"))
+        spec = ExchangeSpec(part, edge, mode, partition_count(partitions, "sort: partitions"))
         return self._exchange(
             "sort", name, lambda n: SortPartition(keys, descending, n), [(self, spec)]
         )

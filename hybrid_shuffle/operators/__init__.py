@@ -4,7 +4,7 @@ from hybrid_shuffle.operators.aggregate import HashAggregate, PartialAggregate
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.join import HashJoin
 from hybrid_shuffle.operators.sort import SortPartition
-from hybrid_shuffle.operators.stateless import Filter, Identity, MapBatches, Select
+from hybrid_shuffle.operators.stateless import Filter, Identity, MapBatches, Rename, Select
 
 __all__ = [
     "Filter",
@@ -14,6 +14,7 @@ __all__ = [
     "MapBatches",
     "Operator",
     "PartialAggregate",
+    "Rename",
     "Select",
     "SortPartition",
 ]

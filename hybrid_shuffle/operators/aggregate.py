@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hybrid_shuffle.errors import PlanError
-from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_columns, require_key_columns
 from hybrid_shuffle.operators.dense_aggregate import dense_aggregate
 
@@ -92,6 +92,11 @@ class _Aggregation:
                     f"aggregate '{name}': key column '{key}' has the name of an aggregate "
                     "output; rename the key column first (select or map_batches)"
                 )
+
+    @property
+    def columns(self) -> frozenset[str]:
+        """The input columns it reads: the keys and the aggregated columns."""
+        return frozenset([*self.keys, *(c for c, _ in self.outputs)])
 
     def check(self, schema: pa.Schema) -> None:
         """Raise a PlanError naming the column if the logical input cannot be aggregated."""
@@ -226,6 +231,10 @@ class HashAggregate(Operator):
         empty = self._agg.partial(schema.empty_table())
         return self._agg.results(self._agg.combine(empty)).schema
 
+    def input_columns(self, wanted: Columns) -> list[Columns]:
+        # the logical input (what a combiner in front of a final phase reads, too)
+        return [self._agg.columns]
+
 
 class PartialAggregate(Operator):
     """The map-side combiner of a ``HashAggregate(phase="final")``: emits partials.
@@ -296,3 +305,6 @@ class PartialAggregate(Operator):
             return None
         self._agg.check(schema)
         return self._agg.partial(schema.empty_table()).schema
+
+    def input_columns(self, wanted: Columns) -> list[Columns]:
+        return [self._agg.columns]

@@ -21,6 +21,12 @@ picklable before ``open()``; per-task state is created in ``open()``.
 ``output_schema`` lets the planner check column names and types before the job
 runs; it returns ``None`` when the schema cannot be known without running
 (``map_batches`` with a user function).
+
+``input_columns`` is what column pruning asks: given the columns wanted of the
+operator's output, which columns it needs of each input.  The answer may name
+more than the input has (it is intersected with each batch's columns), never
+fewer than the operator reads; ``None`` means every column, the only safe
+answer for a function the engine cannot look into.
 """
 
 from __future__ import annotations
@@ -30,7 +36,10 @@ from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
-__all__ = ["Operator"]
+__all__ = ["Columns", "Operator"]
+
+#: a set of column names, or ``None`` for every column (see ``Operator.input_columns``)
+Columns = frozenset[str] | None
 
 
 class Operator(ABC):
@@ -65,3 +74,8 @@ class Operator(ABC):
         lacks a column the operator needs or has the wrong type for it.
         """
         return None
+
+    def input_columns(self, wanted: Columns) -> list[Columns]:
+        """Per input, the columns needed to produce ``wanted`` of the output (see the module
+        docstring); the default, every column, suits any operator."""
+        return [None] * self.num_inputs

@@ -1,4 +1,4 @@
-"""The one column check every operator and the planner use.
+"""The column checks every operator and the planner use, and pruning's projection.
 
 A missing column or a key of a type that cannot be hashed or compared is a
 ``PlanError`` raised before anything runs (the planner calls these through
@@ -7,13 +7,13 @@ A missing column or a key of a type that cannot be hashed or compared is a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
 from hybrid_shuffle.errors import PlanError
 
-__all__ = ["require_columns", "require_key_columns"]
+__all__ = ["project", "require_columns", "require_key_columns"]
 
 
 def require_columns(schema: pa.Schema, columns: Iterable[str], what: str) -> None:
@@ -39,3 +39,12 @@ def require_key_columns(schema: pa.Schema, keys: Iterable[str], what: str) -> No
                 f"{what}: key column '{key}' is {key_type}, which cannot be hashed or "
                 "compared; key by scalar columns (flatten the struct or list first)"
             )
+
+
+def project(names: Sequence[str], keep: frozenset[str] | None) -> list[str] | None:
+    """The columns of ``names`` to keep, in their order; ``None`` when that is all of them
+    (so the caller can skip the copy-free but not free ``select``)."""
+    if keep is None:
+        return None
+    kept = [n for n in names if n in keep]
+    return None if len(kept) == len(names) else kept

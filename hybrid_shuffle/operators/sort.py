@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
-from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_key_columns
 
 __all__ = ["SortPartition"]
@@ -50,3 +50,6 @@ class SortPartition(Operator):
         if schema is not None:
             self._check(schema)
         return schema
+
+    def input_columns(self, wanted: Columns) -> list[Columns]:
+        return [None if wanted is None else wanted | frozenset(self.by)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hybrid_shuffle.errors import PlanError
-from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_columns
 
-__all__ = ["Filter", "Identity", "MapBatches", "Select"]
+__all__ = ["Filter", "Identity", "MapBatches", "Rename", "Select"]
 
 
 class MapBatches(Operator):
@@ -77,6 +77,60 @@ class Select(Operator):
         require_columns(schema, self.columns, f"select '{self.name}'")
         return pa.schema([schema.field(c) for c in self.columns])
 
+    def input_columns(self, wanted: Columns) -> list[Columns]:
+        return [frozenset(self.columns)]
+
+
+class Rename(Operator):
+    """Rename columns (``{old: new}``), as Spark's ``withColumnRenamed``; other columns
+    pass unchanged.  Unlike a ``map_batches`` doing the same, column pruning sees
+    through it."""
+
+    def __init__(self, mapping: Mapping[str, str], name: str) -> None:
+        if not mapping:
+            raise PlanError(f"rename '{name}': give at least one {{old: new}} pair")
+        targets = list(mapping.values())
+        if len(set(targets)) != len(targets):
+            raise PlanError(f"rename '{name}': two columns would get the same new name")
+        self.mapping = dict(mapping)
+        self.name = name
+
+    def _renamed(self, names: Sequence[str]) -> list[str]:
+        out = [self.mapping.get(n, n) for n in names]
+        if len(set(out)) != len(out):
+            clash = next(n for n in out if out.count(n) > 1)
+            raise PlanError(
+                f"rename '{self.name}': column '{clash}' would appear twice; rename or drop "
+                "the column that already has that name"
+            )
+        return out
+
+    def open(self) -> None:
+        self._checked: pa.Schema | None = None
+        self._names: list[str] = []
+
+    def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
+        if self._checked is not table.schema:
+            require_columns(table.schema, list(self.mapping), f"rename '{self.name}'")
+            self._names = self._renamed(table.column_names)
+            self._checked = table.schema
+        return (table.rename_columns(self._names),)
+
+    def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
+        schema = input_schemas[0]
+        if schema is None:
+            return None
+        require_columns(schema, list(self.mapping), f"rename '{self.name}'")
+        names = self._renamed(schema.names)
+        return pa.schema([f.with_name(n) for f, n in zip(schema, names, strict=True)])
+
+    def input_columns(self, wanted: Columns) -> list[Columns]:
+        if wanted is None:
+            return [None]
+        back = {new: old for old, new in self.mapping.items()}
+        # every renamed column stays needed: a missing one is an error the user must see
+        return [frozenset(back.get(c, c) for c in wanted) | frozenset(self.mapping)]
+
 
 class Identity(Operator):
     """Pass-through: the consumer of union, rebalance and broadcast exchanges."""
@@ -97,3 +151,6 @@ class Identity(Operator):
                     f"{schema}); select and cast them to the same columns first"
                 )
         return known[0] if len(known) == len(input_schemas) and known else None
+
+    def input_columns(self, wanted: Columns) -> list[Columns]:
+        return [wanted] * self.num_inputs

@@ -16,6 +16,7 @@ from hybrid_shuffle.shuffle.partition_type import Mode, ResultPartitionType
 from hybrid_shuffle.shuffle.routing import Partitioner
 
 __all__ = [
+    "AdaptiveParallelism",
     "EdgeName",
     "JobEdge",
     "JobGraph",
@@ -37,6 +38,28 @@ class ModeOrigin(enum.StrEnum):
 
 
 @dataclass
+class AdaptiveParallelism:
+    """A vertex whose parallelism is decided when its producers finish (``partitions:
+    auto``; see ``hybrid_shuffle.config.AdaptiveConfig`` for the rule)."""
+
+    target_bytes: int
+    min_partitions: int
+    max_partitions: int
+    #: the parallelism it runs with, once decided
+    decided: int | None = None
+    #: the bytes its producers wrote, that the decision was made from
+    input_bytes: int = 0
+
+    def decide(self, input_bytes: int, slots: int) -> int:
+        """``ceil(input_bytes / target_bytes)`` within the bounds and the slots."""
+        wanted = -(-input_bytes // self.target_bytes)
+        upper = max(min(self.max_partitions, slots), 1)
+        self.decided = max(min(wanted, upper), min(self.min_partitions, upper))
+        self.input_bytes = input_bytes
+        return self.decided
+
+
+@dataclass
 class JobVertex:
     """A chain of operators run as one task per subtask."""
 
@@ -48,10 +71,33 @@ class JobVertex:
     source_splits: list[list[object]] | None = None
     inputs: list[JobEdge] = field(default_factory=list)
     outputs: list[JobEdge] = field(default_factory=list)
+    #: set when the parallelism is decided at run time (until then ``parallelism`` is
+    #: the configured count, which the plan's slot check uses)
+    adaptive: AdaptiveParallelism | None = None
+    #: why a vertex that asked for ``partitions: auto`` runs with the configured count
+    adaptive_fallback: str | None = None
 
     @property
     def is_source(self) -> bool:
         return self.source_splits is not None
+
+    @property
+    def awaits_parallelism(self) -> bool:
+        """Adaptive, and not decided yet: its producers have not all finished."""
+        return self.adaptive is not None and self.adaptive.decided is None
+
+    def describe_parallelism(self) -> str:
+        """For explain: the count, and where an adaptive one stands."""
+        a = self.adaptive
+        if a is None:
+            fallback = f" (auto falls back: {self.adaptive_fallback})"
+            return f"{self.parallelism}{fallback if self.adaptive_fallback else ''}"
+        if a.decided is None:
+            return (
+                f"auto ({a.min_partitions}..{a.max_partitions}, one per "
+                f"{a.target_bytes / 2**20:g} MiB written)"
+            )
+        return f"{a.decided} (auto: {a.input_bytes / 2**20:.1f} MiB written)"
 
 
 @dataclass
@@ -70,6 +116,9 @@ class JobEdge:
     #: runs in each producer subtask on what it sends over this edge, before partitioning
     #: (Spark's map-side combine): a ``PartialAggregate`` in front of a final aggregate
     combiner: Operator | None = None
+    #: the columns the producer sends (column pruning; ``None``: all): the others are
+    #: dropped before the combiner and the partitioner
+    columns: frozenset[str] | None = None
 
     @property
     def mode(self) -> Mode:

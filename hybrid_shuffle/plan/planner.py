@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from hybrid_shuffle.config import Config
+from hybrid_shuffle.config import AUTO, Config
 from hybrid_shuffle.errors import ConfigError, PlanError
-from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.base import Columns
 from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.plan.graph import (
+    AdaptiveParallelism,
     EdgeName,
     JobEdge,
     JobGraph,
@@ -28,6 +28,8 @@ from hybrid_shuffle.plan.graph import (
     ModeOrigin,
     VertexId,
 )
+from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
+from hybrid_shuffle.plan.pruning import ColumnNeeds, prune_columns
 from hybrid_shuffle.plan.regions import (
     Region,
     TaskKey,
@@ -42,43 +44,6 @@ __all__ = ["ExchangeSpec", "LogicalNode", "Plan", "plan_job", "reachable"]
 
 
 @dataclass
-class ExchangeSpec:
-    """How a node reads one input across an exchange (absent: forward, chainable)."""
-
-    partitioner: Partitioner
-    edge: str | None = None
-    mode: str | None = None
-    partitions: int | None = None
-    #: the producer-side combiner of this exchange (see ``JobEdge.combiner``)
-    combiner: Operator | None = None
-
-
-@dataclass(eq=False)
-class LogicalNode:
-    id: int
-    name: str
-    operator: Operator | None
-    inputs: list[tuple[LogicalNode, ExchangeSpec | None]] = field(default_factory=list)
-    #: set for sources and fixed by the user; resolved by the planner otherwise
-    parallelism: int | None = None
-    source_splits: list[list[Any]] | None = None
-    source_schema: pa.Schema | None = None
-    #: sources whose data is fetched only when the job runs (from_spark): returns all refs
-    load: Callable[[], list[Any]] | None = None
-
-    @property
-    def is_source(self) -> bool:
-        return self.source_splits is not None or self.load is not None
-
-    def resolve(self) -> None:
-        """Fetch a lazy source's data and deal its refs to the subtasks."""
-        if self.load is not None and self.source_splits is None:
-            assert self.parallelism is not None
-            refs = self.load()
-            self.source_splits = [refs[i :: self.parallelism] for i in range(self.parallelism)]
-
-
-@dataclass
 class Plan:
     graph: JobGraph
     regions: list[Region]
@@ -88,14 +53,21 @@ class Plan:
     config: Config
     #: the job's output schema when it can be known without running, else None
     output_schema: pa.Schema | None = None
+    #: logical source node id -> the columns its consumers read (``None``: all)
+    source_columns: dict[int, Columns] = field(default_factory=dict)
 
     @property
     def slots_needed(self) -> int:
         return max((r.slots for r in self.regions), default=0)
 
-    def edge_modes(self) -> dict[str, tuple[str, str]]:
-        """Edge name -> (effective mode, partitioner description)."""
-        return {e.name: (e.mode, e.partitioner.describe()) for e in self.graph.edges}
+    def edge_modes(self) -> dict[str, tuple[str, str, int]]:
+        """Edge name -> (effective mode, partitioner description, consumer subtasks: the
+        decided count of an adaptive consumer once the job ran)."""
+        g = self.graph
+        return {
+            e.name: (e.mode, e.partitioner.describe(), g.vertices[e.target].parallelism)
+            for e in g.edges
+        }
 
     def region_of(self, task: TaskKey) -> Region:
         for region in self.regions:
@@ -114,8 +86,8 @@ class Plan:
             v = g.vertices[vid]
             ops = " -> ".join(op.name for op in v.operators) or "(source)"
             lines.append(
-                f"  {v.name:<24} parallelism {v.parallelism:<3} region {self.vertex_region[vid]:<4}"
-                f" ops: {ops}"
+                f"  {v.name:<24} parallelism {v.describe_parallelism():<3} "
+                f"region {self.vertex_region[vid]:<4} ops: {ops}"
             )
         lines.append("edges:")
         for e in g.edges:
@@ -126,23 +98,31 @@ class Plan:
                 else f"{self.vertex_region[e.source]}->{self.vertex_region[e.target]}"
             )
             combine = f" after {e.combiner.name}" if e.combiner is not None else ""
+            if e.columns is not None:
+                combine += f", keeps columns {', '.join(sorted(e.columns))}"
             lines.append(
                 f"  {e.name:<20} {src.name} -> {dst.name}: {e.partitioner.describe()}{combine}, "
-                f"mode {e.mode} ({e.mode_origin}), partitions {dst.parallelism}, region {region}"
+                f"mode {e.mode} ({e.mode_origin}), partitions {_partitions(dst)}, region {region}"
             )
         return "\n".join(lines)
+
+
+def _partitions(consumer: JobVertex) -> str:
+    return "auto" if consumer.awaits_parallelism else str(consumer.parallelism)
 
 
 def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Plan:
     nodes = reachable(sink)
     overrides = config.edges_for(job_name)
-    _resolve_parallelism(nodes, config, overrides)
+    auto = _resolve_parallelism(nodes, config, overrides)
     schemas = _check_schemas(nodes)
-    graph = _build_graph(job_name, nodes, sink, config, overrides)
+    needs = prune_columns(nodes, sink, schemas)
+    graph = _build_graph(job_name, nodes, sink, config, overrides, needs, auto)
     config.check_job(job_name, [e.name for e in graph.edges])
     regions = pipelined_regions(graph)
     vertex_region = vertex_regions(graph)
-    plan = Plan(graph, regions, vertex_region, slots, config, schemas[sink.id])
+    sources = {n.id: needs.outputs.get(n.id) for n in nodes if n.is_source}
+    plan = Plan(graph, regions, vertex_region, slots, config, schemas[sink.id], sources)
     check_slots(regions, vertex_region, graph, slots)
     return plan
 
@@ -159,15 +139,18 @@ def reachable(sink: LogicalNode) -> list[LogicalNode]:
     return [seen[i] for i in sorted(seen)]  # ids grow as the API builds: inputs come first
 
 
-def _edge_partitions(spec: ExchangeSpec, overrides: Any) -> int | None:
+def _edge_partitions(spec: ExchangeSpec, overrides: Any) -> int | str | None:
     if spec.edge is not None and spec.edge in overrides:
         override = overrides[spec.edge].partitions
         if override is not None:
-            return int(override)
+            return override  # type: ignore[no-any-return]
     return spec.partitions
 
 
-def _resolve_parallelism(nodes: list[LogicalNode], config: Config, overrides: Any) -> None:
+def _resolve_parallelism(nodes: list[LogicalNode], config: Config, overrides: Any) -> set[int]:
+    """Every node's parallelism; returns the ids of the nodes whose exchanges ask for
+    ``auto`` (planned with the configured count, decided at run time if they can be)."""
+    auto: set[int] = set()
     for node in nodes:
         if node.parallelism is not None and node.is_source:
             continue
@@ -180,13 +163,41 @@ def _resolve_parallelism(nodes: list[LogicalNode], config: Config, overrides: An
             if len(wanted) > 1:
                 raise PlanError(
                     f"'{node.name}': its input edges ask for different partition counts "
-                    f"{sorted(wanted)}; give them the same 'partitions'"
+                    f"{sorted(map(str, wanted))}; give them the same 'partitions'"
                 )
-            node.parallelism = wanted.pop() if wanted else node.parallelism or config.parallelism
+            count = wanted.pop() if wanted else None
+            if count == AUTO:
+                auto.add(node.id)
+                count = None
+            node.parallelism = int(count or node.parallelism or config.parallelism)
         elif forwarded:
             node.parallelism = max(p for p in forwarded if p is not None)
         if node.parallelism is None or node.parallelism < 1:
             raise PlanError(f"'{node.name}': parallelism must be a positive integer")
+    return auto
+
+
+def _make_adaptive(vertex: JobVertex, config: Config) -> None:
+    """Decide at run time, or say why not (``adaptive_fallback``): only a vertex that
+    starts after every producer finished (blocking inputs) can count their bytes, and
+    only one whose subtasks are interchangeable (all-to-all, non-broadcast inputs; no
+    forward output pinning subtask i to a consumer's i) can change how many it has."""
+    for edge in vertex.inputs:
+        if not edge.partition_type.is_blocking():
+            vertex.adaptive_fallback = (
+                f"edge '{edge.name}' is {edge.mode}, so its consumer starts before the bytes "
+                "are known; make it blocking"
+            )
+            return
+        if edge.partitioner.kind in (PartitionerKind.BROADCAST, PartitionerKind.FORWARD):
+            vertex.adaptive_fallback = f"edge '{edge.name}' is a {edge.partitioner.kind} edge"
+            return
+    for edge in vertex.outputs:
+        if not edge.partitioner.is_all_to_all():
+            vertex.adaptive_fallback = f"its output '{edge.name}' is a forward edge"
+            return
+    a = config.adaptive
+    vertex.adaptive = AdaptiveParallelism(a.target_bytes, a.min_partitions, a.max_partitions)
 
 
 def _check_schemas(nodes: list[LogicalNode]) -> dict[int, pa.Schema | None]:
@@ -213,6 +224,8 @@ def _build_graph(
     sink: LogicalNode,
     config: Config,
     overrides: Any,
+    needs: ColumnNeeds,
+    auto: set[int],
 ) -> JobGraph:
     consumers: dict[int, int] = defaultdict(int)
     for node in nodes:
@@ -266,10 +279,13 @@ def _build_graph(
                 partition_type(mode),
                 origin,
                 spec.combiner,
+                needs.inputs.get((node.id, input_index)),
             )
             edges.append(edge)
             producer.outputs.append(edge)
             vertex.inputs.append(edge)
+    for node_id in auto:
+        _make_adaptive(vertex_of[node_id], config)
     names = [e.name for e in edges]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:

@@ -18,6 +18,7 @@ from hybrid_shuffle.plan.regions import TaskKey
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.task import TaskDeployment
 from hybrid_shuffle.shuffle.api import (
+    ConsumerDescriptor,
     InputGateDescriptor,
     PartitionDescriptor,
     PartitionId,
@@ -26,7 +27,7 @@ from hybrid_shuffle.shuffle.api import (
 from hybrid_shuffle.shuffle.partition_type import partition_type
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
-__all__ = ["RESULT_EDGE", "Deployer", "producers_of"]
+__all__ = ["RESULT_EDGE", "Deployer", "producers_of", "subpartitions_of"]
 
 RESULT_EDGE = "result"
 
@@ -37,6 +38,13 @@ def producers_of(graph: JobGraph, edge: JobEdge, consumer: int) -> list[TaskKey]
     if edge.partitioner.is_all_to_all():
         return [(producer.id, i) for i in range(producer.parallelism)]
     return [(producer.id, consumer)]
+
+
+def subpartitions_of(consumer: int, consumers: int, subpartitions: int) -> range:
+    """The subpartitions consumer ``consumer`` of ``consumers`` reads: its own one, or a
+    contiguous share when producers wrote more (for an adaptive consumer, as Flink's
+    adaptive batch scheduler assigns subpartition ranges)."""
+    return range(consumer * subpartitions // consumers, (consumer + 1) * subpartitions // consumers)
 
 
 class Deployer:
@@ -78,7 +86,14 @@ class Deployer:
         )
 
     def _partition(self, edge: JobEdge, subtask: int) -> PartitionDescriptor:
-        consumers = self.graph.vertices[edge.target].parallelism
+        target = self.graph.vertices[edge.target]
+        # an adaptive consumer's count is not known yet: write (or admit readers) for the
+        # most it can have; each consumer then reads a range of subpartitions
+        consumers = (
+            target.adaptive.max_partitions
+            if target.adaptive is not None and target.awaits_parallelism
+            else target.parallelism
+        )
         shared = edge.partitioner.shares_one_subpartition()
         forward = not edge.partitioner.is_all_to_all()
         return PartitionDescriptor(
@@ -101,9 +116,11 @@ class Deployer:
             self.tracker.descriptor(self.job_id, e.name, subtask).partition for e in vertex.outputs
         ]
         combiners = [e.combiner for e in vertex.outputs]
+        columns = [e.columns for e in vertex.outputs]
         if vid == self.graph.sink:
             outputs.append(self.tracker.descriptor(self.job_id, RESULT_EDGE, subtask).partition)
             combiners.append(None)
+            columns.append(None)
         return TaskDeployment(
             job_id=self.job_id,
             vertex=vertex.name,
@@ -112,6 +129,7 @@ class Deployer:
             gates=gates,
             outputs=outputs,
             combiners=combiners,
+            columns=columns,
             source_refs=None if vertex.source_splits is None else vertex.source_splits[subtask],
             buffer_size=self.buffer_size,
             wait_timeout=self.wait_timeout,
@@ -119,17 +137,20 @@ class Deployer:
 
     def gate(self, consumer_task: Hashable, edge: JobEdge, consumer: int) -> InputGateDescriptor:
         shared = edge.partitioner.shares_one_subpartition()
-        channels = []
+        consumers = self.graph.vertices[edge.target].parallelism
+        channels: list[ConsumerDescriptor] = []
         for _, producer in producers_of(self.graph, edge, consumer):
             descriptor = self.tracker.descriptor(self.job_id, edge.name, producer)
             if shared:
-                subpartition, reader = 0, consumer
+                reads = [(0, consumer)]
             elif edge.partitioner.is_all_to_all():
-                subpartition, reader = consumer, 0
+                n = descriptor.partition.num_subpartitions
+                reads = [(sub, 0) for sub in subpartitions_of(consumer, consumers, n)]
             else:
-                subpartition, reader = 0, 0
-            channels.append(
+                reads = [(0, 0)]
+            channels.extend(
                 self.tracker.channel(consumer_task, descriptor, producer, subpartition, reader)
+                for subpartition, reader in reads
             )
         range_read = None
         if edge.partitioner.kind is PartitionerKind.RANGE:

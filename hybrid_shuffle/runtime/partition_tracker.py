@@ -56,6 +56,9 @@ class _Tracked:
     descriptor: ShuffleDescriptor
     producer: Hashable
     state: TrackedState = TrackedState.REGISTERED
+    #: the channels that will read it (the descriptor's count, unless an adaptive
+    #: consumer turned out to have fewer: ``readers_decided``)
+    readers: int = 0
     channels: int = 0
     readers_done: int = 0
     handed_over: HandedOver | None = None
@@ -80,7 +83,7 @@ class PartitionTracker:
     ) -> ShuffleDescriptor:
         descriptor = self._master.register_partition_with_producer(partition, producer)
         pid = partition.partition_id
-        self._partitions[pid] = _Tracked(descriptor, producer_task)
+        self._partitions[pid] = _Tracked(descriptor, producer_task, readers=partition.readers)
         self._by_producer[(partition.job_id, producer_task)].append(pid)
         self._by_edge[(partition.job_id, partition.edge, partition.producer_subtask)] = pid
         return descriptor
@@ -98,7 +101,7 @@ class PartitionTracker:
                 continue
             tracked.state = TrackedState.PRODUCED
             ready = handed.get(pid)
-            if ready is not None and tracked.channels < tracked.descriptor.partition.readers:
+            if ready is not None and tracked.channels < tracked.readers:
                 tracked.handed_over = ready
 
     # -- consumers -------------------------------------------------------------------------
@@ -119,7 +122,7 @@ class PartitionTracker:
         tracked.consumers.add(consumer_task)
         self._reads[(partition.job_id, consumer_task)].append(partition.partition_id)
         handed = tracked.handed_over
-        if tracked.channels >= partition.readers:
+        if tracked.channels >= tracked.readers:
             tracked.handed_over = None  # every reader has its channel now
         if handed is None:
             return ConsumerDescriptor(descriptor, producer_subtask, subpartition, reader)
@@ -134,6 +137,14 @@ class PartitionTracker:
             handed.schema,
         )
 
+    def readers_decided(self, job_id: str, edge: str, readers: int) -> None:
+        """The partitions of ``edge`` will have ``readers`` channels: its adaptive consumer
+        decided its parallelism (a range edge has one reader per consumer subtask)."""
+        for (job, name, _), pid in self._by_edge.items():
+            tracked = self._partitions.get(pid)
+            if job == job_id and name == edge and tracked is not None:
+                tracked.readers = readers
+
     def consumer_finished(self, job_id: str, consumer_task: Hashable) -> None:
         """Release what ``consumer_task`` read that no other consumer still reads."""
         done = []
@@ -142,7 +153,7 @@ class PartitionTracker:
             if tracked is None or tracked.state is TrackedState.RELEASED:
                 continue
             tracked.readers_done += 1
-            if tracked.readers_done >= tracked.descriptor.partition.readers:
+            if tracked.readers_done >= tracked.readers:
                 done.append(pid)
         self._release(done)
 

@@ -7,6 +7,11 @@ finished.  Hybrid inputs add no condition.  Deploying in that order is what
 makes scarce slots safe: a task waiting for data only ever waits for producers
 that are already running, never for one that needs its slot.
 
+An adaptive vertex (``partitions: auto``) gets its parallelism when its region
+comes up and all its producers have finished: from the bytes their reports say
+they wrote (``AdaptiveParallelism.decide``, at most the session's slots).  The
+regions not yet deployed are then computed again, with the new subtask count.
+
 The loop is plain state; its collaborators are injected: the ``Deployer``
 builds descriptors, the ``PartitionTracker`` owns partitions and their release,
 the ``SlotAllocation`` the slots, and the ``TaskTransport`` is the only way to
@@ -29,8 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hybrid_shuffle.errors import JobCancelledError, WaitTimeoutError
+from hybrid_shuffle.plan.graph import JobVertex
 from hybrid_shuffle.plan.planner import Plan
-from hybrid_shuffle.plan.regions import Region, TaskKey
+from hybrid_shuffle.plan.regions import Region, TaskKey, pipelined_regions
 from hybrid_shuffle.runtime.deployment import Deployer, producers_of
 from hybrid_shuffle.runtime.failures import root_cause, to_error
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
@@ -77,6 +83,8 @@ class Scheduler:
         self.finished: set[TaskKey] = set()
         self.reports: list[TaskReport] = []
         self._running: dict[TaskRef, _Running] = {}
+        self._deployed: set[TaskKey] = set()
+        self._pending: list[Region] = []
 
     def run(self) -> list[TaskReport]:
         """Run every region to its end; raises the root cause if a task failed."""
@@ -92,18 +100,34 @@ class Scheduler:
         return self.reports
 
     def _schedule(self) -> None:
-        pending: list[Region] = list(self.plan.regions)
-        while pending or self._running:
-            while pending and self._can_deploy(pending[0]):
-                self._deploy(pending.pop(0))
+        self._pending = list(self.plan.regions)
+        while self._pending or self._running:
+            while self._pending:
+                if self._adapted(self._pending[0]):
+                    continue  # the regions were computed again: look at the first one anew
+                if not self._can_deploy(self._pending[0]):
+                    break
+                self._deploy(self._pending.pop(0))
             if not self._running:
                 raise WaitTimeoutError(  # cannot happen with a valid plan; never hang on it
-                    f"job '{self.graph.job_name}': region {pending[0].id} can never deploy"
+                    f"job '{self.graph.job_name}': region {self._pending[0].id} can never deploy"
                 )
             for ref in self.transport.wait(list(self._running), _SLICE):
                 self._finished(ref)
 
+    def _adapted(self, region: Region) -> bool:
+        """Whether ``region``'s adaptive vertices just got their parallelism (they get it
+        once their producers all finished)."""
+        undecided = {vid for vid, _ in region.tasks if self.graph.vertices[vid].awaits_parallelism}
+        vertices = [self.graph.vertices[vid] for vid in sorted(undecided)]
+        if not vertices or not all(self._inputs_finished(v) for v in vertices):
+            return False
+        self._decide(vertices)
+        return True
+
     def _can_deploy(self, region: Region) -> bool:
+        if any(self.graph.vertices[vid].awaits_parallelism for vid, _ in region.tasks):
+            return False
         if region.slots > self.slots.free:
             return False
         for vid, subtask in region.tasks:
@@ -113,6 +137,35 @@ class Scheduler:
                 if any(p not in self.finished for p in producers_of(self.graph, edge, subtask)):
                     return False
         return True
+
+    def _inputs_finished(self, vertex: JobVertex) -> bool:
+        return all(
+            p in self.finished
+            for edge in vertex.inputs
+            for p in producers_of(self.graph, edge, 0)  # all-to-all: every producer
+        )
+
+    def _decide(self, vertices: list[JobVertex]) -> None:
+        """Give adaptive ``vertices`` their parallelism, then recompute the regions that
+        have not deployed (see the module docstring)."""
+        for vertex in vertices:
+            assert vertex.adaptive is not None
+            edges = {e.name for e in vertex.inputs}
+            written = sum(w.bytes for r in self.reports for w in r.writes if w.edge in edges)
+            vertex.parallelism = vertex.adaptive.decide(written, len(self.executors))
+            for edge in vertex.inputs:
+                if edge.partitioner.shares_one_subpartition():
+                    self.tracker.readers_decided(self.job_id, edge.name, vertex.parallelism)
+            log.info(
+                "job %s: '%s' runs %d subtasks (%d bytes in)",
+                self.job_id,
+                vertex.name,
+                vertex.parallelism,
+                written,
+            )
+        regions = pipelined_regions(self.graph)
+        self.plan.regions = regions
+        self._pending = [r for r in regions if not any(t in self._deployed for t in r.tasks)]
 
     def _deploy(self, region: Region) -> None:
         slots = self.slots.acquire(region.slots)
@@ -132,6 +185,7 @@ class Scheduler:
             deployment = self.deployer.deployment(task)
             ref = self.transport.submit(self.executors[executor], deployment)
             self._running[ref] = _Running(task, executor, deployment.name)
+            self._deployed.add(task)
             self.slots.task_started(executor)
         log.debug("job %s: deployed region %d on slots %s", self.job_id, region.id, slots)
 

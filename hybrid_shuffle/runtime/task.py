@@ -32,7 +32,8 @@ from hybrid_shuffle.errors import (
     ProducerFailedError,
     SchemaMismatchError,
 )
-from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.base import Columns, Operator
+from hybrid_shuffle.operators.columns import project
 from hybrid_shuffle.runtime.failures import TaskFailure, describe_failure
 from hybrid_shuffle.shuffle.api import (
     HandedOver,
@@ -67,6 +68,9 @@ class TaskDeployment:
     outputs: list[PartitionDescriptor]
     #: per output, the operator its rows pass through before partitioning (or None)
     combiners: list[Operator | None] = field(default_factory=list)
+    #: per output, the columns it carries (column pruning; None: all), kept before the
+    #: combiner
+    columns: list[Columns] = field(default_factory=list)
     #: source tasks: the ObjectRefs of this subtask's split
     source_refs: list[Any] | None = None
     buffer_size: int = 4 << 20
@@ -111,11 +115,13 @@ class _Chain:
         operators: Sequence[Operator],
         writers: Sequence[ResultPartitionWriter],
         combiners: Sequence[Operator | None],
+        columns: Sequence[Columns] = (),
     ):
         self.vertex = vertex
         self.operators = list(operators)
         self.writers = list(writers)
         self.combiners = list(combiners) or [None] * len(self.writers)
+        self.columns = list(columns) or [None] * len(self.writers)
         self.rows_out = 0
         self.schema: pa.Schema | None = None
         #: (operator level, input index) -> the schema of the first batch it received
@@ -141,11 +147,14 @@ class _Chain:
             if level == len(self.operators):
                 self.schema = self.schema or table.schema
                 self.rows_out += table.num_rows
-                for writer, combiner in zip(self.writers, self.combiners, strict=True):
+                outputs = zip(self.writers, self.combiners, self.columns, strict=True)
+                for writer, combiner, keep in outputs:
+                    kept = project(table.column_names, keep)
+                    sent = table if kept is None else table.select(kept)
                     if combiner is None:
-                        writer.emit(table)
+                        writer.emit(sent)
                     else:
-                        for combined in combiner.process(table, 0):
+                        for combined in combiner.process(sent, 0):
                             writer.emit(combined)
             else:
                 self.push(level + 1, self.operators[level].process(table, 0))
@@ -239,7 +248,13 @@ def _run(
     report: TaskReport,
 ) -> None:
     cpu_started = time.thread_time()
-    chain = _Chain(deployment.vertex, deployment.operators, writers, deployment.combiners)
+    chain = _Chain(
+        deployment.vertex,
+        deployment.operators,
+        writers,
+        deployment.combiners,
+        deployment.columns,
+    )
     for op in [*deployment.operators, *(c for c in deployment.combiners if c is not None)]:
         op.open()
     if deployment.source_refs is not None:

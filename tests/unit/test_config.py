@@ -75,8 +75,8 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     (
         "unknown-top-level-key",
         {"shufle": {}},
-        "shufle: unknown key (did you mean 'shuffle'?); allowed keys are: edges, job, "
-        "parallelism, ray, shuffle, slots, spark",
+        "shufle: unknown key (did you mean 'shuffle'?); allowed keys are: adaptive, edges, "
+        "job, parallelism, ray, shuffle, slots, spark",
     ),
     (
         "unknown-nested-key",
@@ -132,7 +132,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     (
         "zero-partitions",
         {"edges": {"to_sort": {"partitions": 0}}},
-        "edges.to_sort.partitions: must be a positive integer, got 0",
+        "edges.to_sort.partitions: must be a positive integer or auto, got 0",
     ),
     (
         "buffer-larger-than-budget",
@@ -424,7 +424,7 @@ def test_overrides_are_validated_like_the_file() -> None:
         config.with_overrides(edges={"e": EdgeConfig("fast")})
     with pytest.raises(ConfigError, match=r"^shuffle\.buffer_size: 64 MiB is larger than"):
         config.with_overrides(shuffle={"buffer_size": "64 MiB", "memory_budget": "16 MiB"})
-    with pytest.raises(ConfigError, match=r"^paralelism: unknown key; allowed keys are: edges"):
+    with pytest.raises(ConfigError, match=r"^paralelism: unknown key; allowed keys are: adaptive, edges"):
         config.with_overrides(paralelism=3)
 
 

@@ -168,14 +168,15 @@ def test_inner_join_with_an_empty_right_side_gives_no_rows_but_the_joined_column
     assert_equals_pyarrow(got, left, right, "inner")
 
 
-def test_planned_schemas_survive_open_and_the_end_of_input_is_idempotent() -> None:
+def test_planned_schemas_survive_open_and_the_ends_of_input_are_idempotent() -> None:
     left, right = left_table(100), right_table([])
     op = planned("left", left, right)
     op.open()
     assert op.planned_schemas == (left.schema, right.schema)
     assert list(op.end_input(RIGHT)) == []
-    first = list(op.process(left, LEFT))
-    assert list(op.end_input(RIGHT)) == [] and list(op.finish()) == []
+    first = [*op.process(left, LEFT), *op.end_input(LEFT)]
+    assert list(op.end_input(RIGHT)) == [] and list(op.end_input(LEFT)) == []
+    assert list(op.finish()) == []
     assert_equals_pyarrow(pa.concat_tables(first), left, right, "left")
 
 
