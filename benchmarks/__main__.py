@@ -1,11 +1,26 @@
 """Run every system on the same seeded data in one process and print ratios.
 
-    python -m benchmarks                      # default sizes, finishes in minutes on 2 cores
+    python -m benchmarks                      # default sizes, finishes in ~10 minutes on 2 cores
     python -m benchmarks --rows 2e6,1e7 --runs 3 --workloads agg,repartition,modes
+    python -m benchmarks --workloads mainjob --scales 0.1,1,5,20 --name main-job
 
-Writes ``benchmarks/results/<name>.json`` and ``<name>.png``.  Not part of the
-test suite: absolute times drift on a shared machine, the ratios printed here
-(each system against the best engine mode, same run, same data) are the claim.
+Workloads (``--workloads``, comma-separated; default all five):
+
+* ``agg``, ``repartition``: workloads 1 and 2 at ``--rows`` x ``--distributions``,
+  the engine (``--engine-modes``) against Ray Data, Spark and the bounds;
+* ``modes``: workload 3, a 3-stage job in all four engine modes, ample and scarce slots;
+* ``spark``: Spark as a peer in 1 and 2, and Spark in / Spark out against RayDP's own
+  conversions, in the shared session (Spark: 1 executor, 1 core);
+* ``mainjob``: workload 4, the main job (``examples/main_job.py``) against plain PySpark
+  at ``--scales`` (TPC-H-like scale factors; 1.0 = 1.65M input rows), in its own session
+  from ``configs/main.yaml`` with Spark on one executor of both cores; see
+  ``benchmarks/mainjob.py``.  The default scales (0.1,1,5) fit the default run's time;
+  the issue-level run is ``--scales 0.1,1,5,20``.
+
+Writes ``benchmarks/results/<name>.json`` (workload 4's per-scale table under
+``main_job``) and ``<name>.png``.  Not part of the test suite: absolute times
+drift on a shared machine, the ratios printed here (each system against the
+best engine mode, same run, same data) are the claim.
 """
 
 from __future__ import annotations
@@ -22,24 +37,49 @@ import pyarrow as pa
 import ray
 
 import hybrid_shuffle as hs
-from benchmarks import systems
+from benchmarks import mainjob, systems
 from benchmarks.data import blocks, make_table
 from benchmarks.harness import Measurement, measure
 from benchmarks.report import print_table, ratios, write_chart
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENGINE_MODES = ["pipelined", "blocking", "hybrid-selective", "hybrid-full"]
+WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob")
+#: the workloads that run in (or, for modes, next to) the shared benchmark session
+SHARED_SESSION = {"agg", "repartition", "modes", "spark"}
 
 
 def parse_rows(text: str) -> list[int]:
     return [int(float(x)) for x in text.split(",") if x.strip()]
 
 
+def parse_workloads(text: str) -> set[str]:
+    """The ``--workloads`` names, checked: a typo would otherwise silently run nothing."""
+    names = {x.strip() for x in text.split(",") if x.strip()}
+    unknown = names - set(WORKLOADS)
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown workload(s) {', '.join(sorted(unknown))}; choose from {', '.join(WORKLOADS)}"
+        )
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--rows", default="2e6,1e7", type=parse_rows)
     parser.add_argument("--distributions", default="uniform,zipf")
-    parser.add_argument("--workloads", default="agg,repartition,modes,spark")
+    parser.add_argument(
+        "--workloads",
+        default=",".join(WORKLOADS),
+        type=parse_workloads,
+        help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all)",
+    )
+    parser.add_argument(
+        "--scales",
+        default=",".join(f"{s:g}" for s in mainjob.DEFAULT_SCALES),
+        type=mainjob.parse_scales,
+        help="scale factors of the mainjob workload (the issue-level run: 0.1,1,5,20)",
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
         "--engine-modes",
@@ -52,27 +92,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--object-store", default="3 GiB")
     parser.add_argument("--out", default=str(RESULTS), help="folder for the JSON and PNG")
     args = parser.parse_args(argv)
-    workloads = set(args.workloads.split(","))
+    workloads: set[str] = args.workloads
     distributions = args.distributions.split(",")
     modes = args.engine_modes.split(",")
     config = systems.session_config(args.blocks, args.object_store)
     results: list[Measurement] = []
     started = time.time()
-    with hs.Session(config, slots=systems.SLOTS) as session:
-        spark = _spark(session) if "spark" in workloads else None
-        for rows in args.rows:
-            for dist in distributions:
-                data = blocks(make_table(rows, dist), args.blocks)
-                if "agg" in workloads:
-                    results += _aggregation(session, spark, data, rows, dist, args.runs, modes)
-                if "repartition" in workloads:
-                    results += _repartition(session, spark, data, rows, dist, args.runs, modes)
-        if spark is not None:
+    main_job: list[dict[str, Any]] = []
+    main_job_config = mainjob.session_config() if "mainjob" in workloads else {}
+    if workloads & SHARED_SESSION:
+        with hs.Session(config, slots=systems.SLOTS) as session:
+            spark = _spark(session) if "spark" in workloads else None
             for rows in args.rows:
-                results += _spark_io(session, spark, rows, args.runs)
-            results += _main_job(session, spark, args.runs)
-        if "modes" in workloads:
-            results += _modes(config, args.rows[0], args.runs)
+                for dist in distributions:
+                    data = blocks(make_table(rows, dist), args.blocks)
+                    if "agg" in workloads:
+                        results += _aggregation(session, spark, data, rows, dist, args.runs, modes)
+                    if "repartition" in workloads:
+                        results += _repartition(session, spark, data, rows, dist, args.runs, modes)
+            if spark is not None:
+                for rows in args.rows:
+                    results += _spark_io(session, spark, rows, args.runs)
+            if "modes" in workloads:  # inside, as before: its sessions join this Ray
+                results += _modes(config, args.rows[0], args.runs)
+    if "mainjob" in workloads:  # its own session and Ray: the shared one is closed by now
+        measured, main_job = mainjob.run(args.scales, args.runs, main_job_config)
+        results += measured
     payload = {
         "name": args.name,
         "started": started,
@@ -82,11 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         "results": [m.to_json() for m in results],
         "ratios": ratios(results),
     }
+    if "mainjob" in workloads:
+        payload["main_job"] = {"config": main_job_config, "scales": main_job}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.name}.json").write_text(json.dumps(payload, indent=2))
     write_chart(results, out / f"{args.name}.png")
     print_table(results)
+    mainjob.print_summary(main_job)
     print(f"\nwrote {out / (args.name + '.json')} and .png")
     return 0
 
@@ -233,49 +281,6 @@ def _spark_io(session, spark, rows, runs) -> list[Measurement]:  # type: ignore[
         ),
     ]
     df.unpersist()
-    return out
-
-
-def _main_job(session: hs.Session, spark: Any, runs: int) -> list[Measurement]:
-    """The main job's pipeline at two scales against the same pipeline in plain PySpark.
-
-    The engine's time is split into conversion in, engine and conversion out (to
-    Spark's noop sink); medians of each part are in the measurement's note.
-    """
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-    from main_job import engine_pipeline, generate, spark_pipeline
-
-    out = []
-    for scale in (0.1, 0.5):
-        orders, customers = generate(spark, scale)
-        orders, customers = orders.cache(), customers.cache()
-        rows = orders.count() + customers.count()
-        parts: dict[str, list[float]] = {"in": [], "engine": [], "out": []}
-
-        def engine(orders: Any = orders, customers: Any = customers, parts: Any = parts) -> None:
-            result = engine_pipeline(session, orders, customers).collect()
-            started = time.perf_counter()
-            df = session.bridge.to_dataframe(result.table)
-            df.write.format("noop").mode("overwrite").save()
-            parts["in"].append(result.sources_seconds)
-            parts["engine"].append(result.wall_seconds - result.sources_seconds)
-            parts["out"].append(time.perf_counter() - started)
-
-        m = measure(Measurement("main job", f"engine (scale {scale})", rows, "tpch"), engine, runs)
-        timed = {k: sorted(v[1:])[len(v[1:]) // 2] for k, v in parts.items() if len(v) > 1}
-        m.note = ", ".join(f"{k} {v:.3f} s" for k, v in timed.items())
-        out.append(m)
-        out.append(
-            measure(
-                Measurement("main job", f"plain pyspark (scale {scale})", rows, "tpch"),
-                lambda o=orders, c=customers: (
-                    spark_pipeline(o, c).write.format("noop").mode("overwrite").save()
-                ),
-                runs,
-            )
-        )
-        orders.unpersist()
-        customers.unpersist()
     return out
 
 

@@ -23,13 +23,16 @@ class Measurement:
     peak_bytes: int = 0
     error: str | None = None
     note: str = ""
+    #: optional split of each timed run into named parts (same order as ``seconds``), for
+    #: workloads whose claim is about where the time goes, not only how much there is
+    parts: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def median(self) -> float:
         return statistics.median(self.seconds) if self.seconds else float("nan")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "workload": self.workload,
             "system": self.system,
             "rows": self.rows,
@@ -41,6 +44,12 @@ class Measurement:
             "error": self.error,
             "note": self.note,
         }
+        if self.parts:  # only where a workload splits its runs: older results stay as they were
+            out["parts"] = self.parts
+            out["parts_median_seconds"] = {
+                k: statistics.median(v) for k, v in self.parts.items() if v
+            }
+        return out
 
 
 def measure(

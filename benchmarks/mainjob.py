@@ -1,0 +1,303 @@
+"""Workload 4: the main job (``examples/main_job.py``) against plain PySpark, scale by scale.
+
+Runs in its own session, not the shared benchmark one: the main job's own
+``configs/main.yaml`` (edge modes, parallelism, and whatever else the engine's
+config grows) with only the ``spark`` and ``ray`` sections overridden so that
+Spark gets one executor with both cores.  The engine's executors take no Ray
+CPUs, so the engine and Spark each can use both cores; in the shared session
+Spark had one core, which made plain PySpark look slower than it is.
+
+Per scale, Spark generates ``orders`` and ``customers``, caches and counts them
+(not timed), and then, on the same cached data in the same run, each of these
+is warmed up once and timed ``runs`` times (median):
+
+* **engine path**: ``engine_pipeline(...).collect()``, the result back to Spark
+  (``bridge.to_dataframe``) and written to Spark's ``noop`` sink, split into
+  conversion in (Spark -> Arrow -> object store, ``JobResult.sources_seconds``),
+  engine (the rest of ``wall_seconds``) and conversion out;
+* **plain pyspark**: ``spark_pipeline(...)`` written to the ``noop`` sink;
+* **spark export bound**: Spark exporting the cached DataFrames to Arrow and
+  doing nothing else (``mapInArrow`` counting rows, to ``noop``), orders plus
+  customers, once with every column and once with only the columns the main
+  job reads.  The engine prunes unread columns before exporting, so the second
+  is the bound its conversion in is held to;
+* **first run**: the engine path's warm-up, kept as its own figure (at the
+  first scale it is the session's first job) so a first-run penalty shows.
+
+The ratios (engine / PySpark, conversion in / read-column bound, per-row time
+against the previous scale) are what is claimed; absolute seconds drift on a
+shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import hybrid_shuffle as hs
+from benchmarks.harness import Measurement, measure
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "configs" / "main.yaml"
+WORKLOAD = "main job"
+DISTRIBUTION = "tpch"
+#: what the default run can afford (~10 minutes in all); the issue-level run adds 20
+DEFAULT_SCALES = (0.1, 1.0, 5.0)
+#: the columns ``engine_pipeline`` reads: what the engine exports after pruning
+READ_COLUMNS = {
+    "orders": ["o_custkey", "o_totalprice", "o_orderdate"],
+    "customers": ["c_custkey", "c_mktsegment", "c_nationkey"],
+}
+#: Spark: one executor with both cores; memory enough for scale 20's cached tables
+SPARK = {"executors": 1, "executor_cores": 2, "executor_memory": "6 GiB"}
+RAY = {"num_cpus": 2, "object_store_memory": "4 GiB"}
+
+ENGINE = "engine path"
+FIRST_RUN = "first run of engine path (warm-up)"
+PYSPARK = "plain pyspark"
+BOUND_FULL = "export bound, all columns (mapInArrow)"
+BOUND_READ = "export bound, read columns (mapInArrow)"
+PARTS = ("in", "engine", "out")
+
+
+def session_config(path: Path = CONFIG) -> dict[str, Any]:
+    """``configs/main.yaml`` as loaded, with only the ``spark`` and ``ray`` sections overridden.
+
+    The other keys are passed through untouched, so the benchmark follows the
+    main job's config as it changes (new engine keys need no change here).
+    Keys of the file's ``spark`` section that are not overridden (e.g. extra
+    Spark ``configs``) are kept.
+    """
+    raw = yaml.safe_load(path.read_text()) or {}
+    config = dict(raw)
+    config["spark"] = {**(raw.get("spark") or {}), **SPARK}
+    config["ray"] = {**(raw.get("ray") or {}), **RAY}
+    return config
+
+
+def parse_scales(text: str) -> list[float]:
+    """``"0.1,1,5"`` -> ``[0.1, 1.0, 5.0]`` (argparse ``type``)."""
+    scales = [float(x) for x in text.split(",") if x.strip()]
+    if not scales or any(s <= 0 for s in scales):
+        raise argparse.ArgumentTypeError(f"scales must be positive numbers, got {text!r}")
+    return scales
+
+
+def run(
+    scales: Sequence[float], runs: int, config: dict[str, Any] | None = None
+) -> tuple[list[Measurement], list[dict[str, Any]]]:
+    """Every scale in one session: the measurements, and one summary row per scale.
+
+    Must be called while no other session (no other Ray) is open in the process.
+    """
+    sys.path.insert(0, str(ROOT / "examples"))
+    from main_job import generate
+
+    config = config if config is not None else session_config()
+    results: list[Measurement] = []
+    summary: list[dict[str, Any]] = []
+    with hs.Session(config) as session:
+        spark = session.spark
+        for scale in scales:
+            orders, customers = generate(spark, scale)
+            orders, customers = orders.cache(), customers.cache()
+            counts = {"orders": orders.count(), "customers": customers.count()}
+            try:
+                measured = _scale(session, orders, customers, sum(counts.values()), runs)
+            finally:
+                orders.unpersist()
+                customers.unpersist()
+            results += measured
+            summary.append(_summary(scale, counts, measured, summary[-1] if summary else None))
+    return results, summary
+
+
+def _scale(
+    session: hs.Session, orders: Any, customers: Any, rows: int, runs: int
+) -> list[Measurement]:
+    """The four measurements of one scale; the engine path first, so that at the first
+    scale its warm-up is the session's first job."""
+    from main_job import spark_pipeline
+
+    engine = _EnginePath(session, orders, customers)
+    m = measure(Measurement(WORKLOAD, ENGINE, rows, DISTRIBUTION), engine, runs)
+    warmup, timed = engine.calls[:1], engine.calls[1:]
+    m.parts = {k: [c[k] for c in timed] for k in PARTS} if m.seconds else {}
+    if m.parts:
+        m.note = ", ".join(f"{k} {statistics.median(v):.3f} s" for k, v in m.parts.items())
+    first = Measurement(WORKLOAD, FIRST_RUN, rows, DISTRIBUTION)
+    if warmup:
+        first.seconds = [warmup[0]["total"]]
+        first.parts = {k: [warmup[0][k]] for k in PARTS}
+        split = ", ".join(f"{k} {warmup[0][k]:.3f} s" for k in PARTS)
+        first.note = f"{split} (a warm-up: peak memory not sampled)"
+    else:
+        first.error = m.error or "the warm-up did not finish"
+    out = [m, first]
+    out.append(
+        measure(
+            Measurement(
+                WORKLOAD, PYSPARK, rows, DISTRIBUTION, note="spark_pipeline to noop, cached input"
+            ),
+            lambda: spark_pipeline(orders, customers).write.format("noop").mode("overwrite").save(),
+            runs,
+        )
+    )
+    pruned = (
+        orders.select(*READ_COLUMNS["orders"]),
+        customers.select(*READ_COLUMNS["customers"]),
+    )
+    for name, frames, note in (
+        (BOUND_FULL, (orders, customers), "orders + customers, every column"),
+        (BOUND_READ, pruned, "orders + customers, the 3 + 3 columns the job reads"),
+    ):
+        out.append(
+            measure(
+                Measurement(WORKLOAD, name, rows, DISTRIBUTION, note=note),
+                functools.partial(_export, frames),
+                runs,
+            )
+        )
+    return out
+
+
+class _EnginePath:
+    """The engine path as one callable for ``measure``, keeping each call's split.
+
+    ``measure`` times the whole call; the split comes from ``JobResult`` (in and
+    engine) and from timing the conversion out here.  Every call is kept,
+    the warm-up included, so the caller can report the first run on its own.
+    """
+
+    def __init__(self, session: hs.Session, orders: Any, customers: Any) -> None:
+        self.session, self.orders, self.customers = session, orders, customers
+        self.calls: list[dict[str, float]] = []
+
+    def __call__(self) -> None:
+        from main_job import engine_pipeline
+
+        started = time.perf_counter()
+        result = engine_pipeline(self.session, self.orders, self.customers).collect()
+        mark = time.perf_counter()
+        df = self.session.bridge.to_dataframe(result.table)
+        df.write.format("noop").mode("overwrite").save()
+        done = time.perf_counter()
+        self.calls.append(
+            {
+                "in": result.sources_seconds,
+                "engine": result.wall_seconds - result.sources_seconds,
+                "out": done - mark,
+                "total": done - started,
+            }
+        )
+
+
+def _count_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    """Runs in Spark's Python worker: receives the Arrow batches and only counts rows."""
+    import pyarrow as pa
+
+    n = 0
+    for batch in batches:
+        n += batch.num_rows
+    yield pa.RecordBatch.from_pydict({"n": [n]})
+
+
+def _export(frames: Sequence[Any]) -> None:
+    """Spark exports each DataFrame to Arrow and hands it to Python, which drops it."""
+    for df in frames:
+        df.mapInArrow(_count_batches, "n long").write.format("noop").mode("overwrite").save()
+
+
+def _median(m: Measurement) -> float | None:
+    return m.median if m.seconds and not m.error else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _summary(
+    scale: float,
+    counts: dict[str, int],
+    measured: list[Measurement],
+    previous: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """One machine-readable row of the main-job table (``None`` where a system failed)."""
+    by = {m.system: m for m in measured}
+    rows = sum(counts.values())
+    engine, first = by[ENGINE], by[FIRST_RUN]
+    engine_s, pyspark_s = _median(engine), _median(by[PYSPARK])
+    full_s, read_s = _median(by[BOUND_FULL]), _median(by[BOUND_READ])
+    parts = {k: statistics.median(v) for k, v in engine.parts.items() if v}
+    us_per_row = engine_s / rows * 1e6 if engine_s is not None else None
+    return {
+        "scale": scale,
+        "rows": rows,
+        **{f"{k}_rows": v for k, v in counts.items()},
+        "runs": len(engine.seconds),
+        "engine_seconds": engine_s,
+        "engine_parts_seconds": parts,
+        "first_run_seconds": _median(first),
+        "first_run_parts_seconds": {k: v[0] for k, v in first.parts.items()},
+        "pyspark_seconds": pyspark_s,
+        "engine_over_pyspark": _ratio(engine_s, pyspark_s),
+        "export_bound_all_columns_seconds": full_s,
+        "export_bound_read_columns_seconds": read_s,
+        "conversion_in_over_read_columns_bound": _ratio(parts.get("in"), read_s),
+        "first_run_over_engine": _ratio(_median(first), engine_s),
+        "engine_us_per_row": us_per_row,
+        "pyspark_us_per_row": pyspark_s / rows * 1e6 if pyspark_s is not None else None,
+        # per-row time against the previous scale: "scale 20 within 1.2x of scale 5" reads here
+        "engine_per_row_over_previous_scale": _ratio(
+            us_per_row, previous["engine_us_per_row"] if previous else None
+        ),
+        "errors": {m.system: m.error for m in measured if m.error},
+    }
+
+
+def print_summary(summary: list[dict[str, Any]]) -> None:
+    """The main-job table: one line per scale, the ratios in their own columns."""
+    if not summary:
+        return
+
+    def s(x: float | None, fmt: str = "8.3f", suffix: str = "") -> str:
+        width = int(fmt.split(".")[0]) + len(suffix)
+        return format(x, fmt) + suffix if x is not None else "-".rjust(width)
+
+    print("\nmain job (workload 4): engine path vs plain PySpark, same session and data")
+    print(
+        f"  {'scale':>5} {'rows':>11} | {'engine s':>8} ({'in':>6} / {'engine':>6} / {'out':>6})"
+        f" {'1st run':>8} | {'pyspark':>8} {'eng/spk':>7} | {'bound all':>9} {'bound rd':>8}"
+        f" {'in/bnd':>6} | {'us/row':>6} {'vs prev':>7}"
+    )
+    for r in summary:
+        p = r["engine_parts_seconds"]
+        print(
+            f"  {r['scale']:>5g} {r['rows']:>11,} | {s(r['engine_seconds'])}"
+            f" ({s(p.get('in'), '6.2f')} / {s(p.get('engine'), '6.2f')}"
+            f" / {s(p.get('out'), '6.2f')}) {s(r['first_run_seconds'])} |"
+            f" {s(r['pyspark_seconds'])} {s(r['engine_over_pyspark'], '6.2f', 'x')} |"
+            f" {s(r['export_bound_all_columns_seconds'], '9.3f')}"
+            f" {s(r['export_bound_read_columns_seconds'])}"
+            f" {s(r['conversion_in_over_read_columns_bound'], '5.2f', 'x')} |"
+            f" {s(r['engine_us_per_row'], '6.3f')}"
+            f" {s(r['engine_per_row_over_previous_scale'], '6.2f', 'x')}"
+        )
+        for system, error in r["errors"].items():
+            print(f"        {system}: {error[:100]}")
+    legend = (
+        "engine s = the whole engine path, median (conversion in / engine / conversion out: the",
+        "median of each part, so they need not add up); 1st run = the engine path's warm-up;",
+        "bound = Spark exporting the cached inputs to Arrow, nothing else (all columns / the",
+        "columns the job reads); in/bnd = conversion in / read-column bound; us/row = engine",
+        "path microseconds per input row; vs prev = us/row against the previous scale's",
+    )
+    print("\n".join(f"  {line}" for line in legend))
