@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -133,8 +134,7 @@ class Job:
         started = time.perf_counter()
         plan = self.plan(stream)  # fails on a bad job before any lazy source is fetched
         lazy = [n for n in reachable(stream.node) if n.load is not None and n.source_splits is None]
-        for node in lazy:
-            node.resolve(plan.source_columns.get(node.id))
+        _resolve_all(lazy, plan)
         sources_seconds = time.perf_counter() - started
         if lazy:  # the vertices must carry the fetched splits
             plan = self.plan(stream)
@@ -159,3 +159,16 @@ class Job:
             plan.explain(),
             sources_seconds,
         )
+
+
+def _resolve_all(nodes: Sequence[LogicalNode], plan: Plan) -> None:
+    """Fetch the lazy sources, at the same time: Spark runs their conversions as
+    concurrent jobs on its executor cores while the driver receives both streams."""
+    if len(nodes) <= 1:
+        for node in nodes:
+            node.resolve(plan.source_columns.get(node.id))
+        return
+    with ThreadPoolExecutor(len(nodes), thread_name_prefix="hs-source") as pool:
+        futures = [pool.submit(n.resolve, plan.source_columns.get(n.id)) for n in nodes]
+        for future in futures:
+            future.result()  # the first failure, in node order

@@ -98,11 +98,11 @@ class Plan:
                 else f"{self.vertex_region[e.source]}->{self.vertex_region[e.target]}"
             )
             combine = f" after {e.combiner.name}" if e.combiner is not None else ""
-            if e.columns is not None:
-                combine += f", keeps columns {', '.join(sorted(e.columns))}"
+            keeps = f", keeps {', '.join(sorted(e.columns))}" if e.columns is not None else ""
             lines.append(
                 f"  {e.name:<20} {src.name} -> {dst.name}: {e.partitioner.describe()}{combine}, "
                 f"mode {e.mode} ({e.mode_origin}), partitions {_partitions(dst)}, region {region}"
+                f"{keeps}"
             )
         return "\n".join(lines)
 

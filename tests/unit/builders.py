@@ -34,7 +34,7 @@ class Builder:
         name: str,
         edge: str | None = None,
         mode: str | None = None,
-        partitions: int | None = None,
+        partitions: int | str | None = None,
         keys: tuple[str, ...] = ("customer",),
     ) -> LogicalNode:
         spec = ExchangeSpec(Partitioner(PartitionerKind.HASH, keys), edge, mode, partitions)
