@@ -15,6 +15,12 @@ additions, grouped differently, so a mean agrees with pyarrow's up to float64
 rounding (exactly, when the partial sums are exact).  Decimal means are the
 exact decimal sum divided in float64.
 
+The ``sum`` of a ``decimal(p, s)`` column is a ``decimal(min(p + 10, 38), s)``,
+Spark's type for it (pyarrow's own ``sum`` widens to precision 38), so a
+PySpark pipeline gets back the types plain PySpark gives.  The partials carry
+that type from the first batch on; a sum that outgrows it is an error naming
+the column (Spark with ANSI mode on fails the same way), never a wrong value.
+
 The same reduction runs on both sides of the hash exchange, as Spark's partial
 and final aggregates and Flink's local/global aggregation do:
 ``PartialAggregate`` is the producer's map-side combiner (it sends partials,
@@ -116,17 +122,36 @@ class _Aggregation:
         prepared = self._with_floats(table)
         wanted = self._from_rows()
         dense = dense_aggregate(prepared, self.keys, wanted, self._partial_schema(table.schema))
-        if dense is not None:
-            return dense
-        return self._group_by(prepared, wanted)
+        out = dense if dense is not None else self._group_by(prepared, wanted)
+        return self._as_types(out, _spark_sum_types(table.schema, self.partials))
 
     def combine(self, partials: pa.Table) -> pa.Table:
-        """Partials -> fewer partials, same columns (associative: any grouping of batches)."""
+        """Partials -> fewer partials, same columns and types (associative: any grouping of
+        batches)."""
         wanted = [(f"{c}_{p}", _PARTIALS[p][1], f"{c}_{p}") for c, p in self.partials]
         dense = dense_aggregate(partials, self.keys, wanted, partials.schema)
-        if dense is not None:
-            return dense
-        return self._group_by(partials, wanted)
+        out = dense if dense is not None else self._group_by(partials, wanted)
+        return self._as_types(out, {f.name: f.type for f in partials.schema})
+
+    def _as_types(self, table: pa.Table, types: Mapping[str, pa.DataType]) -> pa.Table:
+        """``table`` with its decimal sums cast to ``types`` (see the module docstring)."""
+        for name, wanted in types.items():
+            index = table.schema.get_field_index(name)
+            if (
+                index < 0
+                or not pa.types.is_decimal(wanted)
+                or table.schema.field(index).type == wanted
+            ):
+                continue
+            try:
+                column = pc.cast(table.column(index), wanted)
+            except pa.ArrowInvalid as e:
+                raise PlanError(
+                    f"aggregate '{self.name}': a sum in '{name}' does not fit {wanted}, the "
+                    "type Spark gives it; cast the column to a wider decimal first"
+                ) from e
+            table = table.set_column(index, name, column)
+        return table
 
     def _from_rows(self) -> list[tuple[str, str, str]]:
         """``(input column, group_by function, partial name)`` per partial, on raw rows."""
@@ -171,6 +196,18 @@ class _Aggregation:
             else:
                 columns[f"{column}_{fn}"] = combined.column(f"{column}_{fn}")
         return pa.table(columns)
+
+
+def _spark_sum_types(
+    schema: pa.Schema, partials: Sequence[tuple[str, str]]
+) -> dict[str, pa.DataType]:
+    """Partial name -> the type Spark gives the sum of a decimal column."""
+    out: dict[str, pa.DataType] = {}
+    for column, p in partials:
+        t = schema.field(column).type
+        if p == "sum" and pa.types.is_decimal(t):
+            out[f"{column}_sum"] = pa.decimal128(min(t.precision + 10, 38), t.scale)
+    return out
 
 
 class HashAggregate(Operator):

@@ -107,6 +107,13 @@ class Plan:
         return "\n".join(lines)
 
 
+def _read_of(columns: Columns, schema: pa.Schema | None) -> Columns:
+    """A source's columns that are read: the pruning answer within its schema."""
+    if columns is None or schema is None:
+        return columns
+    return frozenset(n for n in schema.names if n in columns)
+
+
 def _partitions(consumer: JobVertex) -> str:
     return "auto" if consumer.awaits_parallelism else str(consumer.parallelism)
 
@@ -121,7 +128,9 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
     config.check_job(job_name, [e.name for e in graph.edges])
     regions = pipelined_regions(graph)
     vertex_region = vertex_regions(graph)
-    sources = {n.id: needs.outputs.get(n.id) for n in nodes if n.is_source}
+    sources = {
+        n.id: _read_of(needs.outputs.get(n.id), n.source_schema) for n in nodes if n.is_source
+    }
     plan = Plan(graph, regions, vertex_region, slots, config, schemas[sink.id], sources)
     check_slots(regions, vertex_region, graph, slots)
     return plan
