@@ -66,6 +66,8 @@ PYSPARK = "plain pyspark"
 BOUND_FULL = "export bound, all columns (mapInArrow)"
 BOUND_READ = "export bound, read columns (mapInArrow)"
 PARTS = ("in", "engine", "out")
+#: the join tasks' CPU microseconds per probe row (kept with the parts of each run)
+JOIN_US = "join_us_per_row"
 
 
 def session_config(path: Path = CONFIG) -> dict[str, Any]:
@@ -117,6 +119,10 @@ def run(
                 customers.unpersist()
             results += measured
             summary.append(_summary(scale, counts, measured, summary[-1] if summary else None))
+        reference = int64_join_reference(session)
+    for row in summary:
+        row["int64_join_cpu_us_per_probe_row"] = reference
+        row["join_over_int64_join"] = _ratio(row["join_cpu_us_per_probe_row"], reference)
     return results, summary
 
 
@@ -130,9 +136,9 @@ def _scale(
     engine = _EnginePath(session, orders, customers)
     m = measure(Measurement(WORKLOAD, ENGINE, rows, DISTRIBUTION), engine, runs)
     warmup, timed = engine.calls[:1], engine.calls[1:]
-    m.parts = {k: [c[k] for c in timed] for k in PARTS} if m.seconds else {}
+    m.parts = {k: [c[k] for c in timed] for k in (*PARTS, JOIN_US)} if m.seconds else {}
     if m.parts:
-        m.note = ", ".join(f"{k} {statistics.median(v):.3f} s" for k, v in m.parts.items())
+        m.note = ", ".join(f"{k} {statistics.median(m.parts[k]):.3f} s" for k in PARTS)
     first = Measurement(WORKLOAD, FIRST_RUN, rows, DISTRIBUTION)
     if warmup:
         first.seconds = [warmup[0]["total"]]
@@ -186,6 +192,7 @@ class _EnginePath:
 
         started = time.perf_counter()
         result = engine_pipeline(self.session, self.orders, self.customers).collect()
+        join_us = _join_us_per_row(result)
         mark = time.perf_counter()
         df = self.session.bridge.to_dataframe(result.table)
         df.write.format("noop").mode("overwrite").save()
@@ -196,8 +203,41 @@ class _EnginePath:
                 "engine": result.wall_seconds - result.sources_seconds,
                 "out": done - mark,
                 "total": done - started,
+                "join_us_per_row": join_us,
             }
         )
+
+
+def _join_us_per_row(result: Any) -> float:
+    """CPU microseconds per probe row of the join tasks (the join, with the aggregate's
+    combiner chained after it): from ``TaskReport.cpu_seconds`` and the rows read."""
+    tasks = [t for t in result.tasks if t.vertex.split("->")[0] == "join"]
+    cpu = sum(t.cpu_seconds for t in tasks)
+    probe = sum(r.rows for t in tasks for r in t.reads if r.edge.endswith(".left"))
+    return cpu / max(probe, 1) * 1e6
+
+
+def int64_join_reference(session: hs.Session, rows: int = 10_000_000) -> float:
+    """The same shape on int64/float64 columns, same session and config: ``rows`` facts
+    joined with a 100,000-row dimension, the aggregate's combiner chained after the join;
+    CPU microseconds per probe row of the join tasks (median of 3 after a warm-up)."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(7)
+    facts = pa.table({"k": rng.integers(0, 100_000, rows), "v": rng.random(rows)})
+    dim = pa.table({"k": np.arange(100_000), "g": np.arange(100_000) % 125})
+
+    def once() -> float:
+        job = session.job("tpch-revenue-int64")
+        joined = job.from_arrow(facts, name="facts", parallelism=4).join(
+            job.from_arrow(dim, name="dim", parallelism=4), on="k", edge="by_k", name="join"
+        )
+        result = joined.key_by("g", edge="by_g").aggregate({"v": ["sum", "count"]}).collect()
+        return _join_us_per_row(result)
+
+    once()
+    return statistics.median(once() for _ in range(3))
 
 
 def _count_batches(batches: Iterator[Any]) -> Iterator[Any]:
@@ -236,7 +276,8 @@ def _summary(
     engine, first = by[ENGINE], by[FIRST_RUN]
     engine_s, pyspark_s = _median(engine), _median(by[PYSPARK])
     full_s, read_s = _median(by[BOUND_FULL]), _median(by[BOUND_READ])
-    parts = {k: statistics.median(v) for k, v in engine.parts.items() if v}
+    parts = {k: statistics.median(v) for k, v in engine.parts.items() if v and k in PARTS}
+    join_us = statistics.median(engine.parts[JOIN_US]) if engine.parts.get(JOIN_US) else None
     us_per_row = engine_s / rows * 1e6 if engine_s is not None else None
     return {
         "scale": scale,
@@ -259,6 +300,7 @@ def _summary(
         "engine_per_row_over_previous_scale": _ratio(
             us_per_row, previous["engine_us_per_row"] if previous else None
         ),
+        "join_cpu_us_per_probe_row": join_us,
         "errors": {m.system: m.error for m in measured if m.error},
     }
 
@@ -290,6 +332,11 @@ def print_summary(summary: list[dict[str, Any]]) -> None:
             f" {s(r['conversion_in_over_read_columns_bound'], '5.2f', 'x')} |"
             f" {s(r['engine_us_per_row'], '6.3f')}"
             f" {s(r['engine_per_row_over_previous_scale'], '6.2f', 'x')}"
+        )
+        print(
+            f"        join + combiner CPU {s(r['join_cpu_us_per_probe_row'], '6.3f')} us per "
+            f"probe row; int64 join {s(r.get('int64_join_cpu_us_per_probe_row'), '6.3f')}"
+            f" ({s(r.get('join_over_int64_join'), '5.2f', 'x')})"
         )
         for system, error in r["errors"].items():
             print(f"        {system}: {error[:100]}")

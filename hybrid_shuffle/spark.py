@@ -21,6 +21,7 @@ the Arrow schema here, so tz-naive timestamps come back as ``timestamp_ntz``.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -33,6 +34,8 @@ from hybrid_shuffle.config import SparkConfig
 from hybrid_shuffle.errors import PlanError
 
 __all__ = ["JAVA_OPTIONS", "SparkBridge", "spark_configs"]
+
+log = logging.getLogger(__name__)
 
 _OPENS = (
     "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio",
@@ -104,7 +107,10 @@ class SparkBridge:
                 configs=spark_configs(self.config),
             )
             self._owned = True
-            self._prewarm()
+            try:
+                self._prewarm()
+            except Exception as e:  # only a speed-up: the user's own first job will say more
+                log.warning("Spark prewarm failed (%s: %s); continuing", type(e).__name__, e)
         return self._spark
 
     def _prewarm(self) -> None:

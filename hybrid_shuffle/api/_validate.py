@@ -21,8 +21,10 @@ def positive_count(value: object, what: str) -> int | None:
 def partition_count(value: object, what: str) -> int | str | None:
     """An exchange's ``partitions=``: ``positive_count``, or ``"auto"`` (decided when the
     producers finish; see ``hybrid_shuffle.config.AdaptiveConfig``)."""
+    if value is None:
+        return None
     if value == AUTO:
         return AUTO
-    if isinstance(value, bool) or not isinstance(value, int | None) or (value or 1) < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise PlanError(f"{what}: must be a positive integer or 'auto', got {value!r}")
     return value

@@ -174,7 +174,8 @@ def test_a_partition_count_or_parallelism_below_one_in_code_is_a_plan_error(
     job = session.job("counts")
     source = job.from_arrow(orders(10), name="src")
     with pytest.raises(
-        hs.PlanError, match=rf"key_by: partitions: must be a positive integer, got {count}"
+        hs.PlanError,
+        match=rf"key_by: partitions: must be a positive integer or 'auto', got {count}$",
     ):
         source.key_by("customer", partitions=count)
     with pytest.raises(hs.PlanError, match=r"join 'j': partitions: must be a positive"):
