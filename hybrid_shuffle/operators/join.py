@@ -8,9 +8,12 @@ diamond-shaped job from deadlocking on pipelined credits.  Joins use pyarrow's
 ``Table.join``; key columns appear once (from the left side), null keys never
 match, and the output row order is not defined.
 
-``Table.join`` builds its hash table from the right table on every call, so a
-call costs the build side's rows plus the probe rows.  Probe batches are
-therefore joined in groups of at least ``PROBE_PER_BUILD`` times the build
+A single integer-like key of small range is joined through ``DenseBuild``
+(``dense_join.py``): the build side is indexed once, by the key's value, and
+every probe batch is joined as it comes.  Otherwise ``Table.join`` does it,
+which builds its hash table from the right table on every call, so a call
+costs the build side's rows plus the probe rows.  Probe batches are then
+joined in groups of at least ``PROBE_PER_BUILD`` times the build
 side's rows (or ``MAX_PROBE_BYTES``, whichever comes first): rebuilding then
 costs at most a fraction of the probing, where joining each 4 MiB batch on its
 own rebuilt a 375,000-row table some 40 times per subtask in the main job.
@@ -38,6 +41,7 @@ import pyarrow as pa
 from hybrid_shuffle.errors import PlanError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_key_columns
+from hybrid_shuffle.operators.dense_join import DenseBuild
 
 __all__ = ["HashJoin"]
 
@@ -83,6 +87,9 @@ class HashJoin(Operator):
         self._probe_ended = False
         #: the build table once the build side ended; None if its schema is unknown
         self._right: pa.Table | None = None
+        #: the build table indexed by key, when the key qualifies (``dense_join``)
+        self._dense: DenseBuild | None = None
+        self._dense_for: pa.Schema | None = None
         #: per input, the schema of its first batch
         self._schemas: list[pa.Schema | None] = [None, None]
 
@@ -122,6 +129,8 @@ class HashJoin(Operator):
             return []
         build_rows = 0 if self._right is None else self._right.num_rows
         enough = max(PROBE_PER_BUILD * build_rows, MIN_PROBE_ROWS)
+        if self._index_for(self._waiting[0].schema) is not None:
+            enough = 0  # indexed once: no rebuilds to spread over many rows
         if not force and self._waiting_rows < enough and self._waiting_bytes < MAX_PROBE_BYTES:
             return []
         waiting = self._waiting
@@ -157,7 +166,27 @@ class HashJoin(Operator):
             "right side's columns before from_arrow, or join first and map after"
         )
 
+    def _index_for(self, left: pa.Schema) -> DenseBuild | None:
+        """The build side indexed by key for probe batches of schema ``left``, if the key
+        qualifies (``dense_join``); made once, when the build side has ended."""
+        right = self._right
+        if right is None or len(self.on) != 1 or right.num_rows == 0:
+            return None
+        if self._dense_for is None or not (self._dense_for is left or self._dense_for == left):
+            self._dense_for = left
+            empty = self._pyarrow_join(left.empty_table(), right.schema.empty_table())
+            self._dense = DenseBuild.create(
+                right, self.on[0], self.how, empty.schema, left, self.right_suffix
+            )
+        return self._dense
+
     def _join(self, left: pa.Table, right: pa.Table) -> pa.Table:
+        dense = self._index_for(left.schema) if right is self._right else None
+        if dense is not None:
+            return dense.probe(left, self.on[0])
+        return self._pyarrow_join(left, right)
+
+    def _pyarrow_join(self, left: pa.Table, right: pa.Table) -> pa.Table:
         return left.join(
             right,
             keys=self.on,
@@ -187,4 +216,4 @@ class HashJoin(Operator):
         self.planned_schemas = (left, right)
         if left is None or right is None:
             return None
-        return self._join(left.empty_table(), right.empty_table()).schema
+        return self._pyarrow_join(left.empty_table(), right.empty_table()).schema
