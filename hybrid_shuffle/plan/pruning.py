@@ -47,8 +47,8 @@ def prune_columns(
 ) -> ColumnNeeds:
     """What every node's output and every node's inputs must carry (``nodes`` in build
     order: inputs before the nodes that read them).  Where a node's output schema is
-    known (``schemas``) and nothing of it would be dropped, the answer is ``None``, so
-    ``explain()`` names only exchanges that really prune."""
+    known (``schemas``), the answer is within its columns, and ``None`` when nothing
+    of it would be dropped, so ``explain()`` names only exchanges that really prune."""
     needs = ColumnNeeds()
     needs.outputs[sink.id] = None  # the job's result keeps every column
     for node in reversed(nodes):
@@ -62,8 +62,8 @@ def prune_columns(
                 # the exchange carries the combiner's input: the rows before the partials
                 need = spec.combiner.input_columns(wanted)[0]
             known = schemas.get(up.id)
-            if need is not None and known is not None and need.issuperset(known.names):
-                need = None
+            if need is not None and known is not None:  # the names the input really has
+                need = None if need.issuperset(known.names) else need & frozenset(known.names)
             needs.inputs[(node.id, index)] = need
             if up.id in needs.outputs:
                 needs.outputs[up.id] = _union(needs.outputs[up.id], need)
