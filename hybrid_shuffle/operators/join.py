@@ -155,7 +155,10 @@ class HashJoin(Operator):
 
     def _probe(self, table: pa.Table) -> list[pa.Table]:
         if self._right is not None:
-            return [self._join(table, self._right)]
+            dense = self._index_for(table.schema)
+            if dense is not None:
+                return [dense.probe(table, self.on[0])]
+            return [self._pyarrow_join(table, self._right)]
         # no right schema anywhere (see the module docstring): nothing can match
         if self.how == "inner" or table.num_rows == 0:
             return []
@@ -172,19 +175,13 @@ class HashJoin(Operator):
         right = self._right
         if right is None or len(self.on) != 1 or right.num_rows == 0:
             return None
-        if self._dense_for is None or not (self._dense_for is left or self._dense_for == left):
+        if self._dense_for != left:
             self._dense_for = left
             empty = self._pyarrow_join(left.empty_table(), right.schema.empty_table())
             self._dense = DenseBuild.create(
                 right, self.on[0], self.how, empty.schema, left, self.right_suffix
             )
         return self._dense
-
-    def _join(self, left: pa.Table, right: pa.Table) -> pa.Table:
-        dense = self._index_for(left.schema) if right is self._right else None
-        if dense is not None:
-            return dense.probe(left, self.on[0])
-        return self._pyarrow_join(left, right)
 
     def _pyarrow_join(self, left: pa.Table, right: pa.Table) -> pa.Table:
         return left.join(
