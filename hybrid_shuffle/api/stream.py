@@ -152,13 +152,7 @@ class Stream:
         partitions: int | str | None = None,
     ) -> Stream:
         """Round-robin rows over ``partitions`` consumers (evens out skewed partitions)."""
-        spec = ExchangeSpec(
-            Partitioner(PartitionerKind.ROUND_ROBIN),
-            edge,
-            mode,
-            partition_count(partitions, "rebalance: partitions"),
-        )
-        return self._exchange("rebalance", None, lambda n: Identity(n), [(self, spec)])
+        return self._redistribute(PartitionerKind.ROUND_ROBIN, "rebalance", edge, mode, partitions)
 
     def broadcast(
         self,
@@ -167,13 +161,20 @@ class Stream:
         partitions: int | str | None = None,
     ) -> Stream:
         """Send every row to every one of ``partitions`` consumers."""
-        spec = ExchangeSpec(
-            Partitioner(PartitionerKind.BROADCAST),
-            edge,
-            mode,
-            partition_count(partitions, "broadcast: partitions"),
-        )
-        return self._exchange("broadcast", None, lambda n: Identity(n), [(self, spec)])
+        return self._redistribute(PartitionerKind.BROADCAST, "broadcast", edge, mode, partitions)
+
+    def _redistribute(
+        self,
+        kind: PartitionerKind,
+        what: str,
+        edge: str | None,
+        mode: str | None,
+        partitions: int | str | None,
+    ) -> Stream:
+        """An exchange that moves rows unchanged (its consumer is an ``Identity``)."""
+        count = partition_count(partitions, f"{what}: partitions")
+        spec = ExchangeSpec(Partitioner(kind), edge, mode, count)
+        return self._exchange(what, None, lambda n: Identity(n), [(self, spec)])
 
     def union(self, *others: Stream, name: str | None = None) -> Stream:
         """All rows of this stream and ``others`` (same schema), no order between them."""
