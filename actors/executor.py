@@ -10,6 +10,13 @@ partitions this actor owns (``max_concurrency``).  Because the actor
 ``run_task`` returns a ``TaskReport`` whatever happens inside the task (a
 failure is described in it), so a failed or cancelled job leaves no Ray error
 objects behind.
+
+Cancellation is per task attempt (a region restart cancels the old attempts of
+its tasks) and per job (a job that failed for good); a cancel that arrives before
+its task started is remembered, so the task starts cancelled.  ``watch`` is the
+driver's death notification: the call stays open until the executor closes, so
+its ObjectRef fails the moment Ray reports the actor dead (killed, its process
+exited, its node lost), without any heartbeat or timeout.
 """
 
 from __future__ import annotations
@@ -26,22 +33,35 @@ import ray
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
 from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport, run_task
 from hybrid_shuffle.shuffle.api import PartitionId, PollRequest, PollResponse
-from hybrid_shuffle.shuffle.service import load_shuffle_service
+from hybrid_shuffle.shuffle.service import ShuffleEnvironments
 
-__all__ = ["MAX_CONCURRENCY", "Executor"]
+__all__ = ["MAX_CONCURRENCY", "Executor", "attempt_key"]
 
-#: threads per executor: one task, plus polls held open by consumers (up to 1 s each)
+#: threads per executor: tasks, the driver's watch, and polls held open by consumers
+#: (up to 1 s each)
 MAX_CONCURRENCY = 64
 #: cancel flags kept: a session runs its jobs one after another, older flags are dead
 _REMEMBERED_JOBS = 64
+#: cancelled attempts remembered, for a cancel that overtakes its task's start
+_REMEMBERED_ATTEMPTS = 4096
+
+
+def attempt_key(job_id: str, task: str, attempt: int) -> str:
+    """The name of one attempt of one task, as ``cancel_attempts`` takes it."""
+    return f"{job_id}/{task}#{attempt}"
 
 
 class Executor:
     def __init__(self, spec: ExecutorSpec) -> None:
         self.index = spec.context.executor_index
-        self.env = load_shuffle_service(spec.service).create_shuffle_environment(spec.context)
+        self.env = ShuffleEnvironments(spec.context, spec.service)
         #: job id -> its cancel flag, for the most recent jobs only (no per-job cleanup call)
         self._cancelled: OrderedDict[str, threading.Event] = OrderedDict()
+        #: attempt key -> the cancel flag of that running attempt
+        self._attempts: dict[str, threading.Event] = {}
+        #: attempts cancelled before they started (a dict as an ordered set)
+        self._cancelled_attempts: OrderedDict[str, None] = OrderedDict()
+        self._closing = threading.Event()
         self._lock = threading.Lock()
         self._running = 0
 
@@ -57,14 +77,20 @@ class Executor:
             return event
 
     def run_task(self, deployment: TaskDeployment) -> TaskReport:
-        cancelled = self._cancel_event(deployment.job_id)
+        job = self._cancel_event(deployment.job_id)
+        key = attempt_key(deployment.job_id, deployment.name, deployment.attempt)
+        cancelled = threading.Event()
         with self._lock:
             self._running += 1
+            self._attempts[key] = cancelled
+            if job.is_set() or key in self._cancelled_attempts:
+                cancelled.set()
         try:
             return run_task(deployment, self.env, cancelled, self.index, _fetch)
         finally:
             with self._lock:
                 self._running -= 1
+                del self._attempts[key]
             # Arrow's allocator (mimalloc) keeps the pages a thread freed in that thread's
             # heap: only the thread that ran the task can hand them back to the OS.  Without
             # this an executor keeps the high-water mark of its largest task for the session.
@@ -75,6 +101,25 @@ class Executor:
 
     def cancel_job(self, job_id: str) -> None:
         self._cancel_event(job_id).set()
+        with self._lock:
+            for key, event in self._attempts.items():
+                if key.startswith(f"{job_id}/"):
+                    event.set()
+
+    def cancel_attempts(self, keys: list[str]) -> None:
+        """Stop these task attempts (``attempt_key``), running or not yet started."""
+        with self._lock:
+            for key in keys:
+                event = self._attempts.get(key)
+                if event is not None:
+                    event.set()
+                self._cancelled_attempts[key] = None
+            while len(self._cancelled_attempts) > _REMEMBERED_ATTEMPTS:
+                self._cancelled_attempts.popitem(last=False)
+
+    def watch(self) -> None:
+        """Returns only when the executor closes: the driver's death notification."""
+        self._closing.wait()
 
     def release_partitions(self, partition_ids: list[PartitionId]) -> None:
         self.env.release_partitions_locally(partition_ids)
@@ -105,6 +150,7 @@ class Executor:
         }
 
     def close(self) -> None:
+        self._closing.set()
         self.env.close()
 
 

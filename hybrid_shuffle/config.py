@@ -43,6 +43,7 @@ __all__ = [
     "Config",
     "ConfigWarning",
     "EdgeConfig",
+    "FailoverConfig",
     "RayConfig",
     "ShuffleConfig",
     "SparkConfig",
@@ -75,6 +76,8 @@ class EdgeConfig:
     mode: str | None = None
     #: the consumer's parallelism, or ``"auto"`` (``AdaptiveConfig``)
     partitions: int | str | None = None
+    #: the shuffle service that keeps this edge's partitions (default ``shuffle.service``)
+    service: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,20 @@ class AdaptiveConfig:
     target_bytes: int = 64 * MiB
     min_partitions: int = 1
     max_partitions: int = 64
+
+
+@dataclass(frozen=True)
+class FailoverConfig:
+    """Region failover (Flink's ``RestartPipelinedRegionFailoverStrategy`` with an
+    exponential-delay restart strategy).  A failed task -- a user exception, a lost
+    executor, a lost partition -- restarts its pipelined region; a task that failed
+    ``max_attempts`` times fails the job.  The n-th restart of a task waits
+    ``backoff * 2**(n-1)`` seconds.  ``job_timeout`` bounds a whole job
+    (``collect(timeout=)`` overrides it; None: only each single wait is bounded)."""
+
+    max_attempts: int = 3
+    backoff: float = 0.5
+    job_timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +157,7 @@ class Config:
     shuffle: ShuffleConfig = field(default_factory=ShuffleConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    failover: FailoverConfig = field(default_factory=FailoverConfig)
     edges: Mapping[str, EdgeConfig] = field(default_factory=lambda: types.MappingProxyType({}))
     #: job names already warned about (``check_job``): one warning per name and config
     _warned: set[str] = field(
@@ -219,13 +237,24 @@ class Config:
 
 # -- validation ----------------------------------------------------------------------------
 
-_TOP = ("adaptive", "edges", "job", "parallelism", "ray", "shuffle", "slots", "spark")
-_SECTIONS = ("adaptive", "ray", "shuffle", "spark")
+_TOP = (
+    "adaptive",
+    "edges",
+    "failover",
+    "job",
+    "parallelism",
+    "ray",
+    "shuffle",
+    "slots",
+    "spark",
+)
+_SECTIONS = ("adaptive", "failover", "ray", "shuffle", "spark")
+_FAILOVER = tuple(f.name for f in dataclasses.fields(FailoverConfig))
 _ADAPTIVE = tuple(f.name for f in dataclasses.fields(AdaptiveConfig))
 _SHUFFLE = tuple(f.name for f in dataclasses.fields(ShuffleConfig))
 _RAY = tuple(f.name for f in dataclasses.fields(RayConfig))
 _SPARK = tuple(f.name for f in dataclasses.fields(SparkConfig))
-_EDGE = ("mode", "partitions")
+_EDGE = ("mode", "partitions", "service")
 _MIN_OBJECT_STORE = 80 * MiB
 
 
@@ -361,6 +390,44 @@ def _adaptive(raw: Mapping[str, Any]) -> AdaptiveConfig:
     return config
 
 
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0}
+
+
+def _seconds(value: Any, path: str, low: float, what: str) -> float:
+    """A duration: a number of seconds, or a string with a unit (``0.5 s``, ``200 ms``)."""
+    if isinstance(value, str):
+        number, _, unit = value.strip().partition(" ")
+        unit = unit.strip() or "s"
+        try:
+            value = float(number) * _DURATION_UNITS[unit]
+        except (ValueError, KeyError):
+            raise ConfigError(
+                f"{path}: '{value}' is not a duration; write seconds like 0.5 or '500 ms'"
+            ) from None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not low <= value <= MAX_WAIT_TIMEOUT
+    ):
+        raise ConfigError(f"{path}: must be a number of seconds {what}, got {value!r}")
+    return float(value)
+
+
+def _failover(raw: Mapping[str, Any]) -> FailoverConfig:
+    _check_keys(raw, _FAILOVER, "failover.")
+    s: dict[str, Any] = {}
+    if "max_attempts" in raw:
+        s["max_attempts"] = _positive_int(raw["max_attempts"], "failover.max_attempts")
+    if "backoff" in raw:
+        s["backoff"] = _seconds(raw["backoff"], "failover.backoff", 0.0, "from 0 to 86400")
+    if raw.get("job_timeout") is not None:
+        s["job_timeout"] = _seconds(
+            raw["job_timeout"], "failover.job_timeout", MIN_WAIT_TIMEOUT, "from 0.001 to 86400"
+        )
+    return FailoverConfig(**s)
+
+
 def _partitions(value: Any, path: str) -> int | str:
     if value == AUTO:
         return AUTO
@@ -389,7 +456,10 @@ def _edges(raw: Any) -> Mapping[str, EdgeConfig]:
             if "partitions" in entry
             else None
         )
-        out[str(name)] = EdgeConfig(mode, partitions)
+        service = (
+            _string(entry["service"], f"{path}.service") if "service" in entry else None
+        )
+        out[str(name)] = EdgeConfig(mode, partitions, service)
     return types.MappingProxyType(out)
 
 
@@ -407,6 +477,9 @@ def _from_mapping(raw: Mapping[str, Any]) -> Config:
         spark=_spark(_mapping(raw.get("spark"), "spark", "{executors: 1}")),
         adaptive=_adaptive(
             _mapping(raw.get("adaptive"), "adaptive", "{target_bytes: 64 MiB, max_partitions: 64}")
+        ),
+        failover=_failover(
+            _mapping(raw.get("failover"), "failover", "{max_attempts: 3, backoff: 0.5}")
         ),
         edges=_edges(raw.get("edges")),
     )
@@ -437,6 +510,7 @@ def _as_raw(config: Config) -> dict[str, Any]:
         "shuffle": _section_raw(config.shuffle),
         "spark": _section_raw(config.spark),
         "adaptive": _section_raw(config.adaptive),
+        "failover": _section_raw(config.failover),
         "edges": {name: _edge_raw(entry) for name, entry in config.edges.items()},
     }
     if config.job is not None:

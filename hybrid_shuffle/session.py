@@ -26,7 +26,11 @@ from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec, SlotPool
 from hybrid_shuffle.runtime.transport import RayTransport
 from hybrid_shuffle.shuffle.api import ShuffleEnvironmentContext, ShuffleMasterContext
-from hybrid_shuffle.shuffle.service import load_shuffle_service
+from hybrid_shuffle.shuffle.service import (
+    ShuffleEnvironments,
+    ShuffleMasters,
+    load_shuffle_service,
+)
 from hybrid_shuffle.spark import SparkBridge
 from hybrid_shuffle.spill_dirs import (
     check_spill_root,
@@ -77,7 +81,7 @@ class Session:
 
     def _start(self, address: str | None, slots: int | None) -> None:
         shuffle = self.config.shuffle
-        factory = load_shuffle_service(shuffle.service)  # fails here, naming the key
+        load_shuffle_service(shuffle.service)  # fails here, naming the key
         root = check_spill_root(shuffle.spill_dir)
         if not self.transport.is_connected():
             self.transport.connect(
@@ -87,8 +91,13 @@ class Session:
         sweep_stale_sessions(root, _owner_is_alive)
         self._spill_dir = create_session_dir(root, self.session_id, _owner())
         self.slots = slots or self.config.slots or max(self.transport.cluster_cpus(), 1)
-        self.master = factory.create_shuffle_master(
-            ShuffleMasterContext(self.session_id, shuffle.wait_timeout)
+        self.master = ShuffleMasters(
+            ShuffleMasterContext(
+                self.session_id,
+                shuffle.wait_timeout,
+                self._environment(-1, shuffle.memory_budget, shuffle.credits),
+            ),
+            shuffle.service,
         )
         self.tracker = PartitionTracker(self.master)
         share = max(shuffle.memory_budget // self.slots, shuffle.buffer_size)
@@ -100,8 +109,9 @@ class Session:
             _START_TIMEOUT,
         )
         self.pool.start()
-        self.reader = factory.create_shuffle_environment(
-            self._environment(-1, shuffle.buffer_size, max(shuffle.credits, _READER_CREDITS))
+        self.reader = ShuffleEnvironments(
+            self._environment(-1, shuffle.buffer_size, max(shuffle.credits, _READER_CREDITS)),
+            shuffle.service,
         )
 
     def _environment(self, index: int, memory: int, credits: int) -> ShuffleEnvironmentContext:

@@ -119,6 +119,9 @@ class JobEdge:
     #: the columns the producer sends (column pruning; ``None``: all): the others are
     #: dropped before the combiner and the partitioner
     columns: frozenset[str] | None = None
+    #: the shuffle service that keeps its partitions (``edges.NAME.service``, else
+    #: ``shuffle.service``)
+    service: str = "executor-local"
 
     @property
     def mode(self) -> Mode:

@@ -99,10 +99,13 @@ class Plan:
             )
             combine = f" after {e.combiner.name}" if e.combiner is not None else ""
             keeps = f", keeps {', '.join(sorted(e.columns))}" if e.columns is not None else ""
+            service = (
+                f", service {e.service}" if e.service != self.config.shuffle.service else ""
+            )
             lines.append(
                 f"  {e.name:<20} {src.name} -> {dst.name}: {e.partitioner.describe()}{combine}, "
                 f"mode {e.mode} ({e.mode_origin}), partitions {_partitions(dst)}, region {region}"
-                f"{keeps}"
+                f"{service}{keeps}"
             )
         return "\n".join(lines)
 
@@ -289,6 +292,7 @@ def _build_graph(
                 origin,
                 spec.combiner,
                 needs.inputs.get((node.id, input_index)),
+                _service(name, config, overrides),
             )
             edges.append(edge)
             producer.outputs.append(edge)
@@ -303,6 +307,12 @@ def _build_graph(
             f"'{job_name}'; give each exchange its own edge= name"
         )
     return JobGraph(job_name, vertices, edges, vertex_of[sink.id].id)
+
+
+def _service(name: str, config: Config, overrides: Any) -> str:
+    if name in overrides and overrides[name].service is not None:
+        return str(overrides[name].service)
+    return config.shuffle.service
 
 
 def _effective_mode(

@@ -57,25 +57,34 @@ class Deployer:
         tracker: PartitionTracker,
         buffer_size: int,
         wait_timeout: float,
+        result_service: str = "executor-local",
     ) -> None:
         self.graph = graph
+        #: the service of the sink's result partitions (the session's default)
+        self.result_service = result_service
         self.job_id = job_id
         self.tracker = tracker
         self.buffer_size = buffer_size
         self.wait_timeout = wait_timeout
+        #: task -> its current attempt (0-based); the scheduler raises it on a restart
+        self.attempts: dict[TaskKey, int] = {}
 
     def output_partitions(self, task: TaskKey) -> list[PartitionDescriptor]:
         """The partitions ``task`` writes: one per output edge, plus the result's."""
         vid, subtask = task
         vertex = self.graph.vertices[vid]
-        out = [self._partition(edge, subtask) for edge in vertex.outputs]
+        attempt = self.attempts.get(task, 0)
+        out = [self._partition(edge, subtask, attempt) for edge in vertex.outputs]
         if vid == self.graph.sink:
-            out.append(self.result_partition(subtask))
+            out.append(self.result_partition(subtask, attempt))
         return out
 
-    def result_partition(self, subtask: int) -> PartitionDescriptor:
+    def _id(self, edge: str, subtask: int, attempt: int) -> PartitionId:
+        return PartitionId(f"{self.job_id}/{edge}/{subtask}.{attempt}")
+
+    def result_partition(self, subtask: int, attempt: int = 0) -> PartitionDescriptor:
         return PartitionDescriptor(
-            PartitionId(f"{self.job_id}/{RESULT_EDGE}/{subtask}"),
+            self._id(RESULT_EDGE, subtask, attempt),
             self.job_id,
             RESULT_EDGE,
             subtask,
@@ -83,9 +92,11 @@ class Deployer:
             1,
             partition_type("blocking"),
             Partitioner(PartitionerKind.FORWARD),
+            self.result_service,
+            attempt,
         )
 
-    def _partition(self, edge: JobEdge, subtask: int) -> PartitionDescriptor:
+    def _partition(self, edge: JobEdge, subtask: int, attempt: int) -> PartitionDescriptor:
         target = self.graph.vertices[edge.target]
         # an adaptive consumer's count is not known yet: write (or admit readers) for the
         # most it can have; each consumer then reads a range of subpartitions
@@ -97,7 +108,7 @@ class Deployer:
         shared = edge.partitioner.shares_one_subpartition()
         forward = not edge.partitioner.is_all_to_all()
         return PartitionDescriptor(
-            PartitionId(f"{self.job_id}/{edge.name}/{subtask}"),
+            self._id(edge.name, subtask, attempt),
             self.job_id,
             edge.name,
             subtask,
@@ -105,6 +116,8 @@ class Deployer:
             readers_per_subpartition=consumers if shared else 1,
             partition_type=edge.partition_type,
             partitioner=edge.partitioner,
+            service=edge.service,
+            attempt=attempt,
         )
 
     def deployment(self, task: TaskKey) -> TaskDeployment:
@@ -112,19 +125,18 @@ class Deployer:
         vid, subtask = task
         vertex = self.graph.vertices[vid]
         gates = [self.gate(task, edge, subtask) for edge in vertex.inputs]
-        outputs = [
-            self.tracker.descriptor(self.job_id, e.name, subtask).partition for e in vertex.outputs
-        ]
+        outputs = [self.tracker.descriptor(self.job_id, e.name, subtask) for e in vertex.outputs]
         combiners = [e.combiner for e in vertex.outputs]
         columns = [e.columns for e in vertex.outputs]
         if vid == self.graph.sink:
-            outputs.append(self.tracker.descriptor(self.job_id, RESULT_EDGE, subtask).partition)
+            outputs.append(self.tracker.descriptor(self.job_id, RESULT_EDGE, subtask))
             combiners.append(None)
             columns.append(None)
         return TaskDeployment(
             job_id=self.job_id,
             vertex=vertex.name,
             subtask=subtask,
+            attempt=self.attempts.get(task, 0),
             operators=vertex.operators,
             gates=gates,
             outputs=outputs,

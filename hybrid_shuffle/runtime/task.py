@@ -39,9 +39,9 @@ from hybrid_shuffle.shuffle.api import (
     HandedOver,
     InputGate,
     InputGateDescriptor,
-    PartitionDescriptor,
     PartitionId,
     ResultPartitionWriter,
+    ShuffleDescriptor,
     ShuffleEnvironment,
 )
 from hybrid_shuffle.shuffle.metrics import ReadMetrics, WriteMetrics
@@ -63,9 +63,12 @@ class TaskDeployment:
     job_id: str
     vertex: str
     subtask: int
+    #: the task's attempt, 0-based (raised each time its region restarts)
+    attempt: int
     operators: list[Operator]
     gates: list[InputGateDescriptor]
-    outputs: list[PartitionDescriptor]
+    #: the registered output partitions (the master's descriptors: where each is kept)
+    outputs: list[ShuffleDescriptor]
     #: per output, the operator its rows pass through before partitioning (or None)
     combiners: list[Operator | None] = field(default_factory=list)
     #: per output, the columns it carries (column pruning; None: all), kept before the
@@ -87,6 +90,8 @@ class TaskReport:
     vertex: str
     subtask: int
     executor_index: int = -1
+    #: which attempt of the task this reports (0-based; see ``JobResult.restarts``)
+    attempt: int = 0
     state: TaskState = TaskState.RUNNING
     #: set when ``state`` is FAILED
     failure: TaskFailure | None = None
@@ -212,6 +217,7 @@ def run_task(
         deployment.vertex,
         deployment.subtask,
         executor_index,
+        deployment.attempt,
         started_at=time.time(),
     )
     writers: Sequence[ResultPartitionWriter] = ()

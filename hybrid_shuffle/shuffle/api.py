@@ -83,6 +83,11 @@ class PartitionDescriptor:
     readers_per_subpartition: int
     partition_type: ResultPartitionType
     partitioner: Partitioner
+    #: the shuffle service that stores it (``shuffle.service`` or ``edges.NAME.service``)
+    service: str = "executor-local"
+    #: the producer task's attempt (0-based): a restarted producer writes a new partition,
+    #: with a new id, so a consumer never mixes the buffers of two attempts
+    attempt: int = 0
 
     @property
     def readers(self) -> int:
@@ -97,6 +102,8 @@ class ProducerDescriptor:
     executor_index: int
     #: the executor's Ray actor handle (``Any``: this module does not import ray)
     executor: Any
+    #: the Ray node the executor runs on (a service may keep the partition near it)
+    node_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -259,15 +266,6 @@ class PollResponse:
 
 
 @dataclass(frozen=True)
-class ShuffleMasterContext:
-    """Everything a driver-side master is created from."""
-
-    session_id: str
-    #: seconds any single wait may last
-    wait_timeout: float
-
-
-@dataclass(frozen=True)
 class ShuffleEnvironmentContext:
     """Everything an executor-side environment is created from (one object, as in Flink)."""
 
@@ -283,6 +281,18 @@ class ShuffleEnvironmentContext:
     memory_budget: int
     #: the session's private spill directory (0700)
     spill_dir: str
+
+
+@dataclass(frozen=True)
+class ShuffleMasterContext:
+    """Everything a driver-side master is created from."""
+
+    session_id: str
+    #: seconds any single wait may last
+    wait_timeout: float
+    #: what a service that holds partitions in its own actors creates their storage from
+    #: (sizes, credits, spill directory; ``executor_index`` -1)
+    environment: ShuffleEnvironmentContext | None = None
 
 
 # -- the interfaces ------------------------------------------------------------------------
@@ -343,6 +353,13 @@ class ShuffleMaster(Protocol):
     def wait_for_releases(self, timeout: float) -> None:
         """Block (at most ``timeout`` s) until earlier releases took effect."""
 
+    def lost_partitions(self) -> Collection[PartitionId]:
+        """Partitions whose holder this service saw die since the last call (never
+        blocks).  Flink's ``JobShuffleContext.stopTrackingAndReleasePartitions``, pulled:
+        a service that stores partitions in its own actors reports their loss here; one
+        whose holders are the executors reports nothing (the scheduler sees an executor
+        die and tells the partition tracker itself)."""
+
     def close(self) -> None:
         """Release whatever the master still holds."""
 
@@ -352,10 +369,11 @@ class ShuffleEnvironment(Protocol):
     """Executor side: creates writers and gates, holds and releases local partitions."""
 
     def create_result_partition_writers(
-        self, partitions: Sequence[PartitionDescriptor], cancelled: threading.Event
+        self, partitions: Sequence[ShuffleDescriptor], cancelled: threading.Event
     ) -> Sequence[ResultPartitionWriter]:
-        """One writer per descriptor, for the task about to run; their waits end early
-        once ``cancelled`` is set."""
+        """One writer per registered partition, for the task about to run (as Flink's
+        ``ResultPartitionDeploymentDescriptor``, the master's descriptor says where the
+        partition is kept); their waits end early once ``cancelled`` is set."""
 
     def create_input_gates(self, inputs: Sequence[InputGateDescriptor]) -> Sequence[InputGate]:
         """One gate per input edge of the task about to run."""

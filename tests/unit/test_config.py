@@ -76,7 +76,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         "unknown-top-level-key",
         {"shufle": {}},
         "shufle: unknown key (did you mean 'shuffle'?); allowed keys are: adaptive, edges, "
-        "job, parallelism, ray, shuffle, slots, spark",
+        "failover, job, parallelism, ray, shuffle, slots, spark",
     ),
     (
         "unknown-nested-key",
@@ -88,7 +88,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         "unknown-edge-key",
         {"edges": {"by_customer": {"mdoe": "blocking"}}},
         "edges.by_customer.mdoe: unknown key (did you mean 'mode'?); allowed keys are: "
-        "mode, partitions",
+        "mode, partitions, service",
     ),
     (
         "wrong-edge-mode",

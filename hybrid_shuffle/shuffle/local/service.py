@@ -92,6 +92,10 @@ class ExecutorLocalShuffleMaster:
             # a dead executor's partitions are gone anyway: do not fail on it
             ray.wait(pending, num_returns=len(pending), timeout=timeout)
 
+    def lost_partitions(self) -> list[PartitionId]:
+        """Nothing: the holders are executors, whose death the scheduler sees."""
+        return []
+
     def close(self) -> None:
         self.release_partitions_externally(list(self._registry.values()))
         self.wait_for_releases(self._context.wait_timeout)
@@ -111,11 +115,12 @@ class ExecutorLocalShuffleEnvironment:
         self._lock = threading.Lock()
 
     def create_result_partition_writers(
-        self, partitions: Sequence[PartitionDescriptor], cancelled: threading.Event
+        self, partitions: Sequence[ShuffleDescriptor], cancelled: threading.Event
     ) -> list[ResultPartitionWriter]:
         make_private_dirs(self._dir)  # on another node the session's directory is new
         writers = []
-        for descriptor in partitions:
+        for registered in partitions:
+            descriptor = registered.partition
             name = descriptor.partition_id.replace("/", "_")
             partition = ResultPartition(
                 descriptor,
