@@ -456,9 +456,7 @@ def _edges(raw: Any) -> Mapping[str, EdgeConfig]:
             if "partitions" in entry
             else None
         )
-        service = (
-            _string(entry["service"], f"{path}.service") if "service" in entry else None
-        )
+        service = _string(entry["service"], f"{path}.service") if "service" in entry else None
         out[str(name)] = EdgeConfig(mode, partitions, service)
     return types.MappingProxyType(out)
 

@@ -16,6 +16,7 @@ __all__ = [
     "HybridShuffleError",
     "JobCancelledError",
     "JobFailedError",
+    "JobTimeoutError",
     "PartitionNotFoundError",
     "PlanError",
     "ProducerFailedError",
@@ -71,7 +72,28 @@ class DataConsumptionError(HybridShuffleError):
 
 
 class JobFailedError(HybridShuffleError):
-    """A task raised; the message names the task and the user's error."""
+    """A task failed for good (``failover.max_attempts`` times, or with an error no retry
+    can mend); the message names the operator, the subtask, the attempts and the first
+    line of the user's exception.  ``operator``, ``subtask`` and ``attempts`` say the
+    same as attributes when known (None otherwise)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operator: str | None = None,
+        subtask: int | None = None,
+        attempts: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.operator = operator
+        self.subtask = subtask
+        self.attempts = attempts
+
+
+class JobTimeoutError(WaitTimeoutError):
+    """A job did not finish within ``collect(timeout=)`` (or ``failover.job_timeout``);
+    the message names the job and the tasks still running, which were cancelled."""
 
 
 class JobCancelledError(HybridShuffleError):

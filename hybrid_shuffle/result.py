@@ -47,6 +47,9 @@ class JobResult:
     explain: str
     #: of ``wall_seconds``, the time spent fetching lazy sources (Spark -> Arrow)
     sources_seconds: float = 0.0
+    #: how many times the job restarted failed regions (0: nothing failed); each task's
+    #: ``TaskReport.attempt`` says which attempt produced its part of the result
+    restarts: int = 0
 
     @property
     def spilled_bytes(self) -> int:

@@ -189,9 +189,23 @@ class Session:
 
     def _ask_executors(self, method: str) -> list[Any]:
         self.check_open()
+        self.heal()
         wait = self.config.shuffle.wait_timeout
         self.master.wait_for_releases(wait)
         return self.transport.call_all(self.executors, method, wait)
+
+    # -- failover --------------------------------------------------------------------------
+
+    def heal(self) -> list[int]:
+        """Replace every executor Ray reported dead (their partitions are lost with them);
+        returns their indexes.  Jobs and the leak probes call it first, so one dead
+        executor never breaks the session."""
+        self.check_open()
+        replaced = self.pool.heal()
+        for index in replaced:
+            log.warning("session %s: executor %d had died; replaced", self.session_id, index)
+            self.tracker.executor_lost(index)
+        return replaced
 
     # -- closing ---------------------------------------------------------------------------
 

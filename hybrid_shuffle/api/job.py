@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from hybrid_shuffle.api._validate import positive_count
 from hybrid_shuffle.api.stream import Stream
-from hybrid_shuffle.errors import PlanError
+from hybrid_shuffle.errors import ConfigError, PlanError
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
 from hybrid_shuffle.plan.planner import Plan, plan_job, reachable
@@ -128,9 +128,16 @@ class Job:
         """Every edge with its effective mode, partitioner, partitions and region."""
         return self.plan(stream).explain()
 
-    def run(self, stream: Stream) -> JobResult:
-        """Plan, fetch lazy sources, execute; the result table with per-edge metrics."""
+    def run(self, stream: Stream, timeout: float | None = None) -> JobResult:
+        """Plan, fetch lazy sources, execute; the result table with per-edge metrics.
+        ``timeout`` bounds the execution (default ``failover.job_timeout``)."""
         self.session.check_open()
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+        ):
+            raise ConfigError(
+                f"collect: timeout must be a positive number of seconds, got {timeout!r}"
+            )
         started = time.perf_counter()
         plan = self.plan(stream)  # fails on a bad job before any lazy source is fetched
         lazy = [n for n in reachable(stream.node) if n.load is not None and n.source_splits is None]
@@ -139,13 +146,15 @@ class Job:
         if lazy:  # the vertices must carry the fetched splits
             plan = self.plan(stream)
         session = self.session
+        session.heal()  # executors that died since the last job are replaced first
         executed = execute(
             plan,
             tracker=session.tracker,
             master=session.master,
-            executors=session.executors,
+            pool=session.pool,
             transport=session.transport,
             reader=session.reader,
+            timeout=plan.config.failover.job_timeout if timeout is None else timeout,
         )
         table, reports = executed.table, executed.reports
         if table is None:  # the sink saw no table at all: only the plan knows the columns
@@ -158,6 +167,7 @@ class Job:
             time.perf_counter() - started,
             plan.explain(),
             sources_seconds,
+            executed.restarts,
         )
 
 

@@ -248,19 +248,23 @@ class Stream:
 
     # -- running --------------------------------------------------------------------------
 
-    def collect(self) -> JobResult:
-        """Run the job; the result table plus per-edge metrics."""
-        return self.job.run(self)
+    def collect(self, timeout: float | None = None) -> JobResult:
+        """Run the job; the result table plus per-edge metrics.
 
-    def to_arrow(self) -> pa.Table:
-        return self.collect().table
+        ``timeout`` (seconds; default ``failover.job_timeout``, else unbounded) bounds
+        the whole job: past it, its tasks are cancelled and ``JobTimeoutError`` names
+        the job and the tasks that were still running."""
+        return self.job.run(self, timeout)
 
-    def to_pandas(self) -> pd.DataFrame:
-        return self.to_arrow().to_pandas()
+    def to_arrow(self, timeout: float | None = None) -> pa.Table:
+        return self.collect(timeout).table
 
-    def to_spark(self) -> Any:
+    def to_pandas(self, timeout: float | None = None) -> pd.DataFrame:
+        return self.to_arrow(timeout).to_pandas()
+
+    def to_spark(self, timeout: float | None = None) -> Any:
         """Run the job; a Spark DataFrame of the result, with the result's column types."""
-        return self.job.session.bridge.to_dataframe(self.to_arrow())
+        return self.job.session.bridge.to_dataframe(self.to_arrow(timeout))
 
     def explain(self) -> str:
         return self.job.explain(self)

@@ -99,9 +99,7 @@ class Plan:
             )
             combine = f" after {e.combiner.name}" if e.combiner is not None else ""
             keeps = f", keeps {', '.join(sorted(e.columns))}" if e.columns is not None else ""
-            service = (
-                f", service {e.service}" if e.service != self.config.shuffle.service else ""
-            )
+            service = f", service {e.service}" if e.service != self.config.shuffle.service else ""
             lines.append(
                 f"  {e.name:<20} {src.name} -> {dst.name}: {e.partitioner.describe()}{combine}, "
                 f"mode {e.mode} ({e.mode_origin}), partitions {_partitions(dst)}, region {region}"

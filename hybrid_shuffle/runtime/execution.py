@@ -13,9 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
@@ -23,6 +21,7 @@ from hybrid_shuffle.plan.planner import Plan
 from hybrid_shuffle.runtime.deployment import Deployer
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.scheduler import Scheduler
+from hybrid_shuffle.runtime.slot_pool import ExecutorPool
 from hybrid_shuffle.runtime.task import TaskReport
 from hybrid_shuffle.runtime.transport import TaskTransport
 from hybrid_shuffle.shuffle.api import ShuffleEnvironment, ShuffleMaster
@@ -38,6 +37,8 @@ class Executed:
     #: the result, or None when the sink produced no batch at all
     table: pa.Table | None
     reports: list[TaskReport]
+    #: how many times regions were restarted (``JobResult.restarts``)
+    restarts: int = 0
 
 
 def execute(
@@ -45,24 +46,35 @@ def execute(
     *,
     tracker: PartitionTracker,
     master: ShuffleMaster,
-    executors: Sequence[Any],
+    pool: ExecutorPool,
     transport: TaskTransport,
     reader: ShuffleEnvironment,
+    timeout: float | None = None,
 ) -> Executed:
-    """Run ``plan`` on ``executors`` and return its result (see the module docstring)."""
+    """Run ``plan`` on the pool's executors and return its result (see the module
+    docstring); ``timeout`` bounds the whole job (``JobTimeoutError``)."""
     shuffle = plan.config.shuffle
     job_id = f"{plan.graph.job_name}-{uuid.uuid4().hex[:8]}"
     # the memory budgets of the executors are whole again before this job writes
     master.wait_for_releases(shuffle.wait_timeout)
     scheduler = Scheduler(
-        plan, job_id, tracker, executors, transport, shuffle.buffer_size, shuffle.wait_timeout
+        plan,
+        job_id,
+        tracker,
+        pool,
+        transport,
+        shuffle.buffer_size,
+        shuffle.wait_timeout,
+        plan.config.failover,
+        timeout,
+        shuffle.service,
     )
     try:
         reports = scheduler.run()
         table = _read_result(reader, scheduler.deployer, plan)
     finally:
         tracker.release_job(job_id)
-    return Executed(job_id, table, reports)
+    return Executed(job_id, table, reports, scheduler.restarts)
 
 
 def _read_result(reader: ShuffleEnvironment, deployer: Deployer, plan: Plan) -> pa.Table | None:

@@ -27,7 +27,14 @@ from hybrid_shuffle.errors import (
     WaitTimeoutError,
 )
 
-__all__ = ["RemoteTraceback", "TaskFailure", "describe_failure", "root_cause", "to_error"]
+__all__ = [
+    "RemoteTraceback",
+    "TaskFailure",
+    "describe_failure",
+    "first_line",
+    "root_cause",
+    "to_error",
+]
 
 
 class RemoteTraceback(Exception):
@@ -64,21 +71,20 @@ def to_error(failure: TaskFailure, task: str) -> HybridShuffleError:
     """Driver side: the error the user sees for a task that failed with ``failure``."""
     library = failure.library_error
     if library is not None:
-        error: HybridShuffleError = type(library)(f"task '{task}': {_first_line(failure)}")
+        error: HybridShuffleError = type(library)(f"task '{task}': {first_line(failure)}")
     elif failure.error_type == "ModuleNotFoundError":
         error = JobFailedError(
-            f"task '{task}' failed: the executor cannot import {_first_line(failure)!r}; "
+            f"task '{task}' failed: the executor cannot import {first_line(failure)!r}; "
             "install that module where Ray runs, or define the function in the pipeline file"
         )
     else:
-        error = JobFailedError(
-            f"task '{task}' failed: {failure.error_type}: {_first_line(failure)}"
-        )
+        error = JobFailedError(f"task '{task}' failed: {failure.error_type}: {first_line(failure)}")
     error.__cause__ = RemoteTraceback(failure.traceback)
     return error
 
 
-def _first_line(failure: TaskFailure) -> str:
+def first_line(failure: TaskFailure) -> str:
+    """The first line of the failure's message (its type if it has none)."""
     text = failure.message.strip()
     return text.splitlines()[0] if text else failure.error_type
 

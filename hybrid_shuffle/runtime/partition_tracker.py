@@ -9,7 +9,8 @@ shuffle master to do it.  Failover and the cache ask it what survives
 
 Release rules (Flink's region release strategy):
 - a partition is released once every consumer channel reading it belongs to a
-  finished consumer;
+  finished consumer (channels are counted as a set, so a consumer that runs again
+  never counts twice);
 - whatever is left of a job is released when the job ends (``release_job``).
 
 Handed-over buffers (``HandedOver``: a finished partition's refs, for consumers
@@ -48,7 +49,12 @@ log = logging.getLogger(__name__)
 class TrackedState(enum.Enum):
     REGISTERED = "registered"  # its producer deployed
     PRODUCED = "produced"  # its producer finished
+    LOST = "lost"  # its holder died: it must be produced again to be read
     RELEASED = "released"
+
+
+#: one consumer channel of a partition: (subpartition, reader)
+_ChannelKey = tuple[int, int]
 
 
 @dataclass
@@ -59,8 +65,8 @@ class _Tracked:
     #: the channels that will read it (the descriptor's count, unless an adaptive
     #: consumer turned out to have fewer: ``readers_decided``)
     readers: int = 0
-    channels: int = 0
-    readers_done: int = 0
+    channels: set[_ChannelKey] = field(default_factory=set)
+    finished_channels: set[_ChannelKey] = field(default_factory=set)
     handed_over: HandedOver | None = None
     consumers: set[Hashable] = field(default_factory=set)
 
@@ -71,10 +77,12 @@ class PartitionTracker:
         self._partitions: dict[PartitionId, _Tracked] = {}
         #: (job, edge, producer subtask) -> partition
         self._by_edge: dict[tuple[str, str, int], PartitionId] = {}
-        #: (job, producer task) -> its partitions not yet marked produced
+        #: (job, producer task) -> the partitions of its current attempt
         self._by_producer: dict[tuple[str, Hashable], list[PartitionId]] = defaultdict(list)
-        #: (job, consumer task) -> the partitions it reads, once per channel
-        self._reads: dict[tuple[str, Hashable], list[PartitionId]] = defaultdict(list)
+        #: (job, consumer task) -> the channels its current attempt reads
+        self._reads: dict[tuple[str, Hashable], list[tuple[PartitionId, _ChannelKey]]] = (
+            defaultdict(list)
+        )
 
     # -- producers -------------------------------------------------------------------------
 
@@ -83,9 +91,13 @@ class PartitionTracker:
     ) -> ShuffleDescriptor:
         descriptor = self._master.register_partition_with_producer(partition, producer)
         pid = partition.partition_id
+        edge_key = (partition.job_id, partition.edge, partition.producer_subtask)
+        superseded = self._by_edge.get(edge_key)
+        if superseded is not None and superseded != pid:  # an earlier attempt's
+            self._release([superseded])
         self._partitions[pid] = _Tracked(descriptor, producer_task, readers=partition.readers)
         self._by_producer[(partition.job_id, producer_task)].append(pid)
-        self._by_edge[(partition.job_id, partition.edge, partition.producer_subtask)] = pid
+        self._by_edge[edge_key] = pid
         return descriptor
 
     def descriptor(self, job_id: str, edge: str, producer_subtask: int) -> ShuffleDescriptor:
@@ -95,13 +107,13 @@ class PartitionTracker:
         self, job_id: str, producer_task: Hashable, handed: Mapping[PartitionId, HandedOver]
     ) -> None:
         """``producer_task`` finished; ``handed`` is what it handed over, per partition."""
-        for pid in self._by_producer.pop((job_id, producer_task), []):
+        for pid in self._by_producer.get((job_id, producer_task), []):
             tracked = self._partitions.get(pid)
-            if tracked is None or tracked.state is TrackedState.RELEASED:
+            if tracked is None or tracked.state is not TrackedState.REGISTERED:
                 continue
             tracked.state = TrackedState.PRODUCED
             ready = handed.get(pid)
-            if ready is not None and tracked.channels < tracked.readers:
+            if ready is not None and len(tracked.channels) < tracked.readers:
                 tracked.handed_over = ready
 
     # -- consumers -------------------------------------------------------------------------
@@ -118,11 +130,12 @@ class PartitionTracker:
         them, else one to poll.  Counts the channel toward the partition's readers."""
         partition = descriptor.partition
         tracked = self._partitions[partition.partition_id]
-        tracked.channels += 1
+        key = (subpartition, reader)
+        tracked.channels.add(key)
         tracked.consumers.add(consumer_task)
-        self._reads[(partition.job_id, consumer_task)].append(partition.partition_id)
+        self._reads[(partition.job_id, consumer_task)].append((partition.partition_id, key))
         handed = tracked.handed_over
-        if tracked.channels >= tracked.readers:
+        if len(tracked.channels) >= tracked.readers:
             tracked.handed_over = None  # every reader has its channel now
         if handed is None:
             return ConsumerDescriptor(descriptor, producer_subtask, subpartition, reader)
@@ -148,14 +161,70 @@ class PartitionTracker:
     def consumer_finished(self, job_id: str, consumer_task: Hashable) -> None:
         """Release what ``consumer_task`` read that no other consumer still reads."""
         done = []
-        for pid in self._reads.pop((job_id, consumer_task), []):
+        for pid, key in self._reads.pop((job_id, consumer_task), []):
             tracked = self._partitions.get(pid)
             if tracked is None or tracked.state is TrackedState.RELEASED:
                 continue
-            tracked.readers_done += 1
-            if tracked.readers_done >= tracked.readers:
+            tracked.finished_channels.add(key)
+            if len(tracked.finished_channels) >= tracked.readers:
                 done.append(pid)
         self._release(done)
+
+    # -- failover --------------------------------------------------------------------------
+
+    def available(self, job_id: str, edge: str, producer_subtask: int) -> bool:
+        """Whether a (restarted) consumer can read this partition again: reconsumable,
+        and neither lost nor released (a blocking one also finished)."""
+        pid = self._by_edge.get((job_id, edge, producer_subtask))
+        tracked = None if pid is None else self._partitions.get(pid)
+        if tracked is None or not tracked.descriptor.partition.partition_type.reconsumable:
+            return False
+        if tracked.descriptor.partition.partition_type.is_blocking():
+            return tracked.state is TrackedState.PRODUCED
+        return tracked.state in (TrackedState.REGISTERED, TrackedState.PRODUCED)
+
+    def task_restarted(self, job_id: str, task: Hashable) -> None:
+        """``task`` runs again as a new attempt: the partitions its old attempt wrote are
+        released (consumers read the new attempt's), and the channels it read are
+        forgotten (the new attempt makes its own)."""
+        self._release(self._by_producer.pop((job_id, task), []))
+        for pid, key in self._reads.pop((job_id, task), []):
+            tracked = self._partitions.get(pid)
+            if tracked is not None:
+                tracked.channels.discard(key)
+
+    def executor_lost(self, executor_index: int) -> list[PartitionId]:
+        """The partitions executor ``executor_index`` held are lost with it."""
+        lost = [
+            p
+            for p, t in self._partitions.items()
+            if t.descriptor.producer_executor == executor_index
+        ]
+        self._mark_lost(lost)
+        return lost
+
+    def poll_lost(self) -> list[PartitionId]:
+        """The partitions the shuffle services saw lost since the last call."""
+        lost = [p for p in self._master.lost_partitions() if p in self._partitions]
+        self._mark_lost(lost)
+        return lost
+
+    def _mark_lost(self, partition_ids: list[PartitionId]) -> None:
+        for pid in partition_ids:
+            tracked = self._partitions[pid]
+            tracked.state = TrackedState.LOST
+            tracked.handed_over = None
+        if partition_ids:
+            log.info("%d partitions lost with their holder", len(partition_ids))
+
+    def lost_producers(self, job_id: str) -> set[Hashable]:
+        """The producer tasks of ``job_id`` whose partition is lost but still to be read:
+        they must run again before its readers can finish."""
+        return {
+            t.producer
+            for t in self._partitions.values()
+            if t.state is TrackedState.LOST and t.descriptor.partition.job_id == job_id
+        }
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -1,46 +1,70 @@
-"""Region scheduling of one job onto the session's executor slots: the run loop.
+"""Region scheduling of one job onto the session's executor slots, with region failover.
 
 Regions (from the planner) deploy all-or-nothing, in topological order, first
 in first out: a region deploys only when every region before it has deployed,
-when enough slots are free, and when the producers of its blocking inputs have
-finished.  Hybrid inputs add no condition.  Deploying in that order is what
-makes scarce slots safe: a task waiting for data only ever waits for producers
-that are already running, never for one that needs its slot.
+when enough slots are free, when its restart delay has passed, and when the
+producers of its blocking inputs have finished.  Hybrid inputs add no
+condition.  Deploying in that order is what makes scarce slots safe: a task
+waiting for data only ever waits for producers that are already running, never
+for one that needs its slot.
 
 An adaptive vertex (``partitions: auto``) gets its parallelism when its region
 comes up and all its producers have finished: from the bytes their reports say
 they wrote (``AdaptiveParallelism.decide``, at most the session's slots).  The
 regions not yet deployed are then computed again, with the new subtask count.
 
+Failover (``runtime.failover`` decides *what*, this loop *does* it): a failed
+task, an executor Ray reports dead (the pool's watch refs wake the loop at
+once), or a partition a service reports lost restarts the affected regions.
+Their running attempts are cancelled (they become *zombies*: their slots stay
+taken until they report, and an executor whose zombie ignores the cancel for
+``_ZOMBIE_GRACE`` seconds is replaced), their old partitions are released, and
+they go back into the queue with the next attempt number after a backoff.  A
+task that failed ``max_attempts`` times, or a failure no retry can mend, fails
+the job: every task is cancelled, the other tasks get ``_FAILURE_GRACE``
+seconds to report, executors still stuck in a task are replaced, and the root
+cause is raised.  A job past its deadline fails the same way with a
+``JobTimeoutError``.  Ctrl-C cancels the same way and re-raises
+``KeyboardInterrupt``.
+
 The loop is plain state; its collaborators are injected: the ``Deployer``
 builds descriptors, the ``PartitionTracker`` owns partitions and their release,
-the ``SlotAllocation`` the slots, and the ``TaskTransport`` is the only way to
-an executor (its tests fake it, and nothing else).
-
-Every wait is bounded.  The first failing task cancels the job on every
-executor; the loop then collects what the other tasks report for a short grace
-period and raises the root cause (a user error before the "producer failed"
-errors it caused downstream).  Ctrl-C cancels the same way and re-raises
-``KeyboardInterrupt``.
+the ``ExecutorPool`` the executors (and their replacement), and the
+``TaskTransport`` is the only way to an executor (tests fake both).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import traceback
-from collections.abc import Sequence
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from hybrid_shuffle.errors import JobCancelledError, WaitTimeoutError
+from hybrid_shuffle.actors.executor import attempt_key
+from hybrid_shuffle.config import FailoverConfig
+from hybrid_shuffle.errors import (
+    ExecutorLostError,
+    HybridShuffleError,
+    JobFailedError,
+    JobTimeoutError,
+    WaitTimeoutError,
+)
 from hybrid_shuffle.plan.graph import JobVertex
 from hybrid_shuffle.plan.planner import Plan
 from hybrid_shuffle.plan.regions import Region, TaskKey, pipelined_regions
 from hybrid_shuffle.runtime.deployment import Deployer, producers_of
-from hybrid_shuffle.runtime.failures import root_cause, to_error
+from hybrid_shuffle.runtime.failover import (
+    FailoverTopology,
+    FailureKind,
+    backoff_delay,
+    classify,
+)
+from hybrid_shuffle.runtime.failures import first_line, root_cause, to_error
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
-from hybrid_shuffle.runtime.slot_pool import SlotAllocation
+from hybrid_shuffle.runtime.slot_pool import ExecutorPool, SlotAllocation
 from hybrid_shuffle.runtime.task import TaskReport, TaskState
 from hybrid_shuffle.runtime.transport import TaskRef, TaskTransport
 from hybrid_shuffle.shuffle.api import ProducerDescriptor
@@ -51,6 +75,7 @@ log = logging.getLogger(__name__)
 
 _SLICE = 0.5  # seconds between looks at the running tasks
 _FAILURE_GRACE = 2.0  # seconds the other tasks of a failed job get to report
+_ZOMBIE_GRACE = 5.0  # seconds a cancelled attempt may take to stop before its executor goes
 
 
 @dataclass
@@ -58,6 +83,10 @@ class _Running:
     task: TaskKey
     executor: int
     name: str
+    attempt: int
+    #: a cancelled attempt (its region restarted): its report only counts its own failure
+    zombie: bool = False
+    cancelled_at: float = 0.0
 
 
 class Scheduler:
@@ -66,28 +95,50 @@ class Scheduler:
         plan: Plan,
         job_id: str,
         tracker: PartitionTracker,
-        executors: Sequence[Any],
+        pool: ExecutorPool,
         transport: TaskTransport,
         buffer_size: int,
         wait_timeout: float,
+        failover: FailoverConfig | None = None,
+        timeout: float | None = None,
+        result_service: str = "executor-local",
     ) -> None:
         self.plan = plan
         self.graph = plan.graph
         self.job_id = job_id
         self.tracker = tracker
-        self.executors = list(executors)
+        self.pool = pool
         self.transport = transport
         self.wait_timeout = wait_timeout
-        self.deployer = Deployer(plan.graph, job_id, tracker, buffer_size, wait_timeout)
-        self.slots = SlotAllocation(len(self.executors))
+        self.failover = failover or FailoverConfig()
+        self.timeout = timeout
+        self.deployer = Deployer(
+            plan.graph, job_id, tracker, buffer_size, wait_timeout, result_service
+        )
+        self.slots = SlotAllocation(len(pool.executors))
         self.finished: set[TaskKey] = set()
-        self.reports: list[TaskReport] = []
+        #: how many times regions were restarted (one failover, however many regions)
+        self.restarts = 0
+        self._reports: dict[TaskKey, TaskReport] = {}
         self._running: dict[TaskRef, _Running] = {}
+        #: task -> the ref of its current attempt, while that runs
+        self._current: dict[TaskKey, TaskRef] = {}
         self._deployed: set[TaskKey] = set()
         self._pending: list[Region] = []
+        #: task -> when its next attempt may start (monotonic seconds)
+        self._not_before: dict[TaskKey, float] = {}
+        #: task -> (attempt, first line of the error) of each of its own failures
+        self._failures: dict[TaskKey, list[tuple[int, str]]] = defaultdict(list)
+        self._topology = FailoverTopology(self.graph, plan.regions)
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+
+    @property
+    def reports(self) -> list[TaskReport]:
+        """The report of every task's successful attempt."""
+        return list(self._reports.values())
 
     def run(self) -> list[TaskReport]:
-        """Run every region to its end; raises the root cause if a task failed."""
+        """Run every region to its end; raises the root cause if the job failed."""
         log.info("job %s: started, %d regions", self.job_id, len(self.plan.regions))
         try:
             self._schedule()
@@ -96,24 +147,72 @@ class Scheduler:
             # task reports, whose buffer refs pin the job's objects
             traceback.clear_frames(e.__traceback__)
             self._fail(e)
-        log.info("job %s: finished, %d tasks", self.job_id, len(self.reports))
+        self._drain_zombies()
+        log.info(
+            "job %s: finished, %d tasks, %d restarts",
+            self.job_id,
+            len(self._reports),
+            self.restarts,
+        )
         return self.reports
+
+    # -- the loop ----------------------------------------------------------------------------
 
     def _schedule(self) -> None:
         self._pending = list(self.plan.regions)
-        while self._pending or self._running:
+        while True:
+            self._run_regions()
+            self._handle_losses()  # a sink's executor that died after it finished
+            if not (self._pending or self._current):
+                return
+
+    def _run_regions(self) -> None:
+        while self._pending or self._current:
+            self._check_deadline()
+            self._handle_losses()
             while self._pending:
                 if self._adapted(self._pending[0]):
                     continue  # the regions were computed again: look at the first one anew
                 if not self._can_deploy(self._pending[0]):
                     break
                 self._deploy(self._pending.pop(0))
-            if not self._running:
+            if not self._running and self._pending and not self._backing_off():
                 raise WaitTimeoutError(  # cannot happen with a valid plan; never hang on it
                     f"job '{self.graph.job_name}': region {self._pending[0].id} can never deploy"
                 )
-            for ref in self.transport.wait(list(self._running), _SLICE):
-                self._finished(ref)
+            for ref in self._wait():
+                if ref in self._running:
+                    self._finished(ref)
+            self._reap_zombies()
+
+    def _wait(self) -> list[TaskRef]:
+        """The refs that are ready within a slice: task reports, and executors' watches
+        (a death wakes the loop at once).  With no task running, the loop only waits
+        for a restart's backoff to pass."""
+        refs = [*self._running, *self.pool.watches()]
+        timeout = _SLICE
+        if not self._running:
+            starts = [t - time.monotonic() for t in self._not_before.values()]
+            timeout = min(max(min(starts, default=_SLICE), 0.01), _SLICE)
+        if not refs:
+            time.sleep(timeout)
+            return []
+        return self.transport.wait(refs, timeout)
+
+    def _check_deadline(self) -> None:
+        if self._deadline is None or time.monotonic() < self._deadline:
+            return
+        running = sorted(self._running[r].name for r in self._current.values())
+        raise JobTimeoutError(
+            f"job '{self.graph.job_name}' did not finish within {self.timeout:g} s; still "
+            f"running: {', '.join(running) or 'none (waiting for slots)'}; they were cancelled, "
+            "so raise collect(timeout=) or failover.job_timeout, or fix the stuck function"
+        )
+
+    def _backing_off(self) -> bool:
+        """Some restarted task is still to deploy (its delay may have just passed: the
+        next turn deploys it)."""
+        return bool(self._not_before)
 
     def _adapted(self, region: Region) -> bool:
         """Whether ``region``'s adaptive vertices just got their parallelism (they get it
@@ -129,6 +228,9 @@ class Scheduler:
         if any(self.graph.vertices[vid].awaits_parallelism for vid, _ in region.tasks):
             return False
         if region.slots > self.slots.free:
+            return False
+        now = time.monotonic()
+        if any(self._not_before.get(t, 0.0) > now for t in region.tasks):
             return False
         for vid, subtask in region.tasks:
             for edge in self.graph.vertices[vid].inputs:
@@ -152,7 +254,7 @@ class Scheduler:
             assert vertex.adaptive is not None
             edges = {e.name for e in vertex.inputs}
             written = sum(w.bytes for r in self.reports for w in r.writes if w.edge in edges)
-            vertex.parallelism = vertex.adaptive.decide(written, len(self.executors))
+            vertex.parallelism = vertex.adaptive.decide(written, len(self.pool.executors))
             for edge in vertex.inputs:
                 if edge.partitioner.shares_one_subpartition():
                     self.tracker.readers_decided(self.job_id, edge.name, vertex.parallelism)
@@ -165,6 +267,7 @@ class Scheduler:
             )
         regions = pipelined_regions(self.graph)
         self.plan.regions = regions
+        self._topology = FailoverTopology(self.graph, regions)
         self._pending = [r for r in regions if not any(t in self._deployed for t in r.tasks)]
 
     def _deploy(self, region: Region) -> None:
@@ -178,41 +281,200 @@ class Scheduler:
             placed[task] = slots[nth]
         # register every partition of the region first: its consumers need the descriptors
         for task, executor in placed.items():
-            producer = ProducerDescriptor(executor, self.executors[executor])
+            producer = ProducerDescriptor(
+                executor, self.pool.executors[executor], self.pool.nodes[executor]
+            )
             for partition in self.deployer.output_partitions(task):
                 self.tracker.register(task, partition, producer)
         for task, executor in placed.items():
             deployment = self.deployer.deployment(task)
-            ref = self.transport.submit(self.executors[executor], deployment)
-            self._running[ref] = _Running(task, executor, deployment.name)
+            ref = self.transport.submit(self.pool.executors[executor], deployment)
+            self._running[ref] = _Running(task, executor, deployment.name, deployment.attempt)
+            self._current[task] = ref
             self._deployed.add(task)
+            self._not_before.pop(task, None)
             self.slots.task_started(executor)
         log.debug("job %s: deployed region %d on slots %s", self.job_id, region.id, slots)
 
     def _finished(self, ref: TaskRef) -> None:
         info = self._running.pop(ref)
-        report = self.transport.report(ref, self.wait_timeout, info.executor, info.name)
-        if report.state is TaskState.FAILED:
-            assert report.failure is not None
-            raise to_error(report.failure, info.name)
-        if report.state is TaskState.CANCELED:
-            raise JobCancelledError(f"task '{info.name}' was cancelled")
+        self.slots.task_finished(info.executor)
+        try:
+            report: TaskReport | None = self.transport.report(
+                ref, self.wait_timeout, info.executor, info.name
+            )
+            error: HybridShuffleError | None = None
+        except ExecutorLostError as e:  # its executor died under it: its own failure
+            report, error = None, e
+        if info.zombie:
+            if report is None:
+                self._count(info, str(error))
+            elif _failed_on_its_own(report):
+                self._count(info, _line(report))
+            return
+        del self._current[info.task]
+        if report is not None and report.state is TaskState.FINISHED:
+            self._succeeded(info, report)
+            return
+        if report is None:
+            assert error is not None
+            self._count(info, str(error))
+            cause = str(error)
+        elif report.state is TaskState.FAILED and report.failure is not None:
+            kind = classify(report.failure)
+            if kind is FailureKind.FATAL:
+                raise to_error(report.failure, info.name)
+            if kind is FailureKind.OWN:
+                self._count(info, _line(report))
+            cause = _line(report)
+        else:  # cancelled without our asking (cannot happen in a running job): run it again
+            cause = "cancelled"
+        self._restart({self._topology.region_of[info.task]}, f"task '{info.name}': {cause}")
+
+    def _succeeded(self, info: _Running, report: TaskReport) -> None:
         report.executor_index = info.executor
         self.tracker.producer_finished(self.job_id, info.task, report.ready_buffers)
         report.ready_buffers = {}  # the job's reports must not pin its buffers
         self.tracker.consumer_finished(self.job_id, info.task)
-        self.reports.append(report)
+        self._reports[info.task] = report
         self.finished.add(info.task)
-        self.slots.task_finished(info.executor)
+
+    # -- failover ----------------------------------------------------------------------------
+
+    def _count(self, info: _Running, line: str) -> None:
+        """One more failure of ``info``'s task; fails the job at ``max_attempts``."""
+        failures = self._failures[info.task]
+        failures.append((info.attempt, line))
+        if len(failures) < self.failover.max_attempts:
+            return
+        vertex, subtask = self.graph.vertices[info.task[0]].name, info.task[1]
+        attempts = ", ".join(str(a) for a, _ in failures)
+        raise JobFailedError(
+            f"task '{info.name}' (operator '{vertex}', subtask {subtask}) failed in "
+            f"attempt{'s' if len(failures) > 1 else ''} {attempts} (failover.max_attempts "
+            f"{self.failover.max_attempts}): {failures[0][1]}",
+            operator=vertex,
+            subtask=subtask,
+            attempts=len(failures),
+        )
+
+    def _handle_losses(self) -> None:
+        """Replace dead executors and restart the producers of partitions lost with them
+        (or with a service's store) that are still to be read."""
+        for index in self.pool.dead():
+            log.warning("job %s: executor %d died; replacing it", self.job_id, index)
+            self.pool.replace(index)
+            self.tracker.executor_lost(index)
+        self.tracker.poll_lost()
+        producers = self.tracker.lost_producers(self.job_id)
+        region_of: dict[Any, int] = dict(self._topology.region_of)
+        regions = {region_of[t] for t in producers if t in region_of}
+        if regions:
+            self._restart(regions, f"{len(producers)} partitions were lost with their holder")
+
+    def _restart(self, failed: set[int], cause: str) -> None:
+        regions = self._topology.to_restart(
+            failed,
+            deployed=lambda r: any(t in self._deployed for t in self._topology.regions[r].tasks),
+            available=lambda edge, producer: self.tracker.available(
+                self.job_id, edge.name, producer[1]
+            ),
+        )
+        tasks = [t for r in sorted(regions) for t in self._topology.regions[r].tasks]
+        tasks = [t for t in tasks if t in self._deployed]
+        if not tasks:
+            return
+        self.restarts += 1
+        if self.restarts > self.failover.max_attempts * (len(self._topology.region_of) + 1):
+            raise JobFailedError(
+                f"job '{self.graph.job_name}' restarted {self.restarts - 1} times without "
+                f"finishing (last: {cause}); the cluster keeps losing executors or partitions"
+            )
+        now = time.monotonic()
+        cancel: dict[int, list[str]] = defaultdict(list)
+        for task in tasks:
+            ref = self._current.pop(task, None)
+            if ref is not None:
+                info = self._running[ref]
+                info.zombie, info.cancelled_at = True, now
+                cancel[info.executor].append(attempt_key(self.job_id, info.name, info.attempt))
+            self._deployed.discard(task)
+            self.finished.discard(task)
+            self._reports.pop(task, None)
+            self.tracker.task_restarted(self.job_id, task)
+            attempt = self.deployer.attempts.get(task, 0) + 1
+            self.deployer.attempts[task] = attempt
+            self._not_before[task] = now + backoff_delay(self.failover.backoff, attempt)
+        for executor, keys in cancel.items():
+            self.transport.cancel_attempts(self.pool.executors[executor], keys)
+        pending = {r.id for r in self._pending}
+        self._pending.extend(self._topology.regions[r] for r in regions if r not in pending)
+        self._pending = [r for r in self._pending if not any(t in self._deployed for t in r.tasks)]
+        self._pending.sort(key=lambda r: r.id)
+        log.warning(
+            "job %s: restarting %d tasks in %d regions (restart %d): %s",
+            self.job_id,
+            len(tasks),
+            len(regions),
+            self.restarts,
+            cause,
+        )
+
+    def _reap_zombies(self, grace: float = _ZOMBIE_GRACE) -> None:
+        """Replace the executors of cancelled attempts that did not stop within ``grace``
+        (a user function stuck in a loop or a sleep never sees the cancel)."""
+        now = time.monotonic()
+        stuck = {
+            info.executor
+            for info in self._running.values()
+            if info.zombie and now - info.cancelled_at > grace
+        }
+        for index in stuck:
+            log.warning("job %s: executor %d ignores a cancel; replacing it", self.job_id, index)
+            self._replace_stuck(index)
+
+    def _replace_stuck(self, index: int) -> None:
+        """Replace a stuck executor; its tasks' refs are dropped (they will never report),
+        its slot freed, and its partitions marked lost."""
+        for ref, info in list(self._running.items()):
+            if info.executor == index:
+                del self._running[ref]
+                self._current.pop(info.task, None)
+                self.slots.task_finished(index)
+        self.pool.replace(index)
+        self.tracker.executor_lost(index)
+
+    def _drain_zombies(self) -> None:
+        """After a finished job: give cancelled attempts a moment to stop, then replace
+        the executors of those that do not (they would run on in the next job)."""
+        deadline = time.monotonic() + _FAILURE_GRACE
+        while self._running and time.monotonic() < deadline:
+            for ref in self.transport.wait(list(self._running), _SLICE / 5):
+                info = self._running.pop(ref)
+                self.slots.task_finished(info.executor)
+                with contextlib.suppress(HybridShuffleError):
+                    self.transport.report(ref, self.wait_timeout, info.executor, info.name)
+        for index in {info.executor for info in self._running.values()}:
+            self._replace_quietly(index)
+        self._running.clear()
+
+    def _replace_quietly(self, index: int) -> None:
+        try:
+            self.pool.replace(index)
+        except HybridShuffleError as e:  # the next job fails with it if it matters
+            log.warning("job %s: could not replace executor %d: %s", self.job_id, index, e)
+
+    # -- failing for good -------------------------------------------------------------------
 
     def _fail(self, error: BaseException) -> None:
         log.info("job %s: failed (%s), cancelling its tasks", self.job_id, type(error).__name__)
-        self.transport.cancel_job(self.executors, self.job_id)
+        self.transport.cancel_job(self.pool.executors, self.job_id)
         errors = [error]
         deadline = time.monotonic() + _FAILURE_GRACE
         while self._running and time.monotonic() < deadline:
             for ref in self.transport.wait(list(self._running), _SLICE / 5):
                 info = self._running.pop(ref)
+                self.slots.task_finished(info.executor)
                 try:
                     report = self.transport.report(ref, self.wait_timeout, info.executor, info.name)
                 except Exception as e:  # an executor died meanwhile
@@ -220,7 +482,25 @@ class Scheduler:
                     continue
                 if report.state is TaskState.FAILED and report.failure is not None:
                     errors.append(to_error(report.failure, info.name))
-        self._running.clear()  # tasks that outlived the grace period: drop their refs
+        # tasks that outlived the grace period are stuck in user code: their executors go
+        for index in {info.executor for info in self._running.values()}:
+            self._replace_quietly(index)
+        self._running.clear()
+        self._current.clear()
         if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit
             raise error
         raise root_cause(errors)
+
+
+def _failed_on_its_own(report: TaskReport) -> bool:
+    failure = report.failure
+    return (
+        report.state is TaskState.FAILED
+        and failure is not None
+        and (classify(failure) is FailureKind.OWN)
+    )
+
+
+def _line(report: TaskReport) -> str:
+    assert report.failure is not None
+    return f"{report.failure.error_type}: {first_line(report.failure)}"

@@ -1,10 +1,13 @@
 """The session's executor slots: their lifecycle and their allocation to one job.
 
 ``SlotPool`` owns the executor actors (one slot each): it creates them spread
-over the cluster's nodes, checks they started, and releases them all on close;
-``replace`` (a new executor in a slot, on an alive node) is the seam failover
-will use, not yet called by the scheduler.  ``SlotAllocation`` is the per-job view the
-scheduler uses: which slots are free, which run tasks of which region.
+over the cluster's nodes, checks they started, and releases them all on close.
+It also watches them: each executor has one ``watch`` call open, whose ref fails
+the moment Ray reports the actor dead (Ray's own death notification, no
+heartbeat), so ``dead()`` answers without waiting and ``replace`` puts a new
+executor in that slot, on a node that is alive, keeping the session's slot
+count.  ``SlotAllocation`` is the per-job view the scheduler uses: which slots
+are free, which run tasks of which region.
 
 Placement rule: executor ``i`` goes to node ``i mod n`` of the alive nodes with
 CPUs (sorted by id), with *hard* node affinity, so the spread holds whatever
@@ -26,7 +29,14 @@ from typing import Any, Protocol
 from hybrid_shuffle.errors import ExecutorLostError, WaitTimeoutError
 from hybrid_shuffle.shuffle.api import ShuffleEnvironmentContext
 
-__all__ = ["ExecutorBackend", "ExecutorSpec", "SlotAllocation", "SlotPool", "placement"]
+__all__ = [
+    "ExecutorBackend",
+    "ExecutorPool",
+    "ExecutorSpec",
+    "SlotAllocation",
+    "SlotPool",
+    "placement",
+]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +65,27 @@ class ExecutorBackend(Protocol):
 
     def kill(self, executor: Any) -> None: ...
 
+    def watch(self, executor: Any) -> Any:
+        """A ref that resolves only when ``executor`` closes or dies."""
+
+    def resolved(self, refs: Sequence[Any]) -> list[int]:
+        """The positions of ``refs`` that resolved already (never waits)."""
+
+
+class ExecutorPool(Protocol):
+    """What a scheduler needs of the slots' executors (``SlotPool``; faked in tests)."""
+
+    #: executor index -> its current actor handle (a replacement takes the same index)
+    executors: list[Any]
+    #: executor index -> the node it runs on
+    nodes: list[str]
+
+    def watches(self) -> list[Any]: ...
+
+    def dead(self) -> list[int]: ...
+
+    def replace(self, index: int) -> Any: ...
+
 
 def placement(count: int, nodes: Sequence[str]) -> list[str]:
     """The node of each of ``count`` executors: round-robin over ``nodes``."""
@@ -82,6 +113,12 @@ class SlotPool:
         self.nodes: list[str] = []
         #: executor index -> {"node_id", "pid"} as it reported at start
         self.info: list[dict[str, Any]] = []
+        #: executor index -> its open ``watch`` call
+        self._watches: list[Any] = []
+        #: executors created so far (a replacement gets a new actor name)
+        self._created = 0
+        #: how many executors were replaced in this session
+        self.replaced = 0
 
     def start(self) -> None:
         """Create every executor and wait until all answer (bounded)."""
@@ -95,11 +132,23 @@ class SlotPool:
                 f"{self._start_timeout:.0f} s; the Ray cluster is out of resources, so lower "
                 "slots"
             ) from e
+        self._watches = [self._backend.watch(e) for e in self.executors]
         log.info("started %d executor slots on %d nodes", self.size, len(set(self.nodes)))
 
     def _create(self, index: int, node: str) -> Any:
-        name = f"{self._session_id}-executor-{index}"
+        suffix = "" if self._created < self.size else f".{self._created}"
+        self._created += 1
+        name = f"{self._session_id}-executor-{index}{suffix}"
         return self._backend.create_executor(self._spec_of(index), name, node)
+
+    def watches(self) -> list[Any]:
+        """The open watch refs: a scheduler waits on them with its tasks, so that an
+        executor's death wakes it at once."""
+        return list(self._watches)
+
+    def dead(self) -> list[int]:
+        """The executors Ray reported dead since they started (never waits)."""
+        return self._backend.resolved(self._watches) if self._watches else []
 
     def replace(self, index: int) -> Any:
         """A new executor in slot ``index`` (the old one is killed if still there), on a
@@ -110,8 +159,18 @@ class SlotPool:
         executor = self._create(index, node)
         self.info[index] = self._backend.call_all([executor], "ready", self._start_timeout)[0]
         self.executors[index], self.nodes[index] = executor, node
+        if self._watches:
+            self._watches[index] = self._backend.watch(executor)
+        self.replaced += 1
         log.info("replaced executor %d on node %s", index, node)
         return executor
+
+    def heal(self) -> list[int]:
+        """Replace every executor that died; returns their indexes."""
+        dead = self.dead()
+        for index in dead:
+            self.replace(index)
+        return dead
 
     def close(self, timeout: float) -> None:
         """Close every executor's environment (bounded), then kill the actors."""
@@ -121,6 +180,7 @@ class SlotPool:
             for executor in self.executors:
                 self._backend.kill(executor)
             self.executors = []
+            self._watches = []
 
 
 class SlotAllocation:

@@ -13,9 +13,11 @@ into the library's at this boundary (``ExecutorLostError`` for a dead actor,
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
+import socket
 import types
 from collections.abc import Sequence
 from typing import Any, Protocol, cast
@@ -55,6 +57,39 @@ class TaskTransport(Protocol):
     def cancel_job(self, executors: Sequence[ExecutorHandle], job_id: str) -> None:
         """Ask every executor to stop the job's tasks (fire and forget)."""
 
+    def cancel_attempts(self, executor: ExecutorHandle, keys: Sequence[str]) -> None:
+        """Ask ``executor`` to stop these task attempts (``attempt_key``; fire and forget)."""
+
+
+#: seconds to open a TCP connection to a cluster's address before giving up on it
+_CONNECT_TIMEOUT = 10.0
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _check_reachable(address: str) -> None:
+    """Fail within seconds if nothing listens at ``host:port`` (``ray.init`` itself
+    retries an unreachable GCS for many minutes).  ``auto`` and ``ray://`` client
+    addresses are left to Ray."""
+    if address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(
+            f"address: '{address}' is not host:port; pass the head node's GCS address, "
+            "like 10.0.0.5:6379"
+        )
+    try:
+        socket.create_connection((host, int(port)), timeout=_CONNECT_TIMEOUT).close()
+    except OSError as e:
+        raise ConfigError(
+            f"address: cannot reach a Ray cluster at {address} ({e.strerror or e}); start "
+            "it with 'ray start --head' there, or drop address= for an embedded Ray"
+        ) from None
+
 
 class RayTransport:
     """``TaskTransport`` over Ray, plus the cluster calls of the session and slot pool."""
@@ -79,6 +114,7 @@ class RayTransport:
             if object_store is not None:
                 kwargs["object_store_memory"] = object_store
         else:
+            _check_reachable(address)
             kwargs["address"] = address
         try:
             ray.init(**kwargs)
@@ -152,7 +188,18 @@ class RayTransport:
 
     @staticmethod
     def kill(executor: ExecutorHandle) -> None:
-        ray.kill(executor, no_restart=True)
+        with contextlib.suppress(Exception):  # already gone
+            ray.kill(executor, no_restart=True)
+
+    @staticmethod
+    def watch(executor: ExecutorHandle) -> Any:
+        return executor.watch.remote()
+
+    @staticmethod
+    def resolved(refs: Sequence[Any]) -> list[int]:
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0, fetch_local=False)
+        done = set(ready)
+        return [i for i, ref in enumerate(refs) if ref in done]
 
     # -- tasks (TaskTransport) -------------------------------------------------------------
 
@@ -168,8 +215,8 @@ class RayTransport:
             report = cast(TaskReport, ray.get(ref, timeout=timeout))
         except RayActorError as e:
             raise ExecutorLostError(
-                f"executor {executor} died while running task '{task}'; the partitions it "
-                "held are lost, so rerun the job"
+                f"executor {executor} died while running task '{task}' "
+                f"({_first_line(e)}); the partitions it held are lost with it"
             ) from e
         except GetTimeoutError as e:
             raise WaitTimeoutError(
@@ -180,6 +227,9 @@ class RayTransport:
     def cancel_job(self, executors: Sequence[ExecutorHandle], job_id: str) -> None:
         for executor in executors:
             executor.cancel_job.remote(job_id)
+
+    def cancel_attempts(self, executor: ExecutorHandle, keys: Sequence[str]) -> None:
+        executor.cancel_attempts.remote(list(keys))
 
     # -- data ------------------------------------------------------------------------------
 

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import pytest
 
-from hybrid_shuffle.config import load_config
-from hybrid_shuffle.errors import JobFailedError
+from hybrid_shuffle.config import FailoverConfig, load_config
+from hybrid_shuffle.errors import JobFailedError, SchemaMismatchError
 from hybrid_shuffle.plan.planner import LogicalNode, Plan, plan_job
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.scheduler import Scheduler
 from hybrid_shuffle.runtime.task import TaskState
 
 from .builders import Builder
-from .fakes import FakeTransport, RecordingMaster
+from .fakes import FakePool, FakeTransport, RecordingMaster
 
 
 def two_stages(mode: str, parallelism: int = 4) -> LogicalNode:
@@ -26,10 +27,24 @@ def plan(sink: LogicalNode, slots: int) -> Plan:
     return plan_job("job", sink, load_config({"parallelism": 4}), slots=slots)
 
 
-def run(p: Plan, slots: int, transport: FakeTransport) -> tuple[Scheduler, RecordingMaster]:
-    master = RecordingMaster()
+def run(
+    p: Plan,
+    slots: int,
+    transport: FakeTransport,
+    max_attempts: int = 1,
+    pool: FakePool | None = None,
+    master: RecordingMaster | None = None,
+) -> tuple[Scheduler, RecordingMaster]:
+    master = master or RecordingMaster()
     scheduler = Scheduler(
-        p, "job-1", PartitionTracker(master), list(range(slots)), transport, 1 << 20, 5.0
+        p,
+        "job-1",
+        PartitionTracker(master),
+        pool or FakePool(list(range(slots))),
+        transport,
+        1 << 20,
+        5.0,
+        FailoverConfig(max_attempts=max_attempts, backoff=0.0),
     )
     scheduler.run()
     return scheduler, master
@@ -66,17 +81,21 @@ def test_every_partition_is_released_once_its_readers_finished() -> None:
 
 
 def test_a_failed_task_cancels_the_job_and_raises_the_users_error_naming_the_task() -> None:
-    def outcome(name: str) -> TaskState:
+    def outcome(name: str, attempt: int) -> TaskState:
         return TaskState.FAILED if name == "orders->clean[1]" else TaskState.FINISHED
 
     transport = FakeTransport(outcome)
-    with pytest.raises(JobFailedError, match=r"task 'orders->clean\[1\]' failed: ValueError: boom"):
+    with pytest.raises(
+        JobFailedError,
+        match=r"task 'orders->clean\[1\]' \(operator 'orders->clean', subtask 1\) failed in "
+        r"attempt 0 \(failover.max_attempts 1\): ValueError: boom",
+    ):
         run(plan(two_stages("hybrid-selective"), slots=4), 4, transport)
     assert transport.cancelled == ["job-1"]
 
 
 def test_cancelled_tasks_of_a_failed_job_do_not_hide_the_root_cause() -> None:
-    def outcome(name: str) -> TaskState:
+    def outcome(name: str, attempt: int) -> TaskState:
         if name == "orders->clean[0]":
             return TaskState.CANCELED
         return TaskState.FAILED if name == "orders->clean[2]" else TaskState.FINISHED
@@ -88,10 +107,90 @@ def test_cancelled_tasks_of_a_failed_job_do_not_hide_the_root_cause() -> None:
 def test_job_start_end_and_failure_are_logged_at_info(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="hybrid_shuffle")
     run(plan(two_stages("blocking"), slots=2), 2, FakeTransport())
-    failing = FakeTransport(lambda name: TaskState.FAILED)
+    failing = FakeTransport(lambda name, attempt: TaskState.FAILED)
     with pytest.raises(JobFailedError):
         run(plan(two_stages("blocking"), slots=2), 2, failing)
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert any(m.startswith("job job-1: started") for m in messages)
     assert any(m.startswith("job job-1: finished") for m in messages)
     assert any(m.startswith("job job-1: failed (JobFailedError)") for m in messages)
+
+
+# -- region failover ------------------------------------------------------------------------
+
+
+def fails_once(task: str) -> Callable[[str, int], TaskState]:
+    return lambda name, attempt: (
+        TaskState.FAILED if name == task and attempt == 0 else TaskState.FINISHED
+    )
+
+
+def test_a_task_that_fails_once_runs_again_as_its_next_attempt_and_the_job_finishes() -> None:
+    transport = FakeTransport(fails_once("orders->clean[1]"))
+    scheduler, master = run(plan(two_stages("blocking"), slots=4), 4, transport, max_attempts=3)
+    assert scheduler.restarts == 1
+    reports = {r.name: r for r in scheduler.reports}
+    assert reports["orders->clean[1]"].attempt == 1
+    assert reports["orders->clean[0]"].attempt == 0
+    # the failed attempt's partition was released, the new attempt's has its own id
+    assert "job-1/by_customer/1.0" in master.released
+    assert "job-1/by_customer/1.1" in master.registered
+
+
+def test_a_failed_consumer_of_blocking_partitions_rereads_them_and_no_producer_runs_again() -> None:
+    transport = FakeTransport(fails_once("totals[2]"))
+    run(plan(two_stages("blocking"), slots=4), 4, transport, max_attempts=3)
+    assert "totals[2]#1" in transport.attempts()
+    assert not [a for a in transport.attempts() if a.startswith("orders") and a.endswith("#1")]
+
+
+@pytest.mark.parametrize("mode", ["hybrid-selective", "pipelined"])
+def test_a_failed_consumer_of_partitions_that_cannot_be_reread_restarts_their_producers(
+    mode: str,
+) -> None:
+    transport = FakeTransport(fails_once("totals[2]"))
+    scheduler, _ = run(plan(two_stages(mode), slots=4), 4, transport, max_attempts=3)
+    assert {f"orders->clean[{i}]#1" for i in range(4)} <= set(transport.attempts())
+    assert {f"totals[{i}]#1" for i in range(4)} <= set(transport.attempts())
+    assert scheduler.restarts == 1
+
+
+def test_a_task_failing_in_every_attempt_fails_the_job_naming_them() -> None:
+    failing = FakeTransport(
+        lambda name, attempt: TaskState.FAILED if name == "totals[0]" else TaskState.FINISHED
+    )
+    with pytest.raises(JobFailedError) as err:
+        run(plan(two_stages("blocking"), slots=4), 4, failing, max_attempts=3)
+    assert "failed in attempts 0, 1, 2 (failover.max_attempts 3): ValueError: boom" in str(
+        err.value
+    )
+    assert (err.value.operator, err.value.subtask, err.value.attempts) == ("totals", 0, 3)
+    assert failing.cancelled == ["job-1"]
+
+
+def test_a_schema_error_is_not_retried_since_it_would_fail_the_same_way() -> None:
+    failing = FakeTransport(
+        lambda name, attempt: TaskState.FAILED if name == "totals[0]" else TaskState.FINISHED,
+        error=lambda name: SchemaMismatchError("column 'x' is int64 in one batch"),
+    )
+    with pytest.raises(SchemaMismatchError, match="column 'x'"):
+        run(plan(two_stages("blocking"), slots=4), 4, failing, max_attempts=3)
+    assert "totals[0]#1" not in failing.attempts()
+
+
+def test_an_executor_lost_after_its_producers_finished_is_replaced_and_they_run_again() -> None:
+    pool = FakePool(list(range(2)))
+
+    def outcome(name: str, attempt: int) -> TaskState:
+        if name == "totals[0]" and attempt == 0:
+            pool.dying.append(1)  # executor 1 dies while the consumers read
+        return TaskState.FINISHED
+
+    transport = FakeTransport(outcome)
+    scheduler, _ = run(plan(two_stages("blocking"), slots=2), 2, transport, 3, pool)
+    assert pool.replaced == [1]
+    on_1 = {s.deployment.name for s in transport.submitted[:4] if s.executor == 1}
+    rerun = {a.split("#")[0] for a in transport.attempts() if a.endswith("#1")}
+    assert on_1 and on_1 <= rerun  # its producers ran again: their partitions were lost
+    assert not any(a.startswith("orders") for a in rerun - on_1)  # the others were re-read
+    assert scheduler.restarts >= 1

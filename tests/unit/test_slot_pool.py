@@ -17,6 +17,8 @@ class Backend:
         self.nodes = nodes
         self.created: list[tuple[str, str]] = []
         self.killed: list[Any] = []
+        #: executors whose watch has resolved (Ray reported them dead)
+        self.dead: set[Any] = set()
 
     def worker_nodes(self) -> list[str]:
         return list(self.nodes)
@@ -33,6 +35,12 @@ class Backend:
 
     def kill(self, executor: Any) -> None:
         self.killed.append(executor)
+
+    def watch(self, executor: Any) -> Any:
+        return executor
+
+    def resolved(self, refs: Sequence[Any]) -> list[int]:
+        return [i for i, ref in enumerate(refs) if ref in self.dead]
 
 
 def spec(i: int) -> ExecutorSpec:
@@ -53,6 +61,17 @@ def test_a_replaced_executor_goes_to_an_alive_node() -> None:
     pool.replace(1)
     assert pool.nodes == ["a", "a"]
     assert backend.killed == ["s-executor-1"]
+
+
+def test_heal_replaces_exactly_the_executors_ray_reported_dead_under_new_names() -> None:
+    backend = Backend(["a", "b"])
+    pool = SlotPool(backend, "s", 2, spec, 5.0)
+    pool.start()
+    backend.dead.add("s-executor-0")
+    assert pool.dead() == [0]
+    assert pool.heal() == [0]
+    assert pool.executors == ["s-executor-0.2", "s-executor-1"]  # a name Ray has not seen
+    assert pool.dead() == [] and pool.replaced == 1
 
 
 def test_a_slot_frees_when_the_last_task_of_its_region_finished() -> None:
