@@ -33,12 +33,14 @@ from hybrid_shuffle.shuffle.api import (
     ShuffleMasterContext,
     ShuffleServiceFactory,
 )
+from hybrid_shuffle.shuffle.external.service import ExternalShuffleServiceFactory
 from hybrid_shuffle.shuffle.local.service import ExecutorLocalShuffleServiceFactory
 
 __all__ = ["BUILTIN_SERVICES", "ShuffleEnvironments", "ShuffleMasters", "load_shuffle_service"]
 
 BUILTIN_SERVICES: dict[str, Callable[[], ShuffleServiceFactory]] = {
     ExecutorLocalShuffleServiceFactory.name: ExecutorLocalShuffleServiceFactory,
+    ExternalShuffleServiceFactory.name: ExternalShuffleServiceFactory,
 }
 
 

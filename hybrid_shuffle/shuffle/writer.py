@@ -16,10 +16,12 @@ columns (a left join's right side), and no empty buffer costs an object.
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hybrid_shuffle.shuffle.api import HandedOver, KeyRange
+from hybrid_shuffle.shuffle.api import HandedOver, KeyRange, PartitionDescriptor
 from hybrid_shuffle.shuffle.metrics import WriteMetrics
 from hybrid_shuffle.shuffle.partitioner import (
     hash_partition_ids,
@@ -27,12 +29,39 @@ from hybrid_shuffle.shuffle.partitioner import (
     sample_keys,
     split_by_ids,
 )
-from hybrid_shuffle.shuffle.result_partition import ResultPartition
 from hybrid_shuffle.shuffle.routing import PartitionerKind
 
-__all__ = ["ResultPartitionWriter"]
+__all__ = ["ResultPartitionWriter", "WritablePartition"]
 
 _RANGE_SAMPLES = 1000
+
+
+class WritablePartition(Protocol):
+    """What the writer uses of a partition: a ``ResultPartition`` held in this process,
+    or a proxy of one held elsewhere (``shuffle.external.remote_partition``).  Same
+    contract as ``ResultPartition``'s methods of these names: ``add`` may wait for
+    credit, and after ``finish`` or ``fail`` nothing more is added."""
+
+    @property
+    def descriptor(self) -> PartitionDescriptor: ...
+
+    @property
+    def metrics(self) -> WriteMetrics: ...
+
+    def add(self, subpartition: int, table: pa.Table, key_range: KeyRange | None = None) -> None:
+        """Append one buffer to ``subpartition``."""
+
+    def publish_sample(self, sample: Any) -> None:
+        """Range partitions: the key sample, before any buffer."""
+
+    def finish(self, schema: pa.Schema | None = None) -> None:
+        """Complete the partition; ``schema`` reaches readers with its end."""
+
+    def fail(self, reason: str) -> None:
+        """Mark the partition failed; readers get ``reason``."""
+
+    def finished_buffers(self) -> HandedOver | None:
+        """The finished partition to hand to later consumers, or None."""
 
 
 class _Coalescer:
@@ -53,7 +82,7 @@ class _Coalescer:
 
 
 class ResultPartitionWriter:
-    def __init__(self, partition: ResultPartition, buffer_size: int) -> None:
+    def __init__(self, partition: WritablePartition, buffer_size: int) -> None:
         self.partition = partition
         self.descriptor = partition.descriptor
         self._partitioner = partition.descriptor.partitioner

@@ -10,12 +10,9 @@ its partitions (docs/architecture.md, "Who owns what").
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import shutil
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
@@ -28,7 +25,6 @@ from hybrid_shuffle.shuffle.api import (
     InputGateDescriptor,
     PartitionDescriptor,
     PartitionId,
-    PollErrorKind,
     PollRequest,
     PollResponse,
     ProducerDescriptor,
@@ -37,10 +33,8 @@ from hybrid_shuffle.shuffle.api import (
     ShuffleMasterContext,
 )
 from hybrid_shuffle.shuffle.local.input_gate import PollingInputGate, read_gates
-from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
-from hybrid_shuffle.shuffle.result_partition import ResultPartition
+from hybrid_shuffle.shuffle.local.partition_holder import PartitionHolder
 from hybrid_shuffle.shuffle.writer import ResultPartitionWriter
-from hybrid_shuffle.spill_dirs import make_private_dirs
 
 __all__ = [
     "ExecutorLocalShuffleEnvironment",
@@ -49,10 +43,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: released partition ids an environment remembers (to answer late polls "released"
-#: rather than "not created yet"); older ones are forgotten
-_REMEMBERED_RELEASES = 4096
 
 
 class ExecutorLocalShuffleMaster:
@@ -102,39 +92,26 @@ class ExecutorLocalShuffleMaster:
 
 
 class ExecutorLocalShuffleEnvironment:
+    """The executor's partitions are the ones its own tasks wrote (a ``PartitionHolder``
+    under ``executor-<i>/`` with this executor's share of the memory budget)."""
+
     def __init__(
         self, context: ShuffleEnvironmentContext, put: Callable[[pa.Table], Any] = ray.put
     ) -> None:
         self._context = context
-        self._put = put
-        self._budget = MemoryBudget(max(context.memory_budget, 1))
-        self._dir = os.path.join(context.spill_dir, f"executor-{context.executor_index}")
-        self._partitions: dict[PartitionId, ResultPartition] = {}
-        #: recently released ids, oldest first (a dict as an ordered set)
-        self._released: dict[PartitionId, None] = {}
-        self._lock = threading.Lock()
+        self._holder = PartitionHolder(
+            context, os.path.join(context.spill_dir, f"executor-{context.executor_index}"), put
+        )
 
     def create_result_partition_writers(
         self, partitions: Sequence[ShuffleDescriptor], cancelled: threading.Event
     ) -> list[ResultPartitionWriter]:
-        make_private_dirs(self._dir)  # on another node the session's directory is new
-        writers = []
-        for registered in partitions:
-            descriptor = registered.partition
-            name = descriptor.partition_id.replace("/", "_")
-            partition = ResultPartition(
-                descriptor,
-                self._budget,
-                os.path.join(self._dir, f"{name}.arrows"),
-                self._put,
-                self._context.credits,
-                self._context.wait_timeout,
-                cancelled,
+        return [
+            ResultPartitionWriter(
+                self._holder.create(registered.partition, cancelled), self._context.buffer_size
             )
-            with self._lock:
-                self._partitions[descriptor.partition_id] = partition
-            writers.append(ResultPartitionWriter(partition, self._context.buffer_size))
-        return writers
+            for registered in partitions
+        ]
 
     def create_input_gates(self, inputs: Sequence[InputGateDescriptor]) -> list[PollingInputGate]:
         max_buffers = max(self._context.credits, 1)
@@ -149,41 +126,16 @@ class ExecutorLocalShuffleEnvironment:
         return read_gates(polling, cancelled)
 
     def poll(self, request: PollRequest) -> PollResponse:
-        with self._lock:
-            partition = self._partitions.get(request.partition_id)
-            released = request.partition_id in self._released
-        if partition is not None:
-            return partition.poll(request)
-        if released:
-            return PollResponse(
-                error=f"partition {request.partition_id} was already released",
-                error_kind=PollErrorKind.NOT_FOUND,
-            )
-        # deployed together with its producer, which has not created the partition yet
-        time.sleep(min(request.wait_seconds, 0.05))
-        return PollResponse(next_cursor=request.cursor)
+        return self._holder.poll(request)
 
     def release_partitions_locally(self, partition_ids: Collection[PartitionId]) -> None:
-        for pid in partition_ids:
-            with self._lock:
-                partition = self._partitions.pop(pid, None)
-                self._released[pid] = None
-                while len(self._released) > _REMEMBERED_RELEASES:
-                    del self._released[next(iter(self._released))]
-            if partition is not None:
-                partition.release()
+        self._holder.release(partition_ids)
 
     def partitions_occupying_local_resources(self) -> set[PartitionId]:
-        with self._lock:
-            return set(self._partitions)
+        return self._holder.held()
 
     def close(self) -> None:
-        self.release_partitions_locally(list(self._partitions))
-        shutil.rmtree(self._dir, ignore_errors=True)
-        # on a node other than the driver's the session directory has no owner marker
-        # (the sweep would never remove it): take it away once it is empty
-        with contextlib.suppress(OSError):
-            os.rmdir(self._context.spill_dir)
+        self._holder.close()
 
 
 class ExecutorLocalShuffleServiceFactory:

@@ -1,0 +1,167 @@
+"""The result partitions one process holds: created, polled, released, spilled, closed.
+
+Both places that keep partitions in Ray's object store need exactly this: the
+executor-local service's environment (an executor holds what its own tasks
+wrote) and the external service's partition store actor (a store holds what
+the producers of its node sent it).  The holder owns the ``MemoryBudget`` its
+partitions share and the spill directory they write to; ``put`` is the I/O
+(``ray.put`` in the process that must own the buffers), so the class itself
+needs no Ray.
+
+Contract:
+- ``create`` makes a partition readable at once (a poll may arrive before the
+  producer wrote anything);
+- ``poll`` of an id never created answers "nothing yet" after a short pause (the
+  consumer was deployed together with its producer, which has not created the
+  partition yet), and of a released id answers ``NOT_FOUND`` (the last
+  ``_REMEMBERED_RELEASES`` releases are remembered);
+- ``release`` drops buffers and spill files and is idempotent; ``close``
+  releases everything and removes the spill directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Collection
+from typing import Any
+
+import pyarrow as pa
+
+from hybrid_shuffle.shuffle.api import (
+    PartitionDescriptor,
+    PartitionId,
+    PollErrorKind,
+    PollRequest,
+    PollResponse,
+    ShuffleEnvironmentContext,
+)
+from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
+from hybrid_shuffle.shuffle.result_partition import ResultPartition
+from hybrid_shuffle.spill_dirs import make_private_dirs
+
+__all__ = ["PartitionHolder", "RecentReleases", "answer_absent"]
+
+#: released partition ids a holder remembers (to answer late polls "released" rather
+#: than "not created yet"); older ones are forgotten
+_REMEMBERED_RELEASES = 4096
+#: how long a poll of a partition not created yet waits before answering "nothing yet"
+_NOT_CREATED_PAUSE = 0.05
+
+
+class RecentReleases:
+    """The ids released here lately (the last ``_REMEMBERED_RELEASES``), so that a late
+    poll is answered "released" rather than "not created yet"."""
+
+    def __init__(self) -> None:
+        self._ids: dict[PartitionId, None] = {}  # a dict as an ordered set, oldest first
+        self._lock = threading.Lock()
+
+    def add(self, partition_ids: Collection[PartitionId]) -> None:
+        with self._lock:
+            for pid in partition_ids:
+                self._ids[pid] = None
+            while len(self._ids) > _REMEMBERED_RELEASES:
+                del self._ids[next(iter(self._ids))]
+
+    def __contains__(self, partition_id: object) -> bool:
+        with self._lock:
+            return partition_id in self._ids
+
+
+def answer_absent(request: PollRequest, released: bool) -> PollResponse:
+    """The answer to a poll of a partition not held here: ``NOT_FOUND`` if it was
+    released, else "nothing yet" after a short pause (the consumer was deployed
+    together with its producer, which has not created the partition yet)."""
+    if released:
+        return PollResponse(
+            error=f"partition {request.partition_id} was already released",
+            error_kind=PollErrorKind.NOT_FOUND,
+        )
+    time.sleep(min(request.wait_seconds, _NOT_CREATED_PAUSE))
+    return PollResponse(next_cursor=request.cursor)
+
+
+class PartitionHolder:
+    """The partitions of one process under one budget and one spill directory."""
+
+    def __init__(
+        self,
+        context: ShuffleEnvironmentContext,
+        directory: str,
+        put: Callable[[pa.Table], Any],
+    ) -> None:
+        self._context = context
+        self._put = put
+        self.budget = MemoryBudget(max(context.memory_budget, 1))
+        #: where this holder's partitions spill (``<session spill dir>/<holder>``)
+        self.directory = directory
+        # the directory is this holder's alone: files already there are a dead
+        # predecessor's (an executor or store replaced after it died), orphans now
+        shutil.rmtree(directory, ignore_errors=True)
+        self._partitions: dict[PartitionId, ResultPartition] = {}
+        self._released = RecentReleases()
+        self._lock = threading.Lock()
+
+    def create(
+        self, descriptor: PartitionDescriptor, cancelled: threading.Event
+    ) -> ResultPartition:
+        """A new, empty partition, readable at once; its waits end once ``cancelled`` is set."""
+        make_private_dirs(self.directory)  # on another node the session's directory is new
+        name = descriptor.partition_id.replace("/", "_")
+        partition = ResultPartition(
+            descriptor,
+            self.budget,
+            os.path.join(self.directory, f"{name}.arrows"),
+            self._put,
+            self._context.credits,
+            self._context.wait_timeout,
+            cancelled,
+        )
+        with self._lock:
+            self._partitions[descriptor.partition_id] = partition
+        return partition
+
+    def get(self, partition_id: PartitionId) -> ResultPartition | None:
+        """The partition if it is held here (created and not released)."""
+        with self._lock:
+            return self._partitions.get(partition_id)
+
+    def was_released(self, partition_id: PartitionId) -> bool:
+        """Whether ``partition_id`` was released here recently."""
+        return partition_id in self._released
+
+    def poll(self, request: PollRequest) -> PollResponse:
+        """Serve one consumer read (see the module docstring for unknown ids)."""
+        with self._lock:
+            partition = self._partitions.get(request.partition_id)
+            released = request.partition_id in self._released
+        if partition is not None:
+            return partition.poll(request)
+        return answer_absent(request, released)
+
+    def release(self, partition_ids: Collection[PartitionId]) -> None:
+        """Drop these partitions' buffers and spill files (unknown ids are remembered too)."""
+        for pid in partition_ids:
+            with self._lock:
+                partition = self._partitions.pop(pid, None)
+                self._released.add([pid])
+            if partition is not None:
+                partition.release()
+
+    def held(self) -> set[PartitionId]:
+        """The partitions held here now (empty once everything was released)."""
+        with self._lock:
+            return set(self._partitions)
+
+    def close(self) -> None:
+        """Release everything and remove the spill directory."""
+        self.release(self.held())
+        shutil.rmtree(self.directory, ignore_errors=True)
+        # on a node other than the driver's the session directory has no owner marker
+        # (the sweep would never remove it): take it away once it is empty
+        with contextlib.suppress(OSError):
+            os.rmdir(self._context.spill_dir)
