@@ -187,6 +187,23 @@ class Session:
         """Per executor, its resident bytes and Arrow pool bytes (leak checks)."""
         return dict(enumerate(self._ask_executors("memory")))
 
+    def stored_partitions(self) -> dict[str, set[str]]:
+        """Per partition store (``shuffle.service: external``), the partitions it still
+        holds (empty after every job; no entry without stores)."""
+        return dict(zip(*self._ask_stores("partitions_occupying_local_resources"), strict=True))
+
+    def stored_objects(self) -> dict[str, int]:
+        """Per partition store, how many object references it still holds."""
+        return dict(zip(*self._ask_stores("owned_objects"), strict=True))
+
+    def _ask_stores(self, method: str) -> tuple[list[str], list[Any]]:
+        self.check_open()
+        wait = self.config.shuffle.wait_timeout
+        self.master.wait_for_releases(wait)
+        stores = self.master.stores()
+        answers = self.transport.call_all([actor for _, actor in stores], method, wait)
+        return [name for name, _ in stores], answers
+
     def _ask_executors(self, method: str) -> list[Any]:
         self.check_open()
         self.heal()

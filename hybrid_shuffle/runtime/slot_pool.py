@@ -29,6 +29,9 @@ from typing import Any, Protocol
 from hybrid_shuffle.errors import ExecutorLostError, WaitTimeoutError
 from hybrid_shuffle.shuffle.api import ShuffleEnvironmentContext
 
+#: nodes a replacement executor is tried on before the slot is given up
+_REPLACE_TRIES = 3
+
 __all__ = [
     "ExecutorBackend",
     "ExecutorPool",
@@ -152,18 +155,41 @@ class SlotPool:
 
     def replace(self, index: int) -> Any:
         """A new executor in slot ``index`` (the old one is killed if still there), on a
-        node that is alive now; returns its handle once it answers."""
+        node that is alive now; returns its handle once it answers.
+
+        Its old node is kept if it is still alive (a killed process), else the alive
+        node with the fewest executors.  Ray reports a lost node dead only after its
+        health checks fail, so a replacement may land on a node that is already gone:
+        it then dies before answering, and the next try avoids that node.
+        """
         self._backend.kill(self.executors[index])
-        nodes = self._backend.worker_nodes()
-        node = self.nodes[index] if self.nodes[index] in nodes else placement(1, nodes)[0]
-        executor = self._create(index, node)
-        self.info[index] = self._backend.call_all([executor], "ready", self._start_timeout)[0]
-        self.executors[index], self.nodes[index] = executor, node
-        if self._watches:
-            self._watches[index] = self._backend.watch(executor)
-        self.replaced += 1
-        log.info("replaced executor %d on node %s", index, node)
-        return executor
+        avoid: set[str] = set()
+        for _ in range(_REPLACE_TRIES):
+            nodes = [n for n in self._backend.worker_nodes() if n not in avoid]
+            if not nodes:
+                break
+            node = self.nodes[index] if self.nodes[index] in nodes else self._emptiest(nodes)
+            executor = self._create(index, node)
+            try:
+                info = self._backend.call_all([executor], "ready", self._start_timeout)[0]
+            except ExecutorLostError:
+                avoid.add(node)
+                self._backend.kill(executor)
+                continue
+            self.info[index] = info
+            self.executors[index], self.nodes[index] = executor, node
+            if self._watches:
+                self._watches[index] = self._backend.watch(executor)
+            self.replaced += 1
+            log.info("replaced executor %d on node %s", index, node)
+            return executor
+        raise ExecutorLostError(
+            f"executor {index} died and no alive node of the Ray cluster could take its "
+            "place; add nodes or lower slots"
+        )
+
+    def _emptiest(self, nodes: Sequence[str]) -> str:
+        return min(nodes, key=lambda n: (self.nodes.count(n), n))
 
     def heal(self) -> list[int]:
         """Replace every executor that died; returns their indexes."""

@@ -13,6 +13,7 @@ import importlib
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 
@@ -69,6 +70,13 @@ def load_shuffle_service(name: str) -> ShuffleServiceFactory:
     return factory
 
 
+@runtime_checkable
+class HoldsStores(Protocol):
+    """A master whose service keeps partitions in actors of its own."""
+
+    def stores(self) -> list[tuple[str, Any]]: ...
+
+
 class ShuffleMasters:
     """The session's masters, one per service its edges use, behind the ``ShuffleMaster``
     interface: each partition goes to the master of its descriptor's ``service``
@@ -89,9 +97,7 @@ class ShuffleMasters:
     def register_partition_with_producer(
         self, partition: PartitionDescriptor, producer: ProducerDescriptor
     ) -> ShuffleDescriptor:
-        return self.master(partition.service).register_partition_with_producer(
-            partition, producer
-        )
+        return self.master(partition.service).register_partition_with_producer(partition, producer)
 
     def release_partitions_externally(self, descriptors: Sequence[ShuffleDescriptor]) -> None:
         by_service: dict[str, list[ShuffleDescriptor]] = defaultdict(list)
@@ -106,6 +112,16 @@ class ShuffleMasters:
 
     def lost_partitions(self) -> list[PartitionId]:
         return [pid for m in self._masters.values() for pid in m.lost_partitions()]
+
+    def stores(self) -> list[tuple[str, Any]]:
+        """``(name, actor)`` of every partition store the services run beside the
+        executors (the external service's), for the session's leak probes."""
+        return [
+            store
+            for master in self._masters.values()
+            if isinstance(master, HoldsStores)
+            for store in master.stores()
+        ]
 
     def close(self) -> None:
         for master in self._masters.values():

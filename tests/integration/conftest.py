@@ -43,6 +43,9 @@ def assert_no_leaks(session: hs.Session) -> None:
     none = {i: 0 for i in range(session.slots)}
     wait_until(lambda: session.owned_objects() == none, 10.0, "executors' refs released")
     assert session.owned_objects() == none
+    # and the partition stores of the external service, if the session runs any
+    assert all(held == set() for held in session.stored_partitions().values())
+    wait_until(lambda: not any(session.stored_objects().values()), 10.0, "stores' refs released")
     assert spill_files(session) == []
 
 
