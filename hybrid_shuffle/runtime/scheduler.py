@@ -35,7 +35,6 @@ the ``ExecutorPool`` the executors (and their replacement), and the
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 import traceback
@@ -445,31 +444,15 @@ class Scheduler:
         self.tracker.executor_lost(index)
 
     def _drain_zombies(self) -> None:
-        """After a finished job: give cancelled attempts a moment to stop, then replace
-        the executors of those that do not (they would run on in the next job)."""
-        deadline = time.monotonic() + _FAILURE_GRACE
-        while self._running and time.monotonic() < deadline:
-            for ref in self.transport.wait(list(self._running), _SLICE / 5):
-                info = self._running.pop(ref)
-                self.slots.task_finished(info.executor)
-                with contextlib.suppress(HybridShuffleError):
-                    self.transport.report(ref, self.wait_timeout, info.executor, info.name)
-        for index in {info.executor for info in self._running.values()}:
-            self._replace_quietly(index)
-        self._running.clear()
+        """After a finished job: give cancelled attempts a moment to stop (those that do
+        not would run on in the next job)."""
+        self._wind_down()
 
-    def _replace_quietly(self, index: int) -> None:
-        try:
-            self.pool.replace(index)
-        except HybridShuffleError as e:  # the next job fails with it if it matters
-            log.warning("job %s: could not replace executor %d: %s", self.job_id, index, e)
-
-    # -- failing for good -------------------------------------------------------------------
-
-    def _fail(self, error: BaseException) -> None:
-        log.info("job %s: failed (%s), cancelling its tasks", self.job_id, type(error).__name__)
-        self.transport.cancel_job(self.pool.executors, self.job_id)
-        errors = [error]
+    def _wind_down(self) -> list[BaseException]:
+        """Collect the reports of the tasks still running for ``_FAILURE_GRACE`` seconds
+        and return the errors they report; then replace the executors still running one
+        (stuck in user code: a thread cannot be stopped, its process can)."""
+        errors: list[BaseException] = []
         deadline = time.monotonic() + _FAILURE_GRACE
         while self._running and time.monotonic() < deadline:
             for ref in self.transport.wait(list(self._running), _SLICE / 5):
@@ -482,11 +465,24 @@ class Scheduler:
                     continue
                 if report.state is TaskState.FAILED and report.failure is not None:
                     errors.append(to_error(report.failure, info.name))
-        # tasks that outlived the grace period are stuck in user code: their executors go
         for index in {info.executor for info in self._running.values()}:
             self._replace_quietly(index)
         self._running.clear()
         self._current.clear()
+        return errors
+
+    def _replace_quietly(self, index: int) -> None:
+        try:
+            self.pool.replace(index)
+        except HybridShuffleError as e:  # the next job fails with it if it matters
+            log.warning("job %s: could not replace executor %d: %s", self.job_id, index, e)
+
+    # -- failing for good -------------------------------------------------------------------
+
+    def _fail(self, error: BaseException) -> None:
+        log.info("job %s: failed (%s), cancelling its tasks", self.job_id, type(error).__name__)
+        self.transport.cancel_job(self.pool.executors, self.job_id)
+        errors = [error, *self._wind_down()]
         if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit
             raise error
         raise root_cause(errors)

@@ -47,6 +47,18 @@ def assert_no_leaks(session: hs.Session) -> None:
     assert all(held == set() for held in session.stored_partitions().values())
     wait_until(lambda: not any(session.stored_objects().values()), 10.0, "stores' refs released")
     assert spill_files(session) == []
+    # no actor is left over: the session's named actors are its executors and stores
+    wanted = session.slots + len(session.stored_partitions())
+    wait_until(lambda: len(session_actors(session)) == wanted, 10.0, "dead actors gone")
+
+
+def session_actors(session: hs.Session) -> list[str]:
+    """The alive named actors of ``session`` (executors, partition stores)."""
+    return [
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["name"].startswith(session.session_id)
+    ]
 
 
 def spill_files(session: hs.Session) -> list[str]:
@@ -60,8 +72,7 @@ def spill_files(session: hs.Session) -> list[str]:
 
 
 def assert_closed_cleanly(session: hs.Session) -> None:
-    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
-    assert not [n for n in names if n.startswith(session.session_id)]
+    assert session_actors(session) == []
     assert not os.path.exists(session.spill_dir)
 
 

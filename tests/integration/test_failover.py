@@ -58,9 +58,10 @@ def gate(marker: Path, release: Path, at_call: int) -> Callable[[pa.Table], pa.T
     def fn(table: pa.Table) -> pa.Table:
         calls[0] += 1
         if calls[0] == at_call and not os.path.exists(release_path):
-            with open(marker_path + ".tmp", "w") as f:
+            tmp = f"{marker_path}.{os.getpid()}.{threading.get_ident()}"
+            with open(tmp, "w") as f:
                 f.write(str(os.getpid()))
-            os.replace(marker_path + ".tmp", marker_path)
+            os.replace(tmp, marker_path)
             deadline = time.monotonic() + 60
             while not os.path.exists(release_path) and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -311,4 +312,23 @@ def test_an_aggregation_after_a_kill_matches_pyarrow(session: hs.Session, tmp_pa
     want = expected.sort_by("customer").select(got.column_names)
     assert got.equals(want.cast(got.schema))
     assert pc.sum(got["order_id_count"]).as_py() == ROWS
+    assert_no_leaks(session)
+
+
+def slowly(table: pa.Table) -> pa.Table:
+    time.sleep(0.05)
+    return table
+
+
+@pytest.mark.parametrize("mode", ["pipelined", "hybrid-full"])
+def test_a_job_failing_for_good_stops_its_other_tasks_by_cancelling_them(
+    session: hs.Session, mode: str
+) -> None:
+    pids = [info["pid"] for info in session.executor_info]
+    with pytest.raises(hs.JobFailedError, match="operator 'consume'"):
+        pipeline(session, mode, producer=slowly, consumer=always_fails).collect()
+    # the slow producers were still running: the cancel stopped them (no executor had to
+    # be replaced for it), before collect() returned
+    assert session.running_tasks() == {i: 0 for i in range(session.slots)}
+    assert [info["pid"] for info in session.executor_info] == pids
     assert_no_leaks(session)

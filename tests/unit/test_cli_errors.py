@@ -5,6 +5,7 @@ exit 2 for a bad command line or config (before any pipeline code or Ray runs), 
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,15 @@ def test_missing_pipeline_file_exits_2(capsys: pytest.CaptureFixture[str]) -> No
     assert stderr_of(capsys) == (
         "hybrid-shuffle: pipeline file 'nope.py' does not exist; check the path"
     )
+
+
+def test_an_unreachable_address_fails_in_seconds_naming_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pipeline = str(ROOT / "examples" / "pipeline_revenue.py")
+    started = time.monotonic()
+    assert main(["run", pipeline, "--config", MAIN_YAML, "--address", "127.0.0.1:1"]) != 0
+    assert time.monotonic() - started < 30
+    message = stderr_of(capsys)
+    assert message.startswith("hybrid-shuffle: address: cannot reach a Ray cluster at 127.0.0.1:1")
+    assert len(message.splitlines()) == 1

@@ -31,6 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from hybrid_shuffle.errors import PartitionNotFoundError
 from hybrid_shuffle.shuffle.api import (
     PartitionDescriptor,
     PartitionId,
@@ -122,7 +123,17 @@ class PartitionHolder:
             cancelled,
         )
         with self._lock:
-            self._partitions[descriptor.partition_id] = partition
+            released = descriptor.partition_id in self._released
+            if not released:
+                self._partitions[descriptor.partition_id] = partition
+        if released:
+            # a cancelled attempt that starts after the scheduler released its partitions
+            # (a threaded actor may run the release first): never hold what is released
+            partition.release()
+            raise PartitionNotFoundError(
+                f"partition {descriptor.partition_id} was released before its producer "
+                "started (the attempt was cancelled)"
+            )
         return partition
 
     def get(self, partition_id: PartitionId) -> ResultPartition | None:
