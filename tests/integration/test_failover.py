@@ -332,3 +332,34 @@ def test_a_job_failing_for_good_stops_its_other_tasks_by_cancelling_them(
     assert session.running_tasks() == {i: 0 for i in range(session.slots)}
     assert [info["pid"] for info in session.executor_info] == pids
     assert_no_leaks(session)
+
+
+def test_a_partition_store_lost_mid_read_has_its_partitions_recomputed(
+    session: hs.Session, tmp_path: Path
+) -> None:
+    if session.config.shuffle.service != "external":
+        pytest.skip("partition stores belong to the external service")
+    started, release = tmp_path / "consumer-started", tmp_path / "release"
+    job = session.job("store-lost")
+    stream = (
+        job.from_arrow(orders(ROWS), name="orders", parallelism=2)
+        .key_by("customer", edge="by_customer", mode="blocking", partitions=2)
+        .map_batches(gate(started, release, at_call=1), name="consume")
+    )
+
+    def kill_the_store() -> None:
+        try:
+            wait_until(started.exists, 60, "a consumer's first batch")
+            for _, store in session.master.stores():
+                ray.kill(store)
+        finally:
+            release.touch()
+
+    thread = threading.Thread(target=kill_the_store, daemon=True)
+    thread.start()
+    result = stream.collect()
+    thread.join(5)
+    assert_all_rows(result)
+    assert result.restarts >= 1
+    assert attempts(result, "orders") != [0, 0]  # the store's partitions were produced again
+    assert_no_leaks(session)
