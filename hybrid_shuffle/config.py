@@ -39,6 +39,7 @@ __all__ = [
     "MAX_CREDITS",
     "MAX_WAIT_TIMEOUT",
     "MIN_WAIT_TIMEOUT",
+    "SERVICES",
     "AdaptiveConfig",
     "Config",
     "ConfigWarning",
@@ -64,6 +65,8 @@ MAX_WAIT_TIMEOUT = 86400.0
 
 #: ``partitions: auto``: the consumer's parallelism is decided when its producers finish
 AUTO = "auto"
+#: the built-in shuffle services (``hybrid_shuffle.shuffle.service.BUILTIN_SERVICES``)
+SERVICES = ("executor-local", "external")
 
 
 class ConfigWarning(UserWarning):
@@ -295,12 +298,25 @@ def _string(value: Any, path: str) -> str:
     return value
 
 
+def _service(value: Any, path: str) -> str:
+    """A built-in service name, or a dotted path to a factory (imported at session start)."""
+    name = _string(value, path)
+    if name not in SERVICES and "." not in name and ":" not in name:
+        close = difflib.get_close_matches(name, SERVICES, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(
+            f"{path}: '{name}' is not a shuffle service{hint}; use one of: "
+            f"{', '.join(SERVICES)}, or a dotted path 'package.module:Factory'"
+        )
+    return name
+
+
 def _shuffle(raw: Mapping[str, Any]) -> ShuffleConfig:
     _check_keys(raw, _SHUFFLE, "shuffle.")
     defaults = ShuffleConfig()
     s: dict[str, Any] = {}
     if "service" in raw:
-        s["service"] = _string(raw["service"], "shuffle.service")
+        s["service"] = _service(raw["service"], "shuffle.service")
     if "default_mode" in raw:
         s["default_mode"] = _mode(raw["default_mode"], "shuffle.default_mode")
     for key in ("buffer_size", "memory_budget"):
@@ -456,7 +472,7 @@ def _edges(raw: Any) -> Mapping[str, EdgeConfig]:
             if "partitions" in entry
             else None
         )
-        service = _string(entry["service"], f"{path}.service") if "service" in entry else None
+        service = _service(entry["service"], f"{path}.service") if "service" in entry else None
         out[str(name)] = EdgeConfig(mode, partitions, service)
     return types.MappingProxyType(out)
 

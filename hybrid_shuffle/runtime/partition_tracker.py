@@ -195,11 +195,7 @@ class PartitionTracker:
 
     def executor_lost(self, executor_index: int) -> list[PartitionId]:
         """The partitions executor ``executor_index`` held are lost with it."""
-        lost = [
-            p
-            for p, t in self._partitions.items()
-            if t.descriptor.producer_executor == executor_index
-        ]
+        lost = self.held_by(executor_index)
         self._mark_lost(lost)
         return lost
 

@@ -448,3 +448,42 @@ def test_a_valid_config_survives_revalidation_unchanged() -> None:
     assert load_config(config) == config
     assert config.with_overrides() == config
     assert config.spark.configs == {"spark.x": "true"}
+
+
+def test_failover_takes_durations_with_units_and_names_a_bad_key() -> None:
+    config = load_config(
+        {"failover": {"max_attempts": 5, "backoff": "200 ms", "job_timeout": "2 min"}}
+    )
+    assert (config.failover.max_attempts, config.failover.backoff) == (5, 0.2)
+    assert config.failover.job_timeout == 120.0
+    assert load_config(config) == config  # a Config round-trips through validation
+    assert load_config({}).failover.job_timeout is None
+    with pytest.raises(ConfigError, match=r"^failover\.backoff: '1 fortnight' is not a duration"):
+        load_config({"failover": {"backoff": "1 fortnight"}})
+    with pytest.raises(ConfigError, match=r"^failover\.max_attempts: must be a positive integer"):
+        load_config({"failover": {"max_attempts": 0}})
+    with pytest.raises(ConfigError, match=r"^failover\.job_timeout: must be a number of seconds"):
+        load_config({"failover": {"job_timeout": -1}})
+
+
+def test_an_edge_may_name_its_own_shuffle_service() -> None:
+    config = load_config({"edges": {"to_join": {"service": "external"}}})
+    assert config.edge("to_join").service == "external"
+    with pytest.raises(ConfigError, match=r"^edges\.to_join\.service: must be a non-empty"):
+        load_config({"edges": {"to_join": {"service": ""}}})
+
+
+def test_a_misspelt_service_is_named_with_its_key_path() -> None:
+    from hybrid_shuffle.config import SERVICES
+    from hybrid_shuffle.shuffle.service import BUILTIN_SERVICES
+
+    assert tuple(BUILTIN_SERVICES) == SERVICES
+    with pytest.raises(
+        ConfigError,
+        match=r"^edges\.to_join\.service: 'extrnal' is not a shuffle service \(did you mean "
+        r"'external'\?\)",
+    ):
+        load_config({"edges": {"to_join": {"service": "extrnal"}}})
+    with pytest.raises(ConfigError, match=r"^shuffle\.service: 'remote' is not a shuffle service"):
+        load_config({"shuffle": {"service": "remote"}})
+    assert load_config({"shuffle": {"service": "my.module:Factory"}}).shuffle.service

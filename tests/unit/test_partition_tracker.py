@@ -85,3 +85,42 @@ def test_a_job_that_ended_early_leaves_nothing_in_the_tracker() -> None:
     tracker.release_job("j")
     assert tracker.partitions() == []
     assert not tracker._by_edge and not tracker._by_producer and not tracker._reads
+
+
+def test_a_lost_partition_cannot_be_reread_and_names_its_producer_until_it_runs_again() -> None:
+    tracker = PartitionTracker(RecordingMaster())
+    register(tracker, 0, executor=0)
+    register(tracker, 1, executor=1)
+    tracker.producer_finished("j", ("p", 0), {})
+    tracker.producer_finished("j", ("p", 1), {})
+    assert tracker.available("j", "e", 0) and tracker.available("j", "e", 1)
+    assert tracker.executor_lost(1) == ["j/e/1"]
+    assert not tracker.available("j", "e", 1)
+    assert tracker.lost_producers("j") == {("p", 1)}
+    tracker.task_restarted("j", ("p", 1))  # its old attempt's partition goes
+    assert tracker.lost_producers("j") == set()
+
+
+def test_a_consumer_that_runs_again_is_counted_once_toward_a_partitions_readers() -> None:
+    master = RecordingMaster()
+    tracker = PartitionTracker(master)
+    register(tracker, 0)
+    d = tracker.descriptor("j", "e", 0)
+    tracker.channel(("c", 0), d, 0, 0, 0)
+    tracker.consumer_finished("j", ("c", 0))
+    tracker.task_restarted("j", ("c", 0))  # it runs again (its output was lost)
+    tracker.channel(("c", 0), d, 0, 0, 0)
+    tracker.consumer_finished("j", ("c", 0))
+    assert master.released == []  # the other reader has not finished
+    tracker.channel(("c", 1), d, 0, 1, 0)
+    tracker.consumer_finished("j", ("c", 1))
+    assert master.released == ["j/e/0"]
+
+
+def test_services_report_lost_partitions_through_the_master() -> None:
+    master = RecordingMaster()
+    tracker = PartitionTracker(master)
+    register(tracker, 0)
+    master.lost.append(PartitionId("j/e/0"))
+    assert tracker.poll_lost() == ["j/e/0"]
+    assert tracker.state(PartitionId("j/e/0")) is TrackedState.LOST
