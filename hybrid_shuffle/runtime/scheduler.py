@@ -433,15 +433,21 @@ class Scheduler:
             self._replace_stuck(index)
 
     def _replace_stuck(self, index: int) -> None:
-        """Replace a stuck executor; its tasks' refs are dropped (they will never report),
-        its slot freed, and its partitions marked lost."""
+        """Replace a stuck executor: its tasks' refs are dropped (they will never report)
+        and their slots freed, its partitions are lost, and the current attempts that
+        ran beside the stuck one restart (not counted: they did not fail)."""
+        beside: set[int] = set()
         for ref, info in list(self._running.items()):
             if info.executor == index:
                 del self._running[ref]
-                self._current.pop(info.task, None)
                 self.slots.task_finished(index)
+                if not info.zombie:
+                    del self._current[info.task]
+                    beside.add(self._topology.region_of[info.task])
         self.pool.replace(index)
         self.tracker.executor_lost(index)
+        if beside:
+            self._restart(beside, f"executor {index} was replaced (a cancelled task hung)")
 
     def _drain_zombies(self) -> None:
         """After a finished job: give cancelled attempts a moment to stop (those that do

@@ -11,7 +11,7 @@ from hybrid_shuffle.config import FailoverConfig, load_config
 from hybrid_shuffle.errors import JobFailedError, SchemaMismatchError
 from hybrid_shuffle.plan.planner import LogicalNode, Plan, plan_job
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
-from hybrid_shuffle.runtime.scheduler import Scheduler
+from hybrid_shuffle.runtime.scheduler import Scheduler, _Running
 from hybrid_shuffle.runtime.task import TaskState
 
 from .builders import Builder
@@ -194,3 +194,37 @@ def test_an_executor_lost_after_its_producers_finished_is_replaced_and_they_run_
     assert on_1 and on_1 <= rerun  # its producers ran again: their partitions were lost
     assert not any(a.startswith("orders") for a in rerun - on_1)  # the others were re-read
     assert scheduler.restarts >= 1
+
+
+def test_a_hung_zombie_gets_its_executor_replaced_and_tasks_beside_it_run_again() -> None:
+    """A cancelled attempt that never reports: after the grace its executor is replaced,
+    and a current task that ran on the same executor is restarted, not forgotten."""
+    pool = FakePool(list(range(2)))
+    transport = FakeTransport(fails_once("totals[1]"))
+    p = plan(two_stages("blocking"), slots=2)
+    scheduler = Scheduler(
+        p,
+        "job-1",
+        PartitionTracker(RecordingMaster()),
+        pool,
+        transport,
+        1 << 20,
+        5.0,
+        FailoverConfig(max_attempts=3, backoff=0.0),
+    )
+    # a zombie and a current task on executor 0, neither reporting
+    scheduler._pending = []
+    zombie, current = object(), object()
+    scheduler._running[zombie] = _Running(("x", 0), 0, "x[0]", 0, zombie=True, cancelled_at=0.0)
+    task = p.regions[0].tasks[0]
+    scheduler._running[current] = _Running(task, 0, "t", 0)
+    scheduler._current[task] = current
+    scheduler._deployed.add(task)
+    scheduler.slots.acquire(1)
+    scheduler.slots.task_started(0)
+    scheduler.slots.task_started(0)
+    scheduler._reap_zombies(grace=0.0)
+    assert pool.replaced == [0]
+    assert scheduler._running == {}
+    assert task not in scheduler._deployed and scheduler.restarts == 1
+    assert scheduler.slots.free == 2
