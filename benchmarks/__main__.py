@@ -3,8 +3,9 @@
     python -m benchmarks                      # default sizes, finishes in ~10 minutes on 2 cores
     python -m benchmarks --rows 2e6,1e7 --runs 3 --workloads agg,repartition,modes
     python -m benchmarks --workloads mainjob --scales 0.1,1,5,20 --name main-job
+    python -m benchmarks --workloads failover --rows 1e7 --runs 3 --name issue11-failover
 
-Workloads (``--workloads``, comma-separated; default all five):
+Workloads (``--workloads``, comma-separated; default all but ``failover``):
 
 * ``agg``, ``repartition``: workloads 1 and 2 at ``--rows`` x ``--distributions``,
   the engine (``--engine-modes``) against Ray Data, Spark and the bounds;
@@ -15,12 +16,18 @@ Workloads (``--workloads``, comma-separated; default all five):
   at ``--scales`` (TPC-H-like scale factors; 1.0 = 1.65M input rows), in its own session
   from ``configs/main.yaml`` with Spark on one executor of both cores; see
   ``benchmarks/mainjob.py``.  The default scales (0.1,1,5) fit the default run's time;
-  the issue-level run is ``--scales 0.1,1,5,20``.
+  the issue-level run is ``--scales 0.1,1,5,20``;
+* ``failover``: issue 11, an aggregation of the first ``--rows`` with one executor killed
+  mid-job and without, per mode (``--failover-modes``) and shuffle service
+  (``--failover-services``), in its own Ray; then the happy path against the engine before
+  issue 11 (``--failover-baseline``, a git worktree run side by side, ``none`` skips it);
+  see ``benchmarks/failover.py``.  Only when named: it would take the default run past
+  its 10 minutes.
 
 Writes ``benchmarks/results/<name>.json`` (workload 4's per-scale table under
-``main_job``) and ``<name>.png``.  Not part of the test suite: absolute times
-drift on a shared machine, the ratios printed here (each system against the
-best engine mode, same run, same data) are the claim.
+``main_job``, the failover tables under ``failover``) and ``<name>.png``.  Not part
+of the test suite: absolute times drift on a shared machine, the ratios printed here
+(each system against the best engine mode, same run, same data) are the claim.
 """
 
 from __future__ import annotations
@@ -37,14 +44,15 @@ import pyarrow as pa
 import ray
 
 import hybrid_shuffle as hs
-from benchmarks import mainjob, systems
+from benchmarks import failover, mainjob, systems
 from benchmarks.data import blocks, make_table
 from benchmarks.harness import Measurement, measure
 from benchmarks.report import print_table, ratios, write_chart
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENGINE_MODES = ["pipelined", "blocking", "hybrid-selective", "hybrid-full"]
-WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob")
+WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob", "failover")
+DEFAULT_WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob")
 #: the workloads that run in (or, for modes, next to) the shared benchmark session
 SHARED_SESSION = {"agg", "repartition", "modes", "spark"}
 
@@ -70,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--distributions", default="uniform,zipf")
     parser.add_argument(
         "--workloads",
-        default=",".join(WORKLOADS),
+        default=",".join(DEFAULT_WORKLOADS),
         type=parse_workloads,
-        help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all)",
+        help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all but failover)",
     )
     parser.add_argument(
         "--scales",
@@ -91,6 +99,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="latest")
     parser.add_argument("--object-store", default="3 GiB")
     parser.add_argument("--out", default=str(RESULTS), help="folder for the JSON and PNG")
+    parser.add_argument(
+        "--failover-modes", default=",".join(failover.MODES), help="modes of the failover workload"
+    )
+    parser.add_argument(
+        "--failover-services",
+        default=",".join(failover.SERVICES),
+        help="shuffle services of the failover workload",
+    )
+    parser.add_argument(
+        "--failover-baseline",
+        default=failover.BASELINE,
+        help="commit whose engine the failover workload's happy path is paired with ('none': skip)",
+    )
+    parser.add_argument(
+        "--failover-pairs", type=int, default=9, help="paired runs per mode against the baseline"
+    )
     args = parser.parse_args(argv)
     workloads: set[str] = args.workloads
     distributions = args.distributions.split(",")
@@ -118,6 +142,21 @@ def main(argv: list[str] | None = None) -> int:
     if "mainjob" in workloads:  # its own session and Ray: the shared one is closed by now
         measured, main_job = mainjob.run(args.scales, args.runs, main_job_config)
         results += measured
+    failover_summary: dict[str, Any] | None = None
+    if "failover" in workloads:  # its own Ray: every session above is closed by now
+        from hybrid_shuffle.sizes import parse_size
+
+        measured, failover_summary = failover.run(
+            args.rows[0],
+            args.runs,
+            modes=args.failover_modes.split(","),
+            services=args.failover_services.split(","),
+            block_count=args.blocks,
+            object_store=parse_size(args.object_store, "--object-store"),
+            baseline=None if args.failover_baseline == "none" else args.failover_baseline,
+            pairs=args.failover_pairs,
+        )
+        results += measured
     payload = {
         "name": args.name,
         "started": started,
@@ -129,12 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     if "mainjob" in workloads:
         payload["main_job"] = {"config": main_job_config, "scales": main_job}
+    if failover_summary is not None:
+        payload["failover"] = failover_summary
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.name}.json").write_text(json.dumps(payload, indent=2))
     write_chart(results, out / f"{args.name}.png")
-    print_table(results)
+    print_table([m for m in results if m.workload not in failover.OWN_WORKLOADS])
     mainjob.print_summary(main_job)
+    failover.print_summary(failover_summary)
     print(f"\nwrote {out / (args.name + '.json')} and .png")
     return 0
 
