@@ -270,7 +270,7 @@ class Scheduler:
         self._pending = [r for r in regions if not any(t in self._deployed for t in r.tasks)]
 
     def _deploy(self, region: Region) -> None:
-        slots = self.slots.acquire(region.slots)
+        slots = self.slots.acquire(region.slots, later=self.pool.starting())
         # slot sharing: the n-th subtask of every vertex of the region goes to the n-th slot
         seen: dict[Any, int] = {}
         placed: dict[TaskKey, int] = {}
@@ -362,7 +362,7 @@ class Scheduler:
         (or with a service's store) that are still to be read."""
         for index in self.pool.dead():
             log.warning("job %s: executor %d died; replacing it", self.job_id, index)
-            self.pool.replace(index)
+            self.pool.replace(index, wait=False)
             self.tracker.executor_lost(index)
         self.tracker.poll_lost()
         producers = self.tracker.lost_producers(self.job_id)
@@ -444,7 +444,7 @@ class Scheduler:
                 if not info.zombie:
                     del self._current[info.task]
                     beside.add(self._topology.region_of[info.task])
-        self.pool.replace(index)
+        self.pool.replace(index, wait=False)
         self.tracker.executor_lost(index)
         if beside:
             self._restart(beside, f"executor {index} was replaced (a cancelled task hung)")
@@ -479,7 +479,7 @@ class Scheduler:
 
     def _replace_quietly(self, index: int) -> None:
         try:
-            self.pool.replace(index)
+            self.pool.replace(index, wait=False)
         except HybridShuffleError as e:  # the next job fails with it if it matters
             log.warning("job %s: could not replace executor %d: %s", self.job_id, index, e)
 

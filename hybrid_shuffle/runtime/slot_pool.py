@@ -22,14 +22,15 @@ allocation and placement are tested without a cluster.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hybrid_shuffle.errors import ExecutorLostError, WaitTimeoutError
 from hybrid_shuffle.shuffle.api import ShuffleEnvironmentContext
 
-#: nodes a replacement executor is tried on before the slot is given up
+#: nodes a replacement executor is tried on (waiting for it) before the slot is given up
 _REPLACE_TRIES = 3
 
 __all__ = [
@@ -74,6 +75,9 @@ class ExecutorBackend(Protocol):
     def resolved(self, refs: Sequence[Any]) -> list[int]:
         """The positions of ``refs`` that resolved already (never waits)."""
 
+    def request(self, executor: Any, method: str) -> Any:
+        """Call ``method()`` on ``executor`` without waiting; returns the answer's ref."""
+
 
 class ExecutorPool(Protocol):
     """What a scheduler needs of the slots' executors (``SlotPool``; faked in tests)."""
@@ -87,7 +91,9 @@ class ExecutorPool(Protocol):
 
     def dead(self) -> list[int]: ...
 
-    def replace(self, index: int) -> Any: ...
+    def starting(self) -> set[int]: ...
+
+    def replace(self, index: int, wait: bool = True) -> Any: ...
 
 
 def placement(count: int, nodes: Sequence[str]) -> list[str]:
@@ -114,10 +120,19 @@ class SlotPool:
         self.executors: list[Any] = []
         #: executor index -> node id it was placed on
         self.nodes: list[str] = []
-        #: executor index -> {"node_id", "pid"} as it reported at start
-        self.info: list[dict[str, Any]] = []
+        #: executor index -> {"node_id", "pid"} as it reported at start (``info``)
+        self._info: list[dict[str, Any]] = []
         #: executor index -> its open ``watch`` call
         self._watches: list[Any] = []
+        #: replacements not known to have started: index -> their pending ``ready`` ref
+        self._starting: dict[int, Any] = {}
+        #: replacements that started but whose ``info`` is not fetched yet
+        self._stale: set[int] = set()
+        #: nodes where a new executor died before it answered: gone, or going (Ray
+        #: declares a lost node dead only after its health checks fail; node ids are
+        #: never reused, so they are avoided for good)
+        self._suspect: set[str] = set()
+        self._lock = threading.Lock()
         #: executors created so far (a replacement gets a new actor name)
         self._created = 0
         #: how many executors were replaced in this session
@@ -128,7 +143,7 @@ class SlotPool:
         self.nodes = placement(self.size, self._backend.worker_nodes())
         self.executors = [self._create(i, self.nodes[i]) for i in range(self.size)]
         try:
-            self.info = self._backend.call_all(self.executors, "ready", self._start_timeout)
+            self._info = self._backend.call_all(self.executors, "ready", self._start_timeout)
         except WaitTimeoutError as e:
             raise WaitTimeoutError(
                 f"the {self.size} executor actors did not start within "
@@ -150,52 +165,104 @@ class SlotPool:
         return list(self._watches)
 
     def dead(self) -> list[int]:
-        """The executors Ray reported dead since they started (never waits)."""
-        return self._backend.resolved(self._watches) if self._watches else []
+        """The executors Ray reported dead since they started (never waits).  A
+        replacement that died before it answered marks its node suspect."""
+        dead = self._backend.resolved(self._watches) if self._watches else []
+        with self._lock:
+            for index in dead:
+                if self._starting.pop(index, None) is not None:
+                    self._suspect.add(self.nodes[index])
+        return dead
 
-    def replace(self, index: int) -> Any:
+    def starting(self) -> set[int]:
+        """The replacements still starting (never waits): a scheduler places tasks on
+        the other slots first."""
+        with self._lock:
+            pending = list(self._starting.items())
+            if not pending:
+                return set()
+            for position in self._backend.resolved([ref for _, ref in pending]):
+                index = pending[position][0]
+                del self._starting[index]
+                self._stale.add(index)
+            return set(self._starting)
+
+    @property
+    def info(self) -> list[dict[str, Any]]:
+        """Per executor, ``{"node_id", "pid"}``; waits (bounded) for replacements still
+        starting."""
+        with self._lock:
+            stale = sorted(self._stale | set(self._starting))
+            if stale:
+                answers = self._backend.call_all(
+                    [self.executors[i] for i in stale], "ready", self._start_timeout
+                )
+                for index, answer in zip(stale, answers, strict=True):
+                    self._info[index] = answer
+                self._stale.clear()
+                self._starting.clear()
+            return list(self._info)
+
+    def replace(self, index: int, wait: bool = True) -> Any:
         """A new executor in slot ``index`` (the old one is killed if still there), on a
-        node that is alive now; returns its handle once it answers.
+        node that is alive now.
 
         Its old node is kept if it is still alive (a killed process), else the alive
-        node with the fewest executors.  Ray reports a lost node dead only after its
-        health checks fail, so a replacement may land on a node that is already gone:
-        it then dies before answering, and the next try avoids that node.
+        node with the fewest executors; suspect nodes are avoided.  With ``wait``, it
+        returns once the executor answers, trying another node if it dies first;
+        without, it returns at once (calls queue until the actor started: a scheduler
+        replaces off its critical path, and a replacement that dies while starting is
+        reported by ``dead()`` like any other).
         """
         self._backend.kill(self.executors[index])
-        avoid: set[str] = set()
+        self.replaced += 1
         for _ in range(_REPLACE_TRIES):
-            nodes = [n for n in self._backend.worker_nodes() if n not in avoid]
-            if not nodes:
-                break
-            node = self.nodes[index] if self.nodes[index] in nodes else self._emptiest(nodes)
+            node = self._node_for(index)
             executor = self._create(index, node)
+            with self._lock:
+                self.executors[index], self.nodes[index] = executor, node
+                if self._watches:
+                    self._watches[index] = self._backend.watch(executor)
+                self._stale.discard(index)
+                self._starting[index] = self._backend.request(executor, "ready")
+            if not wait:
+                log.info("replacing executor %d on node %s", index, node)
+                return executor
             try:
-                info = self._backend.call_all([executor], "ready", self._start_timeout)[0]
+                answer = self._backend.call_all([executor], "ready", self._start_timeout)[0]
             except ExecutorLostError:
-                avoid.add(node)
+                self._suspect.add(node)
                 self._backend.kill(executor)
                 continue
-            self.info[index] = info
-            self.executors[index], self.nodes[index] = executor, node
-            if self._watches:
-                self._watches[index] = self._backend.watch(executor)
-            self.replaced += 1
+            finally:
+                with self._lock:
+                    self._starting.pop(index, None)
+            self._info[index] = answer
             log.info("replaced executor %d on node %s", index, node)
             return executor
         raise ExecutorLostError(
-            f"executor {index} died and no alive node of the Ray cluster could take its "
-            "place; add nodes or lower slots"
+            f"executor {index} died and no node of the Ray cluster could take its place; "
+            "add nodes or lower slots"
         )
 
-    def _emptiest(self, nodes: Sequence[str]) -> str:
+    def _node_for(self, index: int) -> str:
+        """The old node if alive, else the alive node with the fewest executors."""
+        nodes = [n for n in self._backend.worker_nodes() if n not in self._suspect]
+        if not nodes:
+            raise ExecutorLostError(
+                f"executor {index} died and no alive node of the Ray cluster can take its "
+                "place; add nodes or lower slots"
+            )
+        if self.nodes[index] in nodes:
+            return self.nodes[index]
         return min(nodes, key=lambda n: (self.nodes.count(n), n))
 
     def heal(self) -> list[int]:
-        """Replace every executor that died; returns their indexes."""
+        """Replace every executor that died, without waiting for the replacements to
+        start; returns their indexes."""
         dead = self.dead()
         for index in dead:
-            self.replace(index)
+            self.replace(index, wait=False)
         return dead
 
     def close(self, timeout: float) -> None:
@@ -223,11 +290,14 @@ class SlotAllocation:
     def free(self) -> int:
         return len(self._free)
 
-    def acquire(self, count: int) -> list[int]:
-        """``count`` free slots, lowest first; the caller checked ``free``."""
+    def acquire(self, count: int, later: Collection[int] = ()) -> list[int]:
+        """``count`` free slots, longest free first, the ``later`` ones (executors still
+        starting) last; the caller checked ``free``."""
         if count > len(self._free):
             raise ValueError(f"{count} slots asked, {len(self._free)} free")
-        taken, self._free = self._free[:count], self._free[count:]
+        order = [i for i in self._free if i not in later] + [i for i in self._free if i in later]
+        taken = order[:count]
+        self._free = [i for i in self._free if i not in taken]
         return taken
 
     def task_started(self, executor: int) -> None:

@@ -196,6 +196,10 @@ class RayTransport:
         return executor.watch.remote()
 
     @staticmethod
+    def request(executor: ExecutorHandle, method: str) -> Any:
+        return getattr(executor, method).remote()
+
+    @staticmethod
     def resolved(refs: Sequence[Any]) -> list[int]:
         ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0, fetch_local=False)
         done = set(ready)

@@ -70,7 +70,10 @@ class FakePool:
         dying, self.dying = self.dying, []
         return dying
 
-    def replace(self, index: int) -> Any:
+    def starting(self) -> set[int]:
+        return set()
+
+    def replace(self, index: int, wait: bool = True) -> Any:
         self.replaced.append(index)
         self.executors[index] = f"{self.executors[index]}'"
         return self.executors[index]

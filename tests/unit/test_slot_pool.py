@@ -19,6 +19,8 @@ class Backend:
         self.killed: list[Any] = []
         #: executors whose watch has resolved (Ray reported them dead)
         self.dead: set[Any] = set()
+        #: requests that have been answered
+        self.up: set[Any] = set()
 
     def worker_nodes(self) -> list[str]:
         return list(self.nodes)
@@ -40,7 +42,10 @@ class Backend:
         return executor
 
     def resolved(self, refs: Sequence[Any]) -> list[int]:
-        return [i for i, ref in enumerate(refs) if ref in self.dead]
+        return [i for i, ref in enumerate(refs) if ref in self.dead or ref in self.up]
+
+    def request(self, executor: Any, method: str) -> Any:
+        return f"{executor}.{method}"
 
 
 def spec(i: int) -> ExecutorSpec:
@@ -85,3 +90,23 @@ def test_a_slot_frees_when_the_last_task_of_its_region_finished() -> None:
     assert slots.free == 0
     slots.task_finished(taken[0])
     assert slots.free == 1
+
+
+def test_a_replacement_that_dies_while_starting_makes_its_node_avoided() -> None:
+    backend = Backend(["a", "b"])
+    pool = SlotPool(backend, "s", 2, spec, 5.0)
+    pool.start()
+    pool.replace(1, wait=False)  # node b is kept: it still counts as alive
+    assert pool.starting() == {1} and pool.nodes == ["a", "b"]
+    backend.dead.add(pool.executors[1])  # it died before answering: b is gone
+    assert pool.dead() == [1]
+    pool.replace(1, wait=False)
+    assert pool.nodes == ["a", "a"]
+    backend.up.add(f"{pool.executors[1]}.ready")
+    assert pool.starting() == set()
+
+
+def test_tasks_go_to_slots_whose_executor_is_up_before_one_still_starting() -> None:
+    slots = SlotAllocation(3)
+    assert slots.acquire(2, later={0}) == [1, 2]
+    assert slots.acquire(1, later={0}) == [0]
