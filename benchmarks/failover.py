@@ -41,7 +41,8 @@ successful attempts (``JobResult.tasks``):
   consumers), and the row is marked estimated;
 * the restarted tasks (``vertex[subtask]#attempt``), ``JobResult.restarts``,
   which executor was killed, and the seconds from the kill to a replacement
-  executor answering (``session.pool.replaced`` going up) and to the first
+  executor being started (``session.pool.replaced`` going up; the scheduler does not wait
+  for it to answer) and to the first
   restarted task's start.
 
 The work a killed attempt did before it died is in no report: it shows only in
@@ -250,7 +251,7 @@ class Killer(threading.Thread):
         self.session, self.directory = session, directory
         self.index: int | None = None
         self.killed_at = 0.0  # epoch seconds, as the task reports
-        #: when the session's pool had a replacement answering (epoch seconds; 0: never)
+        #: when the session's pool started a replacement (epoch seconds; 0: never)
         self.replaced_at = 0.0
         self.error: str | None = None
 
@@ -853,7 +854,7 @@ def print_summary(summary: dict[str, Any] | None) -> None:
             )
     legend = (
         "happy s, killed s = medians of the runs; cost = killed - happy; k/h = killed / happy;",
-        "->exec, ->rst = seconds from the kill to a replacement executor answering and to the",
+        "->exec, ->rst = seconds from the kill to a replacement executor being started and to the",
         "first restarted task's start; recomp MiB = written by tasks at attempt > 0 (exchange",
         "and result); src rows = source rows read again by restarted source subtasks; re-read",
         "MiB = read by tasks at attempt > 0 from partitions of attempt-0 producers (~: split by",
