@@ -63,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
     with hs.Session(config, address=args.address) as session:
         stream = _stream(build, session, args.pipeline)
         started = time.perf_counter()
-        result = stream.collect()
+        result = stream.collect(timeout=args.timeout)
         elapsed = time.perf_counter() - started
         print(result.table.slice(0, args.show).to_pandas().to_string(index=False))
         print(f"\n{result.table.num_rows} rows in {elapsed:.2f} s")
@@ -106,11 +106,26 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--address", help="join this Ray cluster instead of an embedded one")
         if name == "run":
             p.add_argument("--show", type=int, default=10, help="rows of the result to print")
+            p.add_argument(
+                "--timeout",
+                type=_seconds,
+                help="seconds the job may run (default: failover.job_timeout, else no limit)",
+            )
         p.set_defaults(fn=fn)
     v = sub.add_parser("validate", help="check a config file alone")
     v.add_argument("config")
     v.set_defaults(fn=_validate)
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

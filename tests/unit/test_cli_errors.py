@@ -141,3 +141,9 @@ def test_an_unreachable_address_fails_in_seconds_naming_it(
     message = stderr_of(capsys)
     assert message.startswith("hybrid-shuffle: address: cannot reach a Ray cluster at 127.0.0.1:1")
     assert len(message.splitlines()) == 1
+
+
+def test_a_bad_run_timeout_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    pipeline = str(ROOT / "examples" / "pipeline_revenue.py")
+    assert main(["run", pipeline, "--config", MAIN_YAML, "--timeout", "soon"]) == 2
+    assert "--timeout: must be a positive number of seconds, got 'soon'" in stderr_of(capsys)
