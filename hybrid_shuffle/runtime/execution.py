@@ -3,7 +3,9 @@
 The driver reads the sink's result partitions through the shuffle service's own
 input gates (a driver-side ``ShuffleEnvironment``), one subtask after another
 so a sorted job's partitions come back in key order, then copies the table out
-of the object store so the result pins nothing.  Whatever happens, every
+of the object store so the result pins nothing.  If a sink's partition is lost
+while it is read (its holder died after the job ended), the scheduler recovers
+it like any failover and the read starts again.  Whatever happens, every
 partition of the job is released afterwards (in the background: the next job
 and the leak checks wait for the releases).
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from hybrid_shuffle.errors import ExecutorLostError, PartitionNotFoundError
 from hybrid_shuffle.plan.planner import Plan
 from hybrid_shuffle.runtime.deployment import Deployer
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
@@ -71,7 +74,16 @@ def execute(
     )
     try:
         reports = scheduler.run()
-        table = _read_result(reader, scheduler.deployer, plan)
+        for attempt in range(plan.config.failover.max_attempts):
+            try:
+                table = _read_result(reader, scheduler.deployer, plan)
+                break
+            except (ExecutorLostError, PartitionNotFoundError) as e:
+                # a sink's executor (or store) died after the job ended: nothing is lost
+                # while the producers can run again
+                if attempt + 1 == plan.config.failover.max_attempts:
+                    raise
+                reports = scheduler.recover(e)
     finally:
         tracker.release_job(job_id)
     return Executed(job_id, table, reports, scheduler.restarts)

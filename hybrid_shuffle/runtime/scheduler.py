@@ -139,6 +139,24 @@ class Scheduler:
     def run(self) -> list[TaskReport]:
         """Run every region to its end; raises the root cause if the job failed."""
         log.info("job %s: started, %d regions", self.job_id, len(self.plan.regions))
+        self._pending = list(self.plan.regions)
+        return self._complete()
+
+    def recover(self, error: BaseException) -> list[TaskReport]:
+        """After ``run``: the driver lost part of the result (``error``: the holder of a
+        sink's partition died while it read).  Once Ray reports the death (bounded),
+        the lost partitions' producers run again as in any failover."""
+        deadline = time.monotonic() + self.wait_timeout
+        while not self._pending:  # the losses put the sinks' regions back in the queue
+            if time.monotonic() > deadline:
+                raise error
+            self._handle_losses()
+            if not self._pending:
+                time.sleep(_SLICE / 5)
+        log.warning("job %s: the result was lost while read; recomputing it", self.job_id)
+        return self._complete()
+
+    def _complete(self) -> list[TaskReport]:
         try:
             self._schedule()
         except BaseException as e:
@@ -158,7 +176,6 @@ class Scheduler:
     # -- the loop ----------------------------------------------------------------------------
 
     def _schedule(self) -> None:
-        self._pending = list(self.plan.regions)
         while True:
             self._run_regions()
             self._handle_losses()  # a sink's executor that died after it finished

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -122,6 +123,14 @@ def assert_all_rows(result: hs.JobResult) -> None:
     table = result.table.sort_by("order_id")
     assert table.num_rows == expected.num_rows
     assert table.select(expected.column_names).equals(expected)
+
+
+def is_lost(refs: list[Any]) -> bool:
+    try:
+        ray.get(refs, timeout=5)
+    except (ray.exceptions.OwnerDiedError, ray.exceptions.ObjectLostError):
+        return True
+    return False
 
 
 def attempts(result: hs.JobResult, vertex_prefix: str) -> list[int]:
@@ -363,3 +372,46 @@ def test_a_partition_store_lost_mid_read_has_its_partitions_recomputed(
     assert result.restarts >= 1
     assert attempts(result, "orders") != [0, 0]  # the store's partitions were produced again
     assert_no_leaks(session)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_a_result_lost_after_the_job_ended_is_recomputed_before_it_is_read(
+    local_ray: None, service: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The phase: every task finished, the driver is about to read the sink's result
+    partitions, and their holder dies (the executor, or with the external service the
+    store).  Buffers of 1 MiB: Ray inlines objects under 100 KiB into the refs the
+    driver receives, and those would survive their owner."""
+    from hybrid_shuffle.runtime import execution
+
+    read = execution._read_result
+    killed: list[str] = []
+    settings = config(service)
+    settings["shuffle"] = {**settings["shuffle"], "buffer_size": "1 MiB"}  # type: ignore[dict-item]
+    with hs.Session(settings, slots=4) as session:
+
+        def kill_then_read(reader: Any, deployer: Any, plan: Any) -> Any:
+            if not killed:
+                held = deployer.tracker.descriptor(deployer.job_id, "result", 0)
+                handed = deployer.tracker._partitions[held.partition.partition_id].handed_over
+                victim = (
+                    session.executors[held.producer_executor]
+                    if held.producer_executor >= 0
+                    else held.location
+                )
+                killed.append(held.location_name)
+                ray.kill(victim)
+                # the phase: the result's buffers are gone with their owner (Ray may
+                # still serve them from the local store for a moment after the death)
+                refs = [b.ref for b in handed.buffers[0]]
+                wait_until(lambda: is_lost(refs), 30, "the result's buffers lost")
+            return read(reader, deployer, plan)
+
+        monkeypatch.setattr(execution, "_read_result", kill_then_read)
+        result = pipeline(session, "blocking").collect()
+        assert killed
+        assert_all_rows(result)
+        assert result.restarts >= 1
+        assert max(attempts(result, "consume")) >= 1
+        assert_no_leaks(session)
+    assert_closed_cleanly(session)
