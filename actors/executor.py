@@ -31,11 +31,11 @@ import pyarrow as pa
 import ray
 
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
-from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport, run_task
+from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport, attempt_key, run_task
 from hybrid_shuffle.shuffle.api import PartitionId, PollRequest, PollResponse
 from hybrid_shuffle.shuffle.service import ShuffleEnvironments
 
-__all__ = ["MAX_CONCURRENCY", "Executor", "attempt_key"]
+__all__ = ["MAX_CONCURRENCY", "Executor"]
 
 #: threads per executor: tasks, the driver's watch, and polls held open by consumers
 #: (up to 1 s each)
@@ -44,11 +44,6 @@ MAX_CONCURRENCY = 64
 _REMEMBERED_JOBS = 64
 #: cancelled attempts remembered, for a cancel that overtakes its task's start
 _REMEMBERED_ATTEMPTS = 4096
-
-
-def attempt_key(job_id: str, task: str, attempt: int) -> str:
-    """The name of one attempt of one task, as ``cancel_attempts`` takes it."""
-    return f"{job_id}/{task}#{attempt}"
 
 
 class Executor:

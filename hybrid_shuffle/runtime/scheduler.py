@@ -42,7 +42,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from hybrid_shuffle.actors.executor import attempt_key
 from hybrid_shuffle.config import FailoverConfig
 from hybrid_shuffle.errors import (
     ExecutorLostError,
@@ -64,7 +63,7 @@ from hybrid_shuffle.runtime.failover import (
 from hybrid_shuffle.runtime.failures import first_line, root_cause, to_error
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool, SlotAllocation
-from hybrid_shuffle.runtime.task import TaskReport, TaskState
+from hybrid_shuffle.runtime.task import TaskReport, TaskState, attempt_key
 from hybrid_shuffle.runtime.transport import TaskRef, TaskTransport
 from hybrid_shuffle.shuffle.api import ProducerDescriptor
 

@@ -46,7 +46,12 @@ from hybrid_shuffle.shuffle.api import (
 )
 from hybrid_shuffle.shuffle.metrics import ReadMetrics, WriteMetrics
 
-__all__ = ["TaskDeployment", "TaskReport", "TaskState", "run_task"]
+__all__ = ["TaskDeployment", "TaskReport", "TaskState", "attempt_key", "run_task"]
+
+
+def attempt_key(job_id: str, task: str, attempt: int) -> str:
+    """The name of one attempt of one task (what ``Executor.cancel_attempts`` takes)."""
+    return f"{job_id}/{task}#{attempt}"
 
 
 class TaskState(enum.Enum):
