@@ -21,7 +21,6 @@ exited, its node lost), without any heartbeat or timeout.
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 from collections import OrderedDict
@@ -30,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 import ray
 
+from hybrid_shuffle.actor_process import ProcessProbes
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
 from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport, attempt_key, run_task
 from hybrid_shuffle.shuffle.api import PartitionId, PollRequest, PollResponse
@@ -46,7 +46,7 @@ _REMEMBERED_JOBS = 64
 _REMEMBERED_ATTEMPTS = 4096
 
 
-class Executor:
+class Executor(ProcessProbes):
     def __init__(self, spec: ExecutorSpec) -> None:
         self.index = spec.context.executor_index
         self.env = ShuffleEnvironments(spec.context, spec.service)
@@ -59,9 +59,6 @@ class Executor:
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._running = 0
-
-    def ready(self) -> dict[str, Any]:
-        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
     def _cancel_event(self, job_id: str) -> threading.Event:
         with self._lock:
@@ -126,12 +123,6 @@ class Executor:
 
     def partitions_occupying_local_resources(self) -> set[PartitionId]:
         return self.env.partitions_occupying_local_resources()
-
-    def owned_objects(self) -> int:
-        """ObjectRefs this process still holds a reference to (leak checks)."""
-        gc.collect()  # refs in unreachable cycles are not held by anyone
-        worker: Any = ray._private.worker.global_worker
-        return len(worker.core_worker.get_all_reference_counts())
 
     def memory(self) -> dict[str, int]:
         """This process's private resident bytes (resident minus pages shared with the

@@ -28,7 +28,6 @@ Contract of the calls (each runs on its own thread of this threaded actor):
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 import time
@@ -37,6 +36,7 @@ from typing import Any
 import pyarrow as pa
 import ray
 
+from hybrid_shuffle.actor_process import ProcessProbes
 from hybrid_shuffle.errors import (
     HybridShuffleError,
     PartitionNotFoundError,
@@ -107,7 +107,7 @@ class _Writes:
             self._cond.notify_all()
 
 
-class PartitionStore:
+class PartitionStore(ProcessProbes):
     """See the module docstring."""
 
     def __init__(self, context: ShuffleEnvironmentContext, node_id: str) -> None:
@@ -120,9 +120,6 @@ class PartitionStore:
         self._writes: dict[PartitionId, _Writes] = {}
         self._lock = threading.Lock()
         self._closing = threading.Event()
-
-    def ready(self) -> dict[str, Any]:
-        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
     # -- the producer side ---------------------------------------------------------------
 
@@ -228,12 +225,6 @@ class PartitionStore:
 
     def partitions_occupying_local_resources(self) -> set[PartitionId]:
         return self._holder.held()
-
-    def owned_objects(self) -> int:
-        """ObjectRefs this process still holds a reference to (leak checks)."""
-        gc.collect()  # refs in unreachable cycles are not held by anyone
-        worker: Any = ray._private.worker.global_worker
-        return len(worker.core_worker.get_all_reference_counts())
 
     def watch(self) -> None:
         """Returns only when the store closes: the master's death notification."""

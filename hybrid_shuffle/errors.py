@@ -24,7 +24,15 @@ __all__ = [
     "SessionClosedError",
     "SlotsExceededError",
     "WaitTimeoutError",
+    "summary",
 ]
+
+
+def summary(error: BaseException) -> str:
+    """The first line of ``error``'s message, or its type's name if it has none: what a
+    one-sentence message quotes of an error it translates."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 class HybridShuffleError(Exception):

@@ -163,7 +163,9 @@ class Scheduler:
             # task reports, whose buffer refs pin the job's objects
             traceback.clear_frames(e.__traceback__)
             self._fail(e)
-        self._drain_zombies()
+        # cancelled attempts get a moment to stop (those that do not would run on in the
+        # next job: their executors are replaced)
+        self._wind_down()
         log.info(
             "job %s: finished, %d tasks, %d restarts",
             self.job_id,
@@ -464,11 +466,6 @@ class Scheduler:
         self.tracker.executor_lost(index)
         if beside:
             self._restart(beside, f"executor {index} was replaced (a cancelled task hung)")
-
-    def _drain_zombies(self) -> None:
-        """After a finished job: give cancelled attempts a moment to stop (those that do
-        not would run on in the next job)."""
-        self._wind_down()
 
     def _wind_down(self) -> list[BaseException]:
         """Collect the reports of the tasks still running for ``_FAILURE_GRACE`` seconds

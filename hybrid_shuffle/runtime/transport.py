@@ -25,16 +25,15 @@ from typing import Any, Protocol, cast
 import pyarrow as pa
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from hybrid_shuffle.actor_process import NAMESPACE, start_pinned
 from hybrid_shuffle.actors.executor import MAX_CONCURRENCY, Executor
-from hybrid_shuffle.errors import ConfigError, ExecutorLostError, WaitTimeoutError
+from hybrid_shuffle.errors import ConfigError, ExecutorLostError, WaitTimeoutError, summary
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
 from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport
 
 __all__ = ["NAMESPACE", "ExecutorHandle", "RayTransport", "TaskRef", "TaskTransport"]
 
-NAMESPACE = "hybrid-shuffle"
 
 #: a Ray actor handle of ``actors.executor.Executor`` (Ray's handles are untyped)
 ExecutorHandle = Any
@@ -63,11 +62,6 @@ class TaskTransport(Protocol):
 
 #: seconds to open a TCP connection to a cluster's address before giving up on it
 _CONNECT_TIMEOUT = 10.0
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _check_reachable(address: str) -> None:
@@ -121,7 +115,7 @@ class RayTransport:
         except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
             raise ConfigError(
                 f"address: cannot start or join Ray at {address or 'local'} "
-                f"({str(e).splitlines()[0] if str(e) else type(e).__name__}); start the "
+                f"({summary(e)}); start the "
                 "cluster with 'ray start --head' or drop address= for an embedded Ray"
             ) from e
 
@@ -147,18 +141,7 @@ class RayTransport:
     @staticmethod
     def create_executor(spec: ExecutorSpec, name: str, node_id: str) -> ExecutorHandle:
         """An executor actor pinned to ``node_id`` (hard affinity: the spread holds)."""
-        return (
-            ray.remote(Executor)
-            .options(
-                name=name,
-                namespace=NAMESPACE,
-                num_cpus=0,
-                max_concurrency=MAX_CONCURRENCY,
-                max_restarts=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            )
-            .remote(spec)
-        )
+        return start_pinned(Executor, name, node_id, MAX_CONCURRENCY, spec)
 
     @staticmethod
     def call_all(
@@ -220,7 +203,7 @@ class RayTransport:
         except RayActorError as e:
             raise ExecutorLostError(
                 f"executor {executor} died while running task '{task}' "
-                f"({_first_line(e)}); the partitions it held are lost with it"
+                f"({summary(e)}); the partitions it held are lost with it"
             ) from e
         except GetTimeoutError as e:
             raise WaitTimeoutError(
@@ -259,7 +242,7 @@ class RayTransport:
         try:
             ray.cloudpickle.dumps(obj)  # type: ignore[no-untyped-call]
         except Exception as e:
-            error = str(e).splitlines()[0] if str(e) else type(e).__name__
+            error = summary(e)
         else:
             return None
         from ray.util import inspect_serializability

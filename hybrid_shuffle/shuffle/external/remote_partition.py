@@ -38,6 +38,7 @@ from hybrid_shuffle.errors import (
     JobCancelledError,
     PartitionNotFoundError,
     WaitTimeoutError,
+    summary,
 )
 from hybrid_shuffle.shuffle.api import (
     HandedOver,
@@ -158,9 +159,8 @@ class RemotePartition:
             raise ExecutorLostError(self._died(what)) from e
         except RayError as e:  # the store raised after all: a bug, named in one sentence
             self._abandon(f"the {self._where} failed")
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise HybridShuffleError(
-                f"edge '{self._descriptor.edge}': the {self._where} failed to {what} ({first})"
+                f"edge '{self._descriptor.edge}': the {self._where} failed to {what} ({summary(e)})"
             ) from e
         if isinstance(value, HybridShuffleError):
             self._abandon(str(value))

@@ -30,8 +30,8 @@ from typing import Any
 
 import pyarrow as pa
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from hybrid_shuffle.actor_process import NAMESPACE, start_pinned
 from hybrid_shuffle.actors.partition_store import MAX_CONCURRENCY, PartitionStore
 from hybrid_shuffle.errors import ConfigError
 from hybrid_shuffle.shuffle.api import (
@@ -61,8 +61,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: the Ray namespace of the session's actors (as ``runtime.transport.NAMESPACE``)
-NAMESPACE = "hybrid-shuffle"
 #: seconds ``close`` waits for the stores to close before it kills them
 _CLOSE_WAIT = 30.0
 
@@ -195,18 +193,7 @@ class ExternalShuffleMaster:
         generation = self._generations.get(node, 0)
         self._generations[node] = generation + 1
         name = store_name(self._context.session_id, node, generation)
-        handle = (
-            ray.remote(PartitionStore)
-            .options(
-                name=name,
-                namespace=NAMESPACE,
-                num_cpus=0,
-                max_concurrency=MAX_CONCURRENCY,
-                max_restarts=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-            )
-            .remote(self._environment, node)
-        )
+        handle = start_pinned(PartitionStore, name, node, MAX_CONCURRENCY, self._environment, node)
         store = _Store(node, name, handle, handle.watch.remote())
         self._stores[node] = store
         log.info("started %s (%s)", store.where, name)
