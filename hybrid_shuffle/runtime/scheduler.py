@@ -378,9 +378,8 @@ class Scheduler:
     def _handle_losses(self) -> None:
         """Replace dead executors and restart the producers of partitions lost with them
         (or with a service's store) that are still to be read."""
-        for index in self.pool.dead():
-            log.warning("job %s: executor %d died; replacing it", self.job_id, index)
-            self.pool.replace(index, wait=False)
+        for index in self.pool.heal():
+            log.warning("job %s: executor %d died; replaced", self.job_id, index)
             self.tracker.executor_lost(index)
         self.tracker.poll_lost()
         producers = self.tracker.lost_producers(self.job_id)

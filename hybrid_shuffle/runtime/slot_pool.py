@@ -95,6 +95,8 @@ class ExecutorPool(Protocol):
 
     def replace(self, index: int, wait: bool = True) -> Any: ...
 
+    def heal(self) -> list[int]: ...
+
 
 def placement(count: int, nodes: Sequence[str]) -> list[str]:
     """The node of each of ``count`` executors: round-robin over ``nodes``."""

@@ -73,6 +73,12 @@ class FakePool:
     def starting(self) -> set[int]:
         return set()
 
+    def heal(self) -> list[int]:
+        dead = self.dead()
+        for index in dead:
+            self.replace(index, wait=False)
+        return dead
+
     def replace(self, index: int, wait: bool = True) -> Any:
         self.replaced.append(index)
         self.executors[index] = f"{self.executors[index]}'"
