@@ -461,7 +461,7 @@ class Scheduler:
                 if not info.zombie:
                     del self._current[info.task]
                     beside.add(self._topology.region_of[info.task])
-        self.pool.replace(index, wait=False)
+        self.pool.replace(index)
         self.tracker.executor_lost(index)
         if beside:
             self._restart(beside, f"executor {index} was replaced (a cancelled task hung)")
@@ -491,7 +491,7 @@ class Scheduler:
 
     def _replace_quietly(self, index: int) -> None:
         try:
-            self.pool.replace(index, wait=False)
+            self.pool.replace(index)
         except HybridShuffleError as e:  # the next job fails with it if it matters
             log.warning("job %s: could not replace executor %d: %s", self.job_id, index, e)
 

@@ -30,9 +30,6 @@ from typing import Any, Protocol
 from hybrid_shuffle.errors import ExecutorLostError, WaitTimeoutError
 from hybrid_shuffle.shuffle.api import ShuffleEnvironmentContext
 
-#: nodes a replacement executor is tried on (waiting for it) before the slot is given up
-_REPLACE_TRIES = 3
-
 __all__ = [
     "ExecutorBackend",
     "ExecutorPool",
@@ -93,7 +90,7 @@ class ExecutorPool(Protocol):
 
     def starting(self) -> set[int]: ...
 
-    def replace(self, index: int, wait: bool = True) -> Any: ...
+    def replace(self, index: int) -> Any: ...
 
     def heal(self) -> list[int]: ...
 
@@ -205,47 +202,28 @@ class SlotPool:
                 self._starting.clear()
             return list(self._info)
 
-    def replace(self, index: int, wait: bool = True) -> Any:
+    def replace(self, index: int) -> Any:
         """A new executor in slot ``index`` (the old one is killed if still there), on a
-        node that is alive now.
+        node that is alive now; returns at once.
 
         Its old node is kept if it is still alive (a killed process), else the alive
-        node with the fewest executors; suspect nodes are avoided.  With ``wait``, it
-        returns once the executor answers, trying another node if it dies first;
-        without, it returns at once (calls queue until the actor started: a scheduler
-        replaces off its critical path, and a replacement that dies while starting is
-        reported by ``dead()`` like any other).
+        node with the fewest executors; suspect nodes are avoided.  Nobody waits for
+        it to start: calls queue at the actor until it runs (a scheduler replaces off
+        its critical path), ``info`` waits for it, and one that dies while starting is
+        reported by ``dead()`` like any other, its node then suspect.
         """
         self._backend.kill(self.executors[index])
         self.replaced += 1
-        for _ in range(_REPLACE_TRIES):
-            node = self._node_for(index)
-            executor = self._create(index, node)
-            with self._lock:
-                self.executors[index], self.nodes[index] = executor, node
-                if self._watches:
-                    self._watches[index] = self._backend.watch(executor)
-                self._stale.discard(index)
-                self._starting[index] = self._backend.request(executor, "ready")
-            if not wait:
-                log.info("replacing executor %d on node %s", index, node)
-                return executor
-            try:
-                answer = self._backend.call_all([executor], "ready", self._start_timeout)[0]
-            except ExecutorLostError:
-                self._suspect.add(node)
-                self._backend.kill(executor)
-                continue
-            finally:
-                with self._lock:
-                    self._starting.pop(index, None)
-            self._info[index] = answer
-            log.info("replaced executor %d on node %s", index, node)
-            return executor
-        raise ExecutorLostError(
-            f"executor {index} died and no node of the Ray cluster could take its place; "
-            "add nodes or lower slots"
-        )
+        node = self._node_for(index)
+        executor = self._create(index, node)
+        with self._lock:
+            self.executors[index], self.nodes[index] = executor, node
+            if self._watches:
+                self._watches[index] = self._backend.watch(executor)
+            self._stale.discard(index)
+            self._starting[index] = self._backend.request(executor, "ready")
+        log.info("replacing executor %d on node %s", index, node)
+        return executor
 
     def _node_for(self, index: int) -> str:
         """The old node if alive, else the alive node with the fewest executors."""
@@ -264,7 +242,7 @@ class SlotPool:
         start; returns their indexes."""
         dead = self.dead()
         for index in dead:
-            self.replace(index, wait=False)
+            self.replace(index)
         return dead
 
     def close(self, timeout: float) -> None:

@@ -76,10 +76,10 @@ class FakePool:
     def heal(self) -> list[int]:
         dead = self.dead()
         for index in dead:
-            self.replace(index, wait=False)
+            self.replace(index)
         return dead
 
-    def replace(self, index: int, wait: bool = True) -> Any:
+    def replace(self, index: int) -> Any:
         self.replaced.append(index)
         self.executors[index] = f"{self.executors[index]}'"
         return self.executors[index]

@@ -96,11 +96,11 @@ def test_a_replacement_that_dies_while_starting_makes_its_node_avoided() -> None
     backend = Backend(["a", "b"])
     pool = SlotPool(backend, "s", 2, spec, 5.0)
     pool.start()
-    pool.replace(1, wait=False)  # node b is kept: it still counts as alive
+    pool.replace(1)  # node b is kept: it still counts as alive
     assert pool.starting() == {1} and pool.nodes == ["a", "b"]
     backend.dead.add(pool.executors[1])  # it died before answering: b is gone
     assert pool.dead() == [1]
-    pool.replace(1, wait=False)
+    pool.replace(1)
     assert pool.nodes == ["a", "a"]
     backend.up.add(f"{pool.executors[1]}.ready")
     assert pool.starting() == set()
