@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_columns, require_key_columns
+from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.dense_aggregate import dense_aggregate
 
 __all__ = ["AGGREGATIONS", "HashAggregate", "PartialAggregate"]
@@ -233,7 +234,7 @@ class HashAggregate(Operator):
         self.name = name
         self.phase = phase
 
-    def open(self) -> None:
+    def open(self, context: OperatorContext | None = None) -> None:
         self._parts: list[pa.Table] = []
         self._schema: pa.Schema | None = None
 
@@ -296,7 +297,7 @@ class PartialAggregate(Operator):
         self.name = f"{name}.combine"
         self.max_bytes = max_bytes
 
-    def open(self) -> None:
+    def open(self, context: OperatorContext | None = None) -> None:
         self._parts: list[pa.Table] = []
         self._bytes = 0
         self._checked = False

@@ -4,7 +4,9 @@ A task runs a *chain* of operators inside one executor actor.  Data moves as
 ``pyarrow.Table`` values (one table is one batch; it may have several chunks).
 The task calls, in this order and never concurrently:
 
-1. ``open()`` once, inside the executor, before any data;
+1. ``open(context)`` once, inside the executor, before any data; ``context``
+   (``operators.context``) carries the operator's memory budget and spill
+   directory when it declares ``uses_memory``;
 2. ``process(table, input_index)`` for every batch of every input, inputs
    interleaved in whatever order their data arrives;
 3. ``end_input(input_index)`` once per input when that input has no more data;
@@ -36,6 +38,8 @@ from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
+from hybrid_shuffle.operators.context import OperatorContext
+
 __all__ = ["Columns", "Operator"]
 
 #: a set of column names, or ``None`` for every column (see ``Operator.input_columns``)
@@ -51,9 +55,13 @@ class Operator(ABC):
     output_on_eof: bool = False
     #: a short human name used in explain output and error messages
     name: str = "operator"
+    #: True if the operator keeps state bounded by ``operators.memory`` (sort, join,
+    #: aggregate, co_group, a combiner): the task gives it a share of the budget
+    uses_memory: bool = False
 
-    def open(self) -> None:
-        """Create per-task state; called inside the executor before any data."""
+    def open(self, context: OperatorContext | None = None) -> None:
+        """Create per-task state; called inside the executor before any data.  ``None``
+        (outside a task: tests, the driver) means no budget and no spilling."""
 
     @abstractmethod
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:

@@ -41,6 +41,7 @@ import pyarrow as pa
 from hybrid_shuffle.errors import PlanError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_key_columns
+from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.dense_join import DenseBuild
 
 __all__ = ["HashJoin"]
@@ -77,7 +78,7 @@ class HashJoin(Operator):
         #: the input schemas the planner knew (``output_schema``); travels with the operator
         self.planned_schemas: tuple[pa.Schema | None, pa.Schema | None] = (None, None)
 
-    def open(self) -> None:
+    def open(self, context: OperatorContext | None = None) -> None:
         self._build_side = BuildSide.OPEN
         self._build: list[pa.Table] = []
         #: probe batches not joined yet (all of them while the build side is open)

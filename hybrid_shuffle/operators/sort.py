@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_key_columns
+from hybrid_shuffle.operators.context import OperatorContext
 
 __all__ = ["SortPartition"]
 
@@ -22,7 +23,7 @@ class SortPartition(Operator):
         self.descending = descending
         self.name = name
 
-    def open(self) -> None:
+    def open(self, context: OperatorContext | None = None) -> None:
         self._parts: list[pa.Table] = []
         self._schema: pa.Schema | None = None
 

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_columns
+from hybrid_shuffle.operators.context import OperatorContext
 
 __all__ = ["Filter", "Identity", "MapBatches", "Rename", "Select"]
 
@@ -105,7 +106,7 @@ class Rename(Operator):
             )
         return out
 
-    def open(self) -> None:
+    def open(self, context: OperatorContext | None = None) -> None:
         self._checked: pa.Schema | None = None
         self._names: list[str] = []
 
