@@ -49,6 +49,8 @@ _REMEMBERED_ATTEMPTS = 4096
 class Executor(ProcessProbes):
     def __init__(self, spec: ExecutorSpec) -> None:
         self.index = spec.context.executor_index
+        #: where tasks' operators spill (a directory per task attempt, removed as it ends)
+        self.spill_dir = os.path.join(spec.context.spill_dir, f"executor-{self.index}")
         self.env = ShuffleEnvironments(spec.context, spec.service)
         #: job id -> its cancel flag, for the most recent jobs only (no per-job cleanup call)
         self._cancelled: OrderedDict[str, threading.Event] = OrderedDict()
@@ -78,7 +80,7 @@ class Executor(ProcessProbes):
             if job.is_set() or key in self._cancelled_attempts:
                 cancelled.set()
         try:
-            return run_task(deployment, self.env, cancelled, self.index, _fetch)
+            return run_task(deployment, self.env, cancelled, self.index, _fetch, self.spill_dir)
         finally:
             with self._lock:
                 self._running -= 1

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from hybrid_shuffle.api.job import Job
     from hybrid_shuffle.api.stream import KeyedStream, Stream
     from hybrid_shuffle.config import Config, ConfigWarning, load_config
-    from hybrid_shuffle.result import EdgeMetrics, JobResult
+    from hybrid_shuffle.result import EdgeMetrics, JobResult, VertexMetrics
     from hybrid_shuffle.session import Session
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -47,6 +47,7 @@ _LAZY = {
     "KeyedStream": "hybrid_shuffle.api.stream",
     "Session": "hybrid_shuffle.session",
     "Stream": "hybrid_shuffle.api.stream",
+    "VertexMetrics": "hybrid_shuffle.result",
     "load_config": "hybrid_shuffle.config",
 }
 
@@ -72,6 +73,7 @@ __all__ = [
     "SessionClosedError",
     "SlotsExceededError",
     "Stream",
+    "VertexMetrics",
     "WaitTimeoutError",
     "load_config",
 ]

@@ -36,6 +36,7 @@ from hybrid_shuffle.spill_dirs import default_spill_dir
 
 __all__ = [
     "AUTO",
+    "BATCH_MODES",
     "MAX_CREDITS",
     "MAX_WAIT_TIMEOUT",
     "MIN_WAIT_TIMEOUT",
@@ -45,6 +46,7 @@ __all__ = [
     "ConfigWarning",
     "EdgeConfig",
     "FailoverConfig",
+    "OperatorsConfig",
     "RayConfig",
     "ShuffleConfig",
     "SparkConfig",
@@ -65,6 +67,9 @@ MAX_WAIT_TIMEOUT = 86400.0
 
 #: ``partitions: auto``: the consumer's parallelism is decided when its producers finish
 AUTO = "auto"
+#: the modes ``shuffle.batch_mode`` may name: the partition types a batch job reads after
+#: (or, hybrid, while) they are written; never ``pipelined`` (FLIP-331's point 8)
+BATCH_MODES = ("blocking", "hybrid-full", "hybrid-selective")
 #: the built-in shuffle services (``hybrid_shuffle.shuffle.service.BUILTIN_SERVICES``)
 SERVICES = ("executor-local", "external")
 
@@ -112,9 +117,23 @@ class FailoverConfig:
 
 
 @dataclass(frozen=True)
+class OperatorsConfig:
+    """The memory each sort, join, aggregate or co_group task may use for its state
+    (Flink's managed memory per slot).  Beyond it the operator spills to
+    ``shuffle.spill_dir`` as Arrow IPC and merges back; a task with several such
+    operators (an aggregate and the combiner in front of its exchange) splits it
+    evenly between them."""
+
+    memory: int = 512 * MiB
+
+
+@dataclass(frozen=True)
 class ShuffleConfig:
     service: str = "executor-local"
     default_mode: str = "hybrid-selective"
+    #: the mode of edges the output-on-EOF rule makes batch (FLIP-331; Flink's
+    #: ``execution.batch-shuffle-mode``): upstream of an aggregate, sort or co_group
+    batch_mode: str = "blocking"
     #: bytes per object-store buffer
     buffer_size: int = 4 * MiB
     #: in-memory partition bytes for the whole session, split evenly over its slots
@@ -161,6 +180,7 @@ class Config:
     spark: SparkConfig = field(default_factory=SparkConfig)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     failover: FailoverConfig = field(default_factory=FailoverConfig)
+    operators: OperatorsConfig = field(default_factory=OperatorsConfig)
     edges: Mapping[str, EdgeConfig] = field(default_factory=lambda: types.MappingProxyType({}))
     #: job names already warned about (``check_job``): one warning per name and config
     _warned: set[str] = field(
@@ -245,13 +265,15 @@ _TOP = (
     "edges",
     "failover",
     "job",
+    "operators",
     "parallelism",
     "ray",
     "shuffle",
     "slots",
     "spark",
 )
-_SECTIONS = ("adaptive", "failover", "ray", "shuffle", "spark")
+_SECTIONS = ("adaptive", "failover", "operators", "ray", "shuffle", "spark")
+_OPERATORS = tuple(f.name for f in dataclasses.fields(OperatorsConfig))
 _FAILOVER = tuple(f.name for f in dataclasses.fields(FailoverConfig))
 _ADAPTIVE = tuple(f.name for f in dataclasses.fields(AdaptiveConfig))
 _SHUFFLE = tuple(f.name for f in dataclasses.fields(ShuffleConfig))
@@ -319,6 +341,14 @@ def _shuffle(raw: Mapping[str, Any]) -> ShuffleConfig:
         s["service"] = _service(raw["service"], "shuffle.service")
     if "default_mode" in raw:
         s["default_mode"] = _mode(raw["default_mode"], "shuffle.default_mode")
+    if "batch_mode" in raw:
+        batch = raw["batch_mode"]
+        if batch not in BATCH_MODES:
+            raise ConfigError(
+                f"shuffle.batch_mode: '{batch}' is not a batch mode; use one of: "
+                f"{', '.join(BATCH_MODES)}"
+            )
+        s["batch_mode"] = str(batch)
     for key in ("buffer_size", "memory_budget"):
         if key in raw:
             s[key] = parse_size(raw[key], f"shuffle.{key}")
@@ -444,6 +474,19 @@ def _failover(raw: Mapping[str, Any]) -> FailoverConfig:
     return FailoverConfig(**s)
 
 
+def _operators(raw: Mapping[str, Any]) -> OperatorsConfig:
+    _check_keys(raw, _OPERATORS, "operators.")
+    if "memory" not in raw:
+        return OperatorsConfig()
+    memory = parse_size(raw["memory"], "operators.memory")
+    if memory < MiB:
+        raise ConfigError(
+            f"operators.memory: {format_size(memory)} is too small to sort or join in; "
+            "give at least 1 MiB, like 256 MiB"
+        )
+    return OperatorsConfig(memory)
+
+
 def _partitions(value: Any, path: str) -> int | str:
     if value == AUTO:
         return AUTO
@@ -495,6 +538,7 @@ def _from_mapping(raw: Mapping[str, Any]) -> Config:
         failover=_failover(
             _mapping(raw.get("failover"), "failover", "{max_attempts: 3, backoff: 0.5}")
         ),
+        operators=_operators(_mapping(raw.get("operators"), "operators", "{memory: 256 MiB}")),
         edges=_edges(raw.get("edges")),
     )
 
@@ -525,6 +569,7 @@ def _as_raw(config: Config) -> dict[str, Any]:
         "spark": _section_raw(config.spark),
         "adaptive": _section_raw(config.adaptive),
         "failover": _section_raw(config.failover),
+        "operators": _section_raw(config.operators),
         "edges": {name: _edge_raw(entry) for name, entry in config.edges.items()},
     }
     if config.job is not None:

@@ -1,4 +1,4 @@
-"""What a finished job hands back: the data and per-edge metrics."""
+"""What a finished job hands back: the data, per-edge and per-vertex metrics."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pyarrow as pa
 from hybrid_shuffle.runtime.task import TaskReport
 from hybrid_shuffle.shuffle.metrics import PartitionVolume
 
-__all__ = ["EdgeMetrics", "JobResult"]
+__all__ = ["EdgeMetrics", "JobResult", "VertexMetrics"]
 
 
 @dataclass
@@ -24,6 +24,9 @@ class EdgeMetrics(PartitionVolume):
     partitioner: str
     #: the consumer subtasks that ran (for ``partitions: auto``, what was decided)
     partitions: int = 0
+    #: where ``mode`` came from: ``code``, ``yaml``, ``default`` or ``output-on-eof``
+    #: (``hybrid_shuffle.plan.graph.ModeOrigin``)
+    mode_origin: str = "default"
     #: producer subtask -> when it finished writing (epoch seconds)
     producer_finished_at: dict[int, float] = field(default_factory=dict)
     #: consumer subtask -> producer subtask -> first buffer received from it
@@ -39,6 +42,29 @@ class EdgeMetrics(PartitionVolume):
 
 
 @dataclass
+class VertexMetrics:
+    """One vertex (an operator chain), over the subtasks' final attempts.
+
+    Memory figures are the stateful operators' own account of the Arrow data they
+    held (``hybrid_shuffle.operators.context``), per subtask: ``peak_memory_bytes``
+    is the largest subtask's (its operators' peaks added), ``memory`` what each
+    subtask was given (``operators.memory``; 0 for a chain with no stateful
+    operator)."""
+
+    name: str
+    subtasks: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    #: from the first subtask's start to the last one's end
+    wall_seconds: float = 0.0
+    #: summed over subtasks
+    cpu_seconds: float = 0.0
+    spilled_bytes: int = 0
+    peak_memory_bytes: int = 0
+    memory: int = 0
+
+
+@dataclass
 class JobResult:
     table: pa.Table
     edges: dict[str, EdgeMetrics]
@@ -50,10 +76,30 @@ class JobResult:
     #: how many times the job restarted failed regions (0: nothing failed); each task's
     #: ``TaskReport.attempt`` says which attempt produced its part of the result
     restarts: int = 0
+    #: vertex name -> what its subtasks did (rows, time, operator memory and spills)
+    vertices: dict[str, VertexMetrics] = field(default_factory=dict)
 
     @property
     def spilled_bytes(self) -> int:
+        """Bytes spilled by the exchanges (partitions over ``shuffle.memory_budget``);
+        operators' spills are in ``vertices``."""
         return sum(e.spilled_bytes for e in self.edges.values())
+
+    def vertex_summary(self) -> str:
+        """One line per vertex: rows, time, and its operators' memory and spills."""
+        lines = []
+        for v in self.vertices.values():
+            memory = (
+                f", memory {v.memory / 2**20:.0f} MiB, peak {v.peak_memory_bytes / 2**20:.1f} "
+                f"MiB, spilled {v.spilled_bytes / 2**20:.1f} MiB"
+                if v.memory
+                else ""
+            )
+            lines.append(
+                f"  vertex {v.name:<24} {v.rows_in:>11,} rows in {v.rows_out:>11,} out "
+                f"{v.wall_seconds:6.2f} s wall {v.cpu_seconds:6.2f} s CPU{memory}"
+            )
+        return "\n".join(lines)
 
     def to_pandas(self) -> pd.DataFrame:
         return self.table.to_pandas()
@@ -68,12 +114,13 @@ class JobResult:
 
 
 def edge_metrics(
-    reports: Sequence[TaskReport], modes: dict[str, tuple[str, str, int]]
+    reports: Sequence[TaskReport], modes: dict[str, tuple[str, str, int, str]]
 ) -> dict[str, EdgeMetrics]:
     """Sum task reports per edge; ``modes`` maps edge name -> (mode, partitioner,
-    consumer subtasks)."""
+    consumer subtasks, mode origin)."""
     edges = {
-        name: EdgeMetrics(name, mode, part, partitions=n) for name, (mode, part, n) in modes.items()
+        name: EdgeMetrics(name, mode, part, partitions=n, mode_origin=origin)
+        for name, (mode, part, n, origin) in modes.items()
     }
     for report in reports:
         for w in report.writes:
@@ -87,3 +134,25 @@ def edge_metrics(
             if e is not None:
                 e.first_buffer_at[r.subtask] = dict(r.first_buffer_from)
     return edges
+
+
+def vertex_metrics(reports: Sequence[TaskReport], order: Sequence[str]) -> dict[str, VertexMetrics]:
+    """Per vertex (in ``order``, the plan's), the reports of its subtasks summed."""
+    vertices = {name: VertexMetrics(name) for name in order}
+    started: dict[str, float] = {}
+    for r in reports:
+        v = vertices.setdefault(r.vertex, VertexMetrics(r.vertex))
+        v.subtasks += 1
+        v.rows_in += r.rows_in
+        v.rows_out += r.rows_out
+        v.cpu_seconds += r.cpu_seconds
+        v.spilled_bytes += sum(op.spilled_bytes for op in r.operators)
+        v.peak_memory_bytes = max(
+            v.peak_memory_bytes, sum(op.peak_memory_bytes for op in r.operators)
+        )
+        v.memory = max(v.memory, sum(op.memory for op in r.operators))
+        if r.started_at:
+            started[r.vertex] = min(started.get(r.vertex, r.started_at), r.started_at)
+            end = max(r.finished_at, started[r.vertex])
+            v.wall_seconds = max(v.wall_seconds, end - started[r.vertex])
+    return vertices

@@ -21,7 +21,7 @@ from hybrid_shuffle.errors import ConfigError, PlanError
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
 from hybrid_shuffle.plan.planner import Plan, plan_job, reachable
-from hybrid_shuffle.result import JobResult, edge_metrics
+from hybrid_shuffle.result import JobResult, edge_metrics, vertex_metrics
 from hybrid_shuffle.runtime.execution import execute
 
 if TYPE_CHECKING:
@@ -168,6 +168,7 @@ class Job:
             plan.explain(),
             sources_seconds,
             executed.restarts,
+            vertex_metrics(reports, plan.vertex_names()),
         )
 
 

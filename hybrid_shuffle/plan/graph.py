@@ -30,11 +30,15 @@ EdgeName = NewType("EdgeName", str)
 
 
 class ModeOrigin(enum.StrEnum):
-    """Where an edge's effective mode came from (YAML wins over code over the default)."""
+    """Where an edge's effective mode came from: YAML wins over code, code over the
+    rules (``OUTPUT_ON_EOF``), the rules over the default."""
 
     YAML = "yaml"
     CODE = "code"
     DEFAULT = "default"
+    #: FLIP-331: the edge leaves an output-on-EOF operator or one upstream of it, so it
+    #: is ``shuffle.batch_mode`` (``hybrid_shuffle.plan.output_on_eof``)
+    OUTPUT_ON_EOF = "output-on-eof"
 
 
 @dataclass

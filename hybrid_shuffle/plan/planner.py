@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from hybrid_shuffle.config import AUTO, Config
+from hybrid_shuffle.config import AUTO, Config, format_size
 from hybrid_shuffle.errors import ConfigError, PlanError
 from hybrid_shuffle.operators.base import Columns
 from hybrid_shuffle.operators.columns import require_key_columns
@@ -29,6 +29,7 @@ from hybrid_shuffle.plan.graph import (
     VertexId,
 )
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
+from hybrid_shuffle.plan.output_on_eof import apply_output_on_eof
 from hybrid_shuffle.plan.pruning import ColumnNeeds, prune_columns
 from hybrid_shuffle.plan.regions import (
     Region,
@@ -55,19 +56,30 @@ class Plan:
     output_schema: pa.Schema | None = None
     #: logical source node id -> the columns its consumers read (``None``: all)
     source_columns: dict[int, Columns] = field(default_factory=dict)
+    #: what ``explain()`` warns about (explicit modes the output-on-EOF rule kept)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def slots_needed(self) -> int:
         return max((r.slots for r in self.regions), default=0)
 
-    def edge_modes(self) -> dict[str, tuple[str, str, int]]:
+    def edge_modes(self) -> dict[str, tuple[str, str, int, str]]:
         """Edge name -> (effective mode, partitioner description, consumer subtasks: the
-        decided count of an adaptive consumer once the job ran)."""
+        decided count of an adaptive consumer once the job ran, where the mode came from)."""
         g = self.graph
         return {
-            e.name: (e.mode, e.partitioner.describe(), g.vertices[e.target].parallelism)
+            e.name: (
+                e.mode,
+                e.partitioner.describe(),
+                g.vertices[e.target].parallelism,
+                str(e.mode_origin),
+            )
             for e in g.edges
         }
+
+    def vertex_names(self) -> list[str]:
+        """Vertex names, producers first."""
+        return [self.graph.vertices[v].name for v in self.graph.topological_order()]
 
     def region_of(self, task: TaskKey) -> Region:
         for region in self.regions:
@@ -87,7 +99,7 @@ class Plan:
             ops = " -> ".join(op.name for op in v.operators) or "(source)"
             lines.append(
                 f"  {v.name:<24} parallelism {v.describe_parallelism():<3} "
-                f"region {self.vertex_region[vid]:<4} ops: {ops}"
+                f"region {self.vertex_region[vid]:<4} ops: {ops}{self._memory(v)}"
             )
         lines.append("edges:")
         for e in g.edges:
@@ -105,7 +117,20 @@ class Plan:
                 f"mode {e.mode} ({e.mode_origin}), partitions {_partitions(dst)}, region {region}"
                 f"{service}{keeps}"
             )
+        lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
+
+    def _memory(self, vertex: JobVertex) -> str:
+        """``operators.memory`` and its split over the vertex's stateful operators (its
+        chain and the combiners in front of its exchanges), as each task gets it."""
+        stateful = [op for op in vertex.operators if op.uses_memory]
+        stateful += [e.combiner for e in vertex.outputs if e.combiner and e.combiner.uses_memory]
+        if not stateful:
+            return ""
+        memory = self.config.operators.memory
+        share = format_size(memory // len(stateful))
+        each = ", ".join(f"{op.name} {share}" for op in stateful)
+        return f", operator memory {format_size(memory)} ({each})"
 
 
 def _read_of(columns: Columns, schema: pa.Schema | None) -> Columns:
@@ -125,14 +150,14 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
     auto = _resolve_parallelism(nodes, config, overrides)
     schemas = _check_schemas(nodes)
     needs = prune_columns(nodes, sink, schemas)
-    graph = _build_graph(job_name, nodes, sink, config, overrides, needs, auto)
+    graph, warnings = _build_graph(job_name, nodes, sink, config, overrides, needs, auto)
     config.check_job(job_name, [e.name for e in graph.edges])
     regions = pipelined_regions(graph)
     vertex_region = vertex_regions(graph)
     sources = {
         n.id: _read_of(needs.outputs.get(n.id), n.source_schema) for n in nodes if n.is_source
     }
-    plan = Plan(graph, regions, vertex_region, slots, config, schemas[sink.id], sources)
+    plan = Plan(graph, regions, vertex_region, slots, config, schemas[sink.id], sources, warnings)
     check_slots(regions, vertex_region, graph, slots)
     return plan
 
@@ -236,7 +261,8 @@ def _build_graph(
     overrides: Any,
     needs: ColumnNeeds,
     auto: set[int],
-) -> JobGraph:
+) -> tuple[JobGraph, list[str]]:
+    """The graph, with modes decided (the output-on-EOF rule's warnings beside it)."""
     consumers: dict[int, int] = defaultdict(int)
     for node in nodes:
         for up, _ in node.inputs:
@@ -295,7 +321,9 @@ def _build_graph(
             edges.append(edge)
             producer.outputs.append(edge)
             vertex.inputs.append(edge)
-    for node_id in auto:
+    graph = JobGraph(job_name, vertices, edges, vertex_of[sink.id].id)
+    warnings = apply_output_on_eof(graph, config.shuffle.batch_mode)
+    for node_id in auto:  # after the rule: it may have made a consumer's inputs blocking
         _make_adaptive(vertex_of[node_id], config)
     names = [e.name for e in edges]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -304,7 +332,7 @@ def _build_graph(
             f"edge name '{duplicates[0]}' is used for more than one exchange in job "
             f"'{job_name}'; give each exchange its own edge= name"
         )
-    return JobGraph(job_name, vertices, edges, vertex_of[sink.id].id)
+    return graph, warnings
 
 
 def _service(name: str, config: Config, overrides: Any) -> str:

@@ -58,8 +58,11 @@ class Deployer:
         buffer_size: int,
         wait_timeout: float,
         result_service: str = "executor-local",
+        operator_memory: int = 512 << 20,
     ) -> None:
         self.graph = graph
+        #: ``operators.memory``, shipped with every task
+        self.operator_memory = operator_memory
         #: the service of the sink's result partitions (the session's default)
         self.result_service = result_service
         self.job_id = job_id
@@ -145,6 +148,7 @@ class Deployer:
             source_refs=None if vertex.source_splits is None else vertex.source_splits[subtask],
             buffer_size=self.buffer_size,
             wait_timeout=self.wait_timeout,
+            operator_memory=self.operator_memory,
         )
 
     def gate(self, consumer_task: Hashable, edge: JobEdge, consumer: int) -> InputGateDescriptor:

@@ -111,7 +111,13 @@ class Scheduler:
         self.failover = failover or FailoverConfig()
         self.timeout = timeout
         self.deployer = Deployer(
-            plan.graph, job_id, tracker, buffer_size, wait_timeout, result_service
+            plan.graph,
+            job_id,
+            tracker,
+            buffer_size,
+            wait_timeout,
+            result_service,
+            plan.config.operators.memory,
         )
         self.slots = SlotAllocation(len(pool.executors))
         self.finished: set[TaskKey] = set()

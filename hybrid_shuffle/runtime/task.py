@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import os
+import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +37,7 @@ from hybrid_shuffle.errors import (
 )
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import project
+from hybrid_shuffle.operators.context import OperatorContext, OperatorMetrics
 from hybrid_shuffle.runtime.failures import TaskFailure, describe_failure
 from hybrid_shuffle.shuffle.api import (
     HandedOver,
@@ -83,6 +87,9 @@ class TaskDeployment:
     source_refs: list[Any] | None = None
     buffer_size: int = 4 << 20
     wait_timeout: float = 300.0
+    #: ``operators.memory``: bytes the task's stateful operators may hold, split evenly
+    #: between them (``operators.context``)
+    operator_memory: int = 512 << 20
 
     @property
     def name(self) -> str:
@@ -104,7 +111,11 @@ class TaskReport:
     finished_at: float = 0.0
     #: CPU time of the task's thread (the rest of started..finished is waiting or contention)
     cpu_seconds: float = 0.0
+    #: rows into the head of the chain (read from its inputs, or a source's split)
+    rows_in: int = 0
     rows_out: int = 0
+    #: what each stateful operator (``uses_memory``) did: memory given, spilled, peak held
+    operators: list[OperatorMetrics] = field(default_factory=list)
     #: the schema of the chain's output, known even when no row came out
     schema: pa.Schema | None = None
     writes: list[WriteMetrics] = field(default_factory=list)
@@ -132,6 +143,7 @@ class _Chain:
         self.writers = list(writers)
         self.combiners = list(combiners) or [None] * len(self.writers)
         self.columns = list(columns) or [None] * len(self.writers)
+        self.rows_in = 0
         self.rows_out = 0
         self.schema: pa.Schema | None = None
         #: (operator level, input index) -> the schema of the first batch it received
@@ -170,6 +182,7 @@ class _Chain:
                 self.push(level + 1, self.operators[level].process(table, 0))
 
     def process(self, table: pa.Table, input_index: int) -> None:
+        self.rows_in += table.num_rows
         if not self.operators:
             self.push(0, [table])
         else:
@@ -215,8 +228,13 @@ def run_task(
     cancelled: threading.Event,
     executor_index: int,
     fetch: Callable[[Any, float], pa.Table],
+    spill_dir: str | None = None,
 ) -> TaskReport:
-    """Run one task to its end and report it (see the module docstring for what raises)."""
+    """Run one task to its end and report it (see the module docstring for what raises).
+
+    ``spill_dir`` is where the task's stateful operators may spill (a directory of
+    its own is made inside on first spill and removed when the task ends, however
+    it ends); ``None``: they keep everything in memory."""
     report = TaskReport(
         deployment.name,
         deployment.vertex,
@@ -226,10 +244,13 @@ def run_task(
         started_at=time.time(),
     )
     writers: Sequence[ResultPartitionWriter] = ()
+    task_dir = None if spill_dir is None else os.path.join(spill_dir, "operators", uuid.uuid4().hex)
+    contexts = operator_contexts(deployment, task_dir)
+    report.operators = [c.metrics for c in contexts.values()]
     try:
         writers = env.create_result_partition_writers(deployment.outputs, cancelled)
         gates = env.create_input_gates(deployment.gates)
-        _run(deployment, env, gates, writers, cancelled, fetch, report)
+        _run(deployment, env, gates, writers, cancelled, fetch, report, contexts)
     except BaseException as e:
         for writer in writers:
             writer.fail(f"producer task '{deployment.name}' failed: {type(e).__name__}: {e}")
@@ -241,7 +262,34 @@ def run_task(
             report.failure = describe_failure(e)
         if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit: not ours to eat
             raise
+    finally:
+        if task_dir is not None:
+            shutil.rmtree(task_dir, ignore_errors=True)
     return report
+
+
+def operator_contexts(
+    deployment: TaskDeployment, task_dir: str | None
+) -> dict[int, OperatorContext]:
+    """``id(operator)`` -> its context, for the chain's and combiners' stateful operators:
+    an even share of ``operator_memory`` each, and a spill directory of its own."""
+    stateful = [
+        op
+        for op in [*deployment.operators, *(c for c in deployment.combiners if c is not None)]
+        if op.uses_memory
+    ]
+    share = deployment.operator_memory // max(len(stateful), 1)
+    return {
+        id(op): OperatorContext(
+            share, None if task_dir is None else os.path.join(task_dir, f"{i}-{_safe(op.name)}")
+        )
+        for i, op in enumerate(stateful)
+    }
+
+
+def _safe(name: str) -> str:
+    """An operator name as a file name (names are the user's: any character)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:64]
 
 
 def _caused_by_cancel(error: BaseException) -> bool:
@@ -257,6 +305,7 @@ def _run(
     cancelled: threading.Event,
     fetch: Callable[[Any, float], pa.Table],
     report: TaskReport,
+    contexts: dict[int, OperatorContext],
 ) -> None:
     cpu_started = time.thread_time()
     chain = _Chain(
@@ -267,7 +316,7 @@ def _run(
         deployment.columns,
     )
     for op in [*deployment.operators, *(c for c in deployment.combiners if c is not None)]:
-        op.open()
+        op.open(contexts.get(id(op)))
     if deployment.source_refs is not None:
         _read_source(deployment, chain, fetch)
         chain.end_input(0)
@@ -279,6 +328,7 @@ def _run(
     report.state = TaskState.FINISHED
     report.finished_at = time.time()
     report.cpu_seconds = time.thread_time() - cpu_started
+    report.rows_in = chain.rows_in
     report.rows_out = chain.rows_out
     report.schema = chain.schema
     report.writes = [w.metrics for w in writers]

@@ -76,13 +76,13 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         "unknown-top-level-key",
         {"shufle": {}},
         "shufle: unknown key (did you mean 'shuffle'?); allowed keys are: adaptive, edges, "
-        "failover, job, parallelism, ray, shuffle, slots, spark",
+        "failover, job, operators, parallelism, ray, shuffle, slots, spark",
     ),
     (
         "unknown-nested-key",
         {"shuffle": {"bufer_size": "1 MiB"}},
         "shuffle.bufer_size: unknown key (did you mean 'buffer_size'?); allowed keys are: "
-        "buffer_size, credits, default_mode, memory_budget, service, spill_dir, wait_timeout",
+        "batch_mode, buffer_size, credits, default_mode, memory_budget, service, spill_dir, wait_timeout",
     ),
     (
         "unknown-edge-key",

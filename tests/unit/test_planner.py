@@ -6,6 +6,7 @@ import pytest
 
 from hybrid_shuffle.config import ConfigWarning, load_config
 from hybrid_shuffle.errors import ConfigError, PlanError, SlotsExceededError
+from hybrid_shuffle.plan.graph import ModeOrigin
 from hybrid_shuffle.plan.planner import LogicalNode, plan_job
 from hybrid_shuffle.shuffle.routing import PartitionerKind
 
@@ -69,9 +70,10 @@ def test_forward_edge_into_a_union_pairs_subtasks_pointwise() -> None:
 
 
 def test_pipelined_region_larger_than_slots_fails_naming_region_and_edges() -> None:
-    cfg = load_config({"parallelism": 4, "shuffle": {"default_mode": "pipelined"}})
+    cfg = load_config({"parallelism": 4})
+    job = revenue(Builder(), by_customer="pipelined", to_sort="pipelined")
     with pytest.raises(SlotsExceededError) as err:
-        plan_job("revenue", revenue(Builder()), cfg, slots=2)
+        plan_job("revenue", job, cfg, slots=2)
     message = str(err.value)
     assert message.startswith("pipelined region R0 (orders->clean x4, totals x4, top x4)")
     assert "needs 4 slots at once but the session has 2" in message
@@ -82,10 +84,10 @@ def test_yaml_mode_wins_over_code_and_explain_shows_where_it_came_from() -> None
     cfg = load_config({"job": "revenue", "edges": {"by_customer": {"mode": "hybrid-full"}}})
     plan = plan_job("revenue", revenue(Builder(), by_customer="blocking"), cfg, slots=8)
     assert plan.graph.edge("by_customer").mode == "hybrid-full"
-    assert plan.graph.edge("to_sort").mode == "hybrid-selective"
+    assert plan.graph.edge("to_sort").mode == "blocking"  # out of an aggregate: FLIP-331
     text = plan.explain()
     assert "by_customer" in text and "mode hybrid-full (yaml)" in text
-    assert "range(amount_sum)" in text and "mode hybrid-selective (default)" in text
+    assert "range(amount_sum)" in text and "mode blocking (output-on-eof)" in text
 
 
 def test_yaml_partitions_set_the_consumer_parallelism() -> None:
@@ -109,7 +111,7 @@ def test_yaml_edges_of_another_job_are_not_applied_and_one_warning_names_both_jo
         plan = plan_job("revenue", revenue(Builder()), cfg, slots=8)
         plan_job("revenue", revenue(Builder()), cfg, slots=8)  # planned again: no new warning
     assert len(caught) == 1
-    assert {e.mode for e in plan.graph.edges} == {"hybrid-selective"}
+    assert {e.mode_origin for e in plan.graph.edges} == {ModeOrigin.OUTPUT_ON_EOF}
 
 
 def test_wrong_mode_in_code_names_the_edge() -> None:

@@ -1,0 +1,69 @@
+"""FLIP-331's rule: what emits only at end of input, and everything upstream, runs as batch.
+
+An operator that emits only after all its input ended (``Operator.output_on_eof``:
+aggregate, sort, co_group, the sort-merge join) cannot produce a row before its
+producers are done, so streaming into it buys nothing: a pipelined edge would
+only keep its consumer's slot, and every upstream slot, occupied while nothing
+comes out.  The FLIP's answer: the results of such an operator, and the results
+of every operator upstream of it, become *batch* partitions, which lets the
+scheduler run that part of the job region by region, in batch mode.  The batch
+partition type is ``shuffle.batch_mode`` -- ``blocking`` by default, or a hybrid
+mode (the FLIP's point 8: Flink's ``execution.batch-shuffle-mode``).
+
+The rule changes only edges whose mode came from the default.  A mode set in
+code or YAML is the user's decision and is kept; when it differs from what the
+rule would give, the plan carries a warning that ``explain()`` prints, naming
+the edge, the operator and how to let the rule apply.  Plain Python, no Ray.
+"""
+
+from __future__ import annotations
+
+from hybrid_shuffle.plan.graph import JobEdge, JobGraph, JobVertex, ModeOrigin, VertexId
+from hybrid_shuffle.shuffle.partition_type import partition_type
+
+__all__ = ["apply_output_on_eof"]
+
+
+def apply_output_on_eof(graph: JobGraph, batch_mode: str) -> list[str]:
+    """Make the rule's edges ``batch_mode`` (origin ``output-on-eof``); the warnings for
+    explicit modes it kept."""
+    warnings: list[str] = []
+    for vid, eof in _batch_producers(graph).items():
+        for edge in graph.vertices[vid].outputs:
+            if edge.mode_origin is ModeOrigin.DEFAULT:
+                edge.partition_type = partition_type(batch_mode)
+                edge.mode_origin = ModeOrigin.OUTPUT_ON_EOF
+            elif edge.mode != batch_mode:
+                warnings.append(_kept(edge, eof, batch_mode))
+    return warnings
+
+
+def _output_on_eof(vertex: JobVertex) -> str | None:
+    """The name of the vertex's first output-on-EOF operator, if it has one."""
+    return next((op.name for op in vertex.operators if op.output_on_eof), None)
+
+
+def _batch_producers(graph: JobGraph) -> dict[VertexId, str]:
+    """Every vertex whose results the rule makes batch -> the output-on-EOF operator
+    that makes it so (its own, or the first one downstream of it)."""
+    found: dict[VertexId, str] = {}
+    for vid in reversed(graph.topological_order()):  # consumers before producers
+        vertex = graph.vertices[vid]
+        own = _output_on_eof(vertex)
+        if own is not None:
+            found[vid] = own
+        reason = found.get(vid)
+        if reason is None:
+            continue
+        for edge in vertex.inputs:
+            found.setdefault(edge.source, reason)
+    return found
+
+
+def _kept(edge: JobEdge, operator: str, batch_mode: str) -> str:
+    where = "in code (mode=)" if edge.mode_origin is ModeOrigin.CODE else "in YAML"
+    return (
+        f"edge '{edge.name}' keeps mode {edge.mode} set {where}, though '{operator}' emits "
+        f"only at end of input, so the output-on-EOF rule would make it {batch_mode}; "
+        "remove that mode to let the rule apply"
+    )

@@ -1,0 +1,88 @@
+"""FLIP-331's output-on-EOF rule in the planner: which edges become batch, and which keep
+the mode the user gave them (no Ray)."""
+
+from __future__ import annotations
+
+from hybrid_shuffle.config import load_config
+from hybrid_shuffle.operators import HashJoin
+from hybrid_shuffle.plan.graph import ModeOrigin
+from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, plan_job
+from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
+
+from .builders import Builder
+
+
+def rebalanced_revenue(b: Builder, **modes: str) -> LogicalNode:
+    """orders -(spread)-> clean -(by_customer)-> totals -(to_sort)-> top"""
+    orders = b.source("orders", 2)
+    spec = ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), "spread", modes.get("spread"))
+    clean = LogicalNode(next(b.ids), "clean", b.map(orders, "m").operator, [(orders, spec)])
+    totals = b.agg(clean, "totals", edge="by_customer", mode=modes.get("by_customer"))
+    return b.sort(totals, "top", edge="to_sort", mode=modes.get("to_sort"))
+
+
+def test_every_edge_upstream_of_an_aggregate_and_out_of_it_becomes_blocking() -> None:
+    plan = plan_job("revenue", rebalanced_revenue(Builder()), load_config(None), slots=8)
+    for name in ("spread", "by_customer", "to_sort"):
+        edge = plan.graph.edge(name)
+        assert (edge.mode, edge.mode_origin) == ("blocking", ModeOrigin.OUTPUT_ON_EOF), name
+    assert plan.edge_modes()["spread"][3] == "output-on-eof"
+    assert "mode blocking (output-on-eof)" in plan.explain()
+    # every vertex is its own region: the job runs in batch mode, stage by stage
+    assert len(set(plan.vertex_region.values())) == len(plan.graph.vertices)
+
+
+def test_batch_mode_picks_the_partition_type_the_rule_gives() -> None:
+    cfg = load_config({"shuffle": {"batch_mode": "hybrid-full"}})
+    plan = plan_job("revenue", rebalanced_revenue(Builder()), cfg, slots=8)
+    assert {e.mode for e in plan.graph.edges} == {"hybrid-full"}
+
+
+def test_mode_set_in_code_is_kept_and_explain_warns_about_it() -> None:
+    job = rebalanced_revenue(Builder(), by_customer="pipelined")
+    plan = plan_job("revenue", job, load_config(None), slots=8)
+    edge = plan.graph.edge("by_customer")
+    assert (edge.mode, edge.mode_origin) == ("pipelined", ModeOrigin.CODE)
+    assert plan.graph.edge("spread").mode == "blocking"
+    assert plan.explain().splitlines()[-1] == (
+        "warning: edge 'by_customer' keeps mode pipelined set in code (mode=), though "
+        "'totals' emits only at end of input, so the output-on-EOF rule would make it "
+        "blocking; remove that mode to let the rule apply"
+    )
+
+
+def test_mode_set_in_yaml_is_kept_and_explain_warns_about_it() -> None:
+    cfg = load_config({"edges": {"spread": {"mode": "hybrid-selective"}}})
+    plan = plan_job("revenue", rebalanced_revenue(Builder()), cfg, slots=8)
+    edge = plan.graph.edge("spread")
+    assert (edge.mode, edge.mode_origin) == ("hybrid-selective", ModeOrigin.YAML)
+    assert "warning: edge 'spread' keeps mode hybrid-selective set in YAML" in plan.explain()
+
+
+def test_explicit_batch_mode_needs_no_warning() -> None:
+    job = rebalanced_revenue(Builder(), to_sort="blocking")
+    plan = plan_job("revenue", job, load_config(None), slots=8)
+    assert plan.warnings == []
+
+
+def test_edges_not_upstream_of_an_output_on_eof_operator_keep_the_default() -> None:
+    b = Builder()
+    left, right = b.source("orders", 2), b.source("customers", 2)
+    part = Partitioner(PartitionerKind.HASH, ("customer",))
+    join = LogicalNode(
+        next(b.ids),
+        "joined",
+        HashJoin(["customer"], "inner", "joined"),
+        [(left, ExchangeSpec(part, "j.left")), (right, ExchangeSpec(part, "j.right"))],
+    )
+    plan = plan_job("j", join, load_config(None), slots=8)
+    assert {(e.mode, e.mode_origin) for e in plan.graph.edges} == {
+        ("hybrid-selective", ModeOrigin.DEFAULT)
+    }
+
+
+def test_explain_shows_the_operator_memory_of_stateful_vertices() -> None:
+    cfg = load_config({"operators": {"memory": "256 MiB"}})
+    text = plan_job("revenue", rebalanced_revenue(Builder()), cfg, slots=8).explain()
+    assert "operator memory 256 MiB (totals 256 MiB)" in text
+    assert "operator memory 256 MiB (top 256 MiB)" in text
