@@ -1,14 +1,21 @@
-"""Sort of one partition (the range exchange in front of it makes the sort global)."""
+"""Sort of one partition (the range exchange in front of it makes the sort global).
+
+The rows are sorted by an ``ExternalSorter`` within the operator's memory
+budget: beyond it sorted runs are spilled and merged back at the end, so a
+partition larger than the memory still sorts.  ``finish`` yields the sorted
+rows in batches of bounded size; nulls are last in both directions.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.external_sort import ExternalSorter
 
 __all__ = ["SortPartition"]
 
@@ -17,6 +24,7 @@ class SortPartition(Operator):
     """Collects its input and emits it sorted by ``by``; nulls last in both directions."""
 
     output_on_eof = True
+    uses_memory = True
 
     def __init__(self, by: Sequence[str], descending: bool, name: str) -> None:
         self.by = list(by)
@@ -24,7 +32,10 @@ class SortPartition(Operator):
         self.name = name
 
     def open(self, context: OperatorContext | None = None) -> None:
-        self._parts: list[pa.Table] = []
+        context = context or OperatorContext.unbounded()
+        order = "descending" if self.descending else "ascending"
+        keys = [(c, order) for c in self.by]
+        self._sorter = ExternalSorter(keys, context, context.memory, "sort")
         self._schema: pa.Schema | None = None
 
     def _check(self, schema: pa.Schema) -> None:
@@ -34,17 +45,19 @@ class SortPartition(Operator):
         if self._schema is None:
             self._check(table.schema)
             self._schema = table.schema
-        if table.num_rows:
-            self._parts.append(table)
+        self._sorter.add(table)
         return ()
 
     def finish(self) -> Iterable[pa.Table]:
+        return self._sorted()
+
+    def _sorted(self) -> Iterator[pa.Table]:
         if self._schema is None:
-            return ()
-        table = pa.concat_tables(self._parts) if self._parts else self._schema.empty_table()
-        self._parts = []
-        order = "descending" if self.descending else "ascending"
-        return (table.sort_by([(c, order, "at_end") for c in self.by]),)
+            return
+        if self._sorter.rows == 0:  # the schema still travels downstream
+            yield self._schema.empty_table()
+            return
+        yield from self._sorter.sorted_batches()
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         schema = input_schemas[0]

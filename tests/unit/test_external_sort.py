@@ -1,0 +1,193 @@
+"""ExternalSorter and SortPartition against pyarrow's sort_by, spilling, within the budget."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from hybrid_shuffle.operators import SortPartition
+from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.external_sort import ExternalSorter, count_before, key_table
+
+
+def data(rows: int = 80_000, seed: int = 3) -> pa.Table:
+    """Keys with duplicates and nulls, a float key with NaN and nulls, a payload."""
+    rng = np.random.default_rng(seed)
+    k = pa.array(rng.integers(0, 2000, rows), mask=rng.random(rows) < 0.02)
+    s = pc.cast(pa.array(rng.integers(0, 40, rows)), pa.string())
+    s = pc.if_else(pa.array(rng.random(rows) < 0.03), pa.scalar(None, pa.string()), s)
+    x = np.where(rng.random(rows) < 0.02, np.nan, rng.integers(0, 30, rows) / 4)
+    return pa.table(
+        {
+            "k": k,
+            "s": s,
+            "x": pa.array(x, mask=rng.random(rows) < 0.02),
+            "payload": pa.array(rng.random(rows)),
+        }
+    )
+
+
+def same(got: pa.Table, want: pa.Table) -> None:
+    """Row for row, column for column; NaN equals NaN, null equals only null."""
+    assert got.column_names == want.column_names
+    assert got.num_rows == want.num_rows
+    for name in got.column_names:
+        a, b = got.column(name), want.column(name)
+        assert a.type == b.type, name
+        assert pc.is_null(a).equals(pc.is_null(b)), name
+        if pa.types.is_floating(a.type):
+            assert pc.is_nan(a).equals(pc.is_nan(b)), name
+            a, b = pc.if_else(pc.is_nan(a), 0.0, a), pc.if_else(pc.is_nan(b), 0.0, b)
+        assert a.equals(b), name
+
+
+def spill_context(tmp_path: Path, memory: int) -> OperatorContext:
+    return OperatorContext(memory, str(tmp_path / "spill"))
+
+
+def left_behind(tmp_path: Path) -> list[str]:
+    spill = tmp_path / "spill"
+    return os.listdir(spill) if spill.exists() else []
+
+
+def batches(table: pa.Table, size: int) -> list[pa.Table]:
+    return [table.slice(i, size) for i in range(0, table.num_rows, size)]
+
+
+KEYS = {
+    "int": [("k", "ascending")],
+    "int descending": [("k", "descending")],
+    "string descending": [("s", "descending")],
+    "multi-column": [("s", "ascending"), ("k", "descending"), ("x", "ascending")],
+    "float": [("x", "descending"), ("k", "ascending")],
+}
+
+
+@pytest.mark.parametrize("keys", list(KEYS.values()), ids=list(KEYS))
+def test_a_spilling_sort_equals_pyarrow_row_for_row(
+    tmp_path: Path, keys: list[tuple[str, str]]
+) -> None:
+    table = data()
+    memory = table.nbytes // 5
+    context = spill_context(tmp_path, memory)
+    sorter = ExternalSorter(keys, context, memory, "sort")
+    for part in batches(table, 3001):
+        sorter.add(part)
+    out = list(sorter.sorted_batches())
+    # the payload breaks every tie, so the order is a single one
+    order = [(c, o, "at_end") for c, o in keys] + [("payload", "ascending", "at_end")]
+    got = pa.concat_tables(out)
+    same(got.select([c for c, _ in keys]), table.sort_by(order).select([c for c, _ in keys]))
+    same(got.sort_by(order), table.sort_by(order))
+    assert sorter.rows == table.num_rows
+    assert context.metrics.spilled_bytes > 0 and context.metrics.spill_runs >= 3
+    assert context.metrics.peak_memory_bytes <= 1.5 * memory
+    assert max(t.nbytes for t in out) <= memory and len(out) > 5
+    assert left_behind(tmp_path) == []
+
+
+def test_runs_beyond_the_fan_in_are_merged_in_passes(tmp_path: Path) -> None:
+    table = data(40_000)
+    memory = table.nbytes // 20  # a tiny budget: many runs, merged two or three at a time
+    context = spill_context(tmp_path, memory)
+    sorter = ExternalSorter([("k", "ascending"), ("s", "descending")], context, memory, "sort")
+    for part in batches(table, 997):
+        sorter.add(part)
+    got = pa.concat_tables(list(sorter.sorted_batches()))
+    order = [("k", "ascending", "at_end"), ("s", "descending", "at_end")]
+    same(got.select(["k", "s"]), table.sort_by(order).select(["k", "s"]))
+    assert context.metrics.spill_runs > 20
+    assert context.metrics.spilled_bytes > 2 * table.nbytes  # runs were merged into runs
+    assert context.metrics.peak_memory_bytes <= 1.5 * memory
+    assert left_behind(tmp_path) == []
+
+
+def test_within_the_budget_nothing_spills(tmp_path: Path) -> None:
+    table = data(50_000)
+    context = spill_context(tmp_path, 4 * table.nbytes)
+    sorter = ExternalSorter([("s", "ascending")], context, context.memory, "sort")
+    for part in batches(table, 5000):
+        sorter.add(part)
+    got = pa.concat_tables(list(sorter.sorted_batches()))
+    assert got.column("s").equals(table.sort_by([("s", "ascending", "at_end")]).column("s"))
+    assert context.metrics.spilled_bytes == 0 and not (tmp_path / "spill").exists()
+
+
+def test_a_batch_larger_than_the_budget_is_spilled_in_parts(tmp_path: Path) -> None:
+    table = data(80_000)
+    memory = table.nbytes // 4
+    context = spill_context(tmp_path, memory)
+    sorter = ExternalSorter([("k", "descending")], context, memory, "sort")
+    sorter.add(table)
+    got = pa.concat_tables(list(sorter.sorted_batches()))
+    assert got.column("k").equals(table.sort_by([("k", "descending", "at_end")]).column("k"))
+    assert context.metrics.spill_runs >= 4
+    assert context.metrics.peak_memory_bytes <= 1.5 * memory
+
+
+def test_dictionary_keys_sort_by_their_values(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    parts = [
+        pa.table(
+            {"d": pa.array([f"v{x}" for x in rng.integers(0, 30 + i, 4000)]).dictionary_encode()}
+        )
+        for i in range(20)
+    ]
+    context = spill_context(tmp_path, sum(p.nbytes for p in parts) // 4)
+    sorter = ExternalSorter([("d", "ascending")], context, context.memory, "sort")
+    for part in parts:
+        sorter.add(part)
+    got = pa.concat_tables(list(sorter.sorted_batches())).column("d").to_pylist()
+    assert got == sorted(v for p in parts for v in p.column("d").to_pylist())
+    assert context.metrics.spilled_bytes > 0
+
+
+@pytest.mark.parametrize("inclusive", [False, True])
+def test_count_before_orders_as_the_sort_does(inclusive: bool) -> None:
+    """Nulls after NaN after numbers (ascending), whatever the bound; ties per ``inclusive``."""
+    values = pa.array(
+        [1.0, 2.0, 2.0, 2.0, 5.0, float("nan"), float("nan"), None, None], pa.float64()
+    )
+    keys = [("v", "ascending")]
+    sorted_ = key_table(pa.table({"v": values}), keys)
+    cases = {2.0: (1, 4), 3.0: (4, 4), 0.0: (0, 0), float("nan"): (5, 7), None: (7, 9)}
+    for bound, (before, through) in cases.items():
+        row = key_table(pa.table({"v": pa.array([bound], pa.float64())}), keys)
+        assert count_before(sorted_, row, keys, inclusive) == (through if inclusive else before)
+    # a long input takes several probe steps
+    long = key_table(pa.table({"v": pa.array(np.repeat(np.arange(1000.0), 7))}), keys)
+    row = key_table(pa.table({"v": pa.array([500.0])}), keys)
+    assert count_before(long, row, keys, inclusive) == 7 * 500 + (7 if inclusive else 0)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_partition_spills_and_keeps_nulls_last(tmp_path: Path, descending: bool) -> None:
+    table = data()
+    memory = table.nbytes // 4
+    context = spill_context(tmp_path, memory)
+    op = SortPartition(["k", "s"], descending, "s")
+    op.open(context)
+    for part in batches(table, 4000):
+        assert list(op.process(part, 0)) == []
+    out = list(op.end_input(0)) + list(op.finish())
+    order = "descending" if descending else "ascending"
+    want = table.sort_by([("k", order, "at_end"), ("s", order, "at_end")])
+    got = pa.concat_tables(out)
+    assert got.select(["k", "s"]).equals(want.select(["k", "s"]))
+    assert got.column("k")[-1].as_py() is None
+    assert len(out) > 5 and context.metrics.spilled_bytes > 0
+    assert context.metrics.peak_memory_bytes <= 1.5 * memory
+    assert left_behind(tmp_path) == []
+
+
+def test_sort_partition_of_no_rows_still_emits_the_schema() -> None:
+    op = SortPartition(["k"], False, "s")
+    op.open()
+    op.process(data(0), 0)
+    (out,) = op.finish()
+    assert out.num_rows == 0 and out.schema == data(0).schema
