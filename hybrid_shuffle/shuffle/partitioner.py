@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 
 __all__ = [
     "bucket_overlaps",
+    "hash_bucket_ids",
     "hash_partition_ids",
     "range_boundaries",
     "range_bucket_mask",
@@ -214,6 +215,43 @@ def hash_partition_ids(table: pa.Table, keys: Sequence[str], n: int) -> np.ndarr
     if n & (n - 1) == 0:  # a power of two: the same ids without a division
         return (combined & np.uint64(n - 1)).astype(_id_dtype(n))
     return (combined % np.uint64(n)).astype(_id_dtype(n))
+
+
+#: the salt of bucket level 0 (an odd 64-bit constant; level L uses (L + 1) times it)
+_BUCKET_SALT = 0xD1B54A32D192ED03
+
+
+def _key_hashes(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
+    """The uint64 row hash ``hash_partition_ids`` reduces (the per-column hashes combined)."""
+    combined: np.ndarray | None = None
+    with np.errstate(over="ignore"):
+        for key in keys:
+            hashed = _column_hash(table.column(key))
+            if combined is not None:
+                hashed += combined * np.uint64(31)
+            combined = _mix(hashed, in_place=True)
+    if combined is None:
+        combined = _mix(np.zeros(table.num_rows, dtype=np.uint64), in_place=True)
+    return combined
+
+
+def hash_bucket_ids(table: pa.Table, keys: Sequence[str], n: int, level: int) -> np.ndarray:
+    """Bucket id in ``[0, n)`` of every row for an operator's spill buckets (hash join,
+    hash aggregate), equal for equal keys, of the narrowest integer type.
+
+    The row hash is ``hash_partition_ids``'s, mixed again with a salt of ``level``:
+    every row one subtask receives shares ``hash % parallelism``, so the exchange's
+    ids (or any unsalted reduction of the same hash) would put a subtask's rows into
+    few buckets; the salted mix makes the bucket independent of the partition, and
+    a bucket re-partitioned at ``level + 1`` splits again instead of staying whole.
+    """
+    salt = np.uint64((_BUCKET_SALT * (level + 1)) & 0xFFFFFFFFFFFFFFFF)
+    hashed = _key_hashes(table, keys)
+    np.bitwise_xor(hashed, salt, out=hashed)
+    mixed = _mix(hashed, in_place=True)
+    if n & (n - 1) == 0:
+        return (mixed & np.uint64(n - 1)).astype(_id_dtype(n))
+    return (mixed % np.uint64(n)).astype(_id_dtype(n))
 
 
 def round_robin_ids(num_rows: int, n: int, start: int) -> np.ndarray:
