@@ -8,13 +8,17 @@ into a CSR layout (``starts[k]..starts[k+1]`` are the rows of key ``lo + k``);
 each probe batch is then a few NumPy gathers and two Arrow ``take`` calls, so
 the build side costs once per subtask, whatever the number of probe batches.
 
-It answers exactly as ``Table.join`` does (``inner`` or ``left outer``, key
-columns once from the left side, right columns suffixed where names collide,
-null keys never match, every duplicate pair): the output schema *is* the one
-pyarrow's join gives for the same inputs, and a key that does not qualify
-(not an integer-like type, a range wider than ``MAX_SPAN_PER_ROW`` times the
-build rows, no non-null build key) makes ``create`` return ``None`` and the
-caller use ``Table.join``.
+It answers exactly as ``Table.join`` does (``inner``, ``left outer``, ``left
+semi`` or ``left anti``; key columns once from the left side, right columns
+suffixed where names collide, null keys never match, every duplicate pair):
+the output schema *is* the one pyarrow's join gives for the same inputs, and a
+key that does not qualify (not an integer-like type, a range wider than
+``MAX_SPAN_PER_ROW`` times the build rows, no non-null build key) makes
+``create`` return ``None`` and the caller use ``Table.join``.
+
+Right and full outer joins probe as inner and left joins do and then add the
+build rows no probe row matched: given a ``matched`` array (one bool per build
+row), ``probe`` marks every build row it pairs with a probe row.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ __all__ = ["DenseBuild"]
 MAX_SPAN_PER_ROW = 8
 #: ... and any range up to this many slots (a small build side of sparse keys)
 MIN_SPAN = 1 << 16
+#: the join types ``probe`` answers (as ``HashJoin`` names them)
+HOWS = ("inner", "left", "semi", "anti")
 
 
 def _key_values(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
@@ -59,6 +65,7 @@ class DenseBuild:
         unique: bool,
         how: str,
         schema: pa.Schema,
+        matched: np.ndarray | None = None,
     ) -> None:
         self.payload = payload
         self.lo = lo
@@ -67,6 +74,13 @@ class DenseBuild:
         self.unique = unique
         self.how = how
         self.schema = schema
+        #: one bool per build row, set where a probe row paired with it (None: not kept)
+        self.matched = matched
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the index (the payload is the caller's build table)."""
+        return int(self.starts.nbytes + self.rows.nbytes)
 
     @classmethod
     def create(
@@ -77,11 +91,18 @@ class DenseBuild:
         output_schema: pa.Schema,
         left: pa.Schema,
         suffix: str,
+        matched: np.ndarray | None = None,
     ) -> DenseBuild | None:
-        """The index of ``right`` on ``key``, or None when the key does not qualify or the
-        output would not be ``output_schema`` (pyarrow's join schema for these inputs)."""
+        """The index of ``right`` on ``key`` for join type ``how`` (one of ``HOWS``), or
+        None when the key does not qualify or the output would not be ``output_schema``
+        (pyarrow's join schema for these inputs); ``matched``: see the module docstring."""
+        if how not in HOWS:
+            return None
         payload = right.drop_columns([key])
-        if not _is_left_then_payload(output_schema, left, payload.schema, suffix):
+        if how in ("semi", "anti"):
+            if output_schema.names != left.names or output_schema.types != left.types:
+                return None
+        elif not _is_left_then_payload(output_schema, left, payload.schema, suffix):
             return None
         keys = _key_values(right.column(key))
         if keys is None:
@@ -100,7 +121,7 @@ class DenseBuild:
         np.cumsum(counts, out=starts[1:])
         rows = np.flatnonzero(valid)[np.argsort(slot, kind="stable")]
         unique = bool(counts.max() <= 1)
-        return cls(payload, lo, starts, rows, unique, how, output_schema)
+        return cls(payload, lo, starts, rows, unique, how, output_schema, matched)
 
     def probe(self, left: pa.Table, key: str) -> pa.Table:
         """``left`` joined with the build side, as ``Table.join`` would give it."""
@@ -113,16 +134,22 @@ class DenseBuild:
         slot = np.where(inside, slot, 0)
         first = self.starts[slot]
         counts = np.where(inside, self.starts[slot + 1] - first, 0)
+        if self.how in ("semi", "anti"):  # each left row once, if it has a match (or not)
+            keep = counts > 0 if self.how == "semi" else counts == 0
+            kept = left.filter(pa.array(keep))
+            return pa.Table.from_arrays(kept.columns, schema=self.schema)
         n = left.num_rows
         if self.unique:
             matched = counts > 0
             right_rows = self.rows[np.minimum(first, max(len(self.rows) - 1, 0))]
             if self.how == "inner":
                 left_rows: np.ndarray | None = np.flatnonzero(matched)
-                taken = pa.array(right_rows[left_rows])
+                paired = right_rows[left_rows]
+                taken = pa.array(paired)
             else:
                 left_rows = None  # every left row, in order: no copy of the left side
                 taken = pa.array(right_rows, mask=~matched)
+                paired = right_rows[matched] if self.matched is not None else right_rows
         else:
             per_row = counts if self.how == "inner" else np.maximum(counts, 1)
             left_rows = np.repeat(np.arange(n), per_row)
@@ -132,6 +159,9 @@ class DenseBuild:
             at = np.repeat(first, per_row) + offsets
             picked = self.rows[np.where(has, at, 0)] if len(self.rows) else at
             taken = pa.array(picked, mask=~has) if self.how != "inner" else pa.array(picked)
+            paired = picked[has] if self.matched is not None else picked
+        if self.matched is not None:
+            self.matched[paired] = True
         left_part = left if left_rows is None else left.take(pa.array(left_rows))
         right_part = self.payload.take(taken)
         return pa.Table.from_arrays([*left_part.columns, *right_part.columns], schema=self.schema)

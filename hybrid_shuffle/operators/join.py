@@ -5,8 +5,17 @@ batches that come before the build side has ended are kept, then joined once
 it has; probe batches that come after it ended are joined at once.  Reading
 both sides as they arrive (rather than the build side first) is what keeps a
 diamond-shaped job from deadlocking on pipelined credits.  Joins use pyarrow's
-``Table.join``; key columns appear once (from the left side), null keys never
-match, and the output row order is not defined.
+``Table.join``; key columns appear once (from the left side, except in a right
+join: from the right side, as pyarrow does), null keys never match, and the
+output row order is not defined.  Every table out has the schema pyarrow's join
+of the two (empty) inputs has for that ``how``.
+
+Join types (``join_types.JOIN_TYPES``): ``inner``, ``left``, ``semi`` and
+``anti`` are answered probe batch by probe batch.  ``right`` and ``full`` probe
+as ``inner`` and ``left`` do while marking which build rows matched (a NumPy
+bool per build row; the pyarrow path carries a row-id column through the join),
+and emit the build rows no probe row matched once both inputs ended, left
+columns null (a full join's key taken from the build row).
 
 A single integer-like key of small range is joined through ``DenseBuild``
 (``dense_join.py``): the build side is indexed once, by the key's value, and
@@ -18,6 +27,24 @@ side's rows (or ``MAX_PROBE_BYTES``, whichever comes first): rebuilding then
 costs at most a fraction of the probing, where joining each 4 MiB batch on its
 own rebuilt a 375,000-row table some 40 times per subtask in the main job.
 
+Memory (``OperatorContext``): the operator holds the build side and the probe
+batches waiting for it.  When these would pass ``context.memory`` it switches
+to a grace hash join: what it holds and everything that comes after goes to
+hash buckets on disk (``hash_buckets``: build and probe rows apart, the same
+bucket for the same key), as many buckets as make one bucket's build side about
+half the memory by the bytes seen so far (a power of two, at least 8).  When
+the build side ends and all of it turns out to fit in half the memory, it is
+read back whole and the join goes on as in memory (probe batches joined as they
+come, the spilled ones read back at the end); otherwise, once both inputs
+ended, the buckets are joined one by one: a bucket's build side read into
+memory, its probe rows streamed through it, a right or full join's unmatched
+build rows emitted per bucket.  A bucket whose build side is still larger than
+the memory is split again at the next level (``MAX_LEVELS`` at most); past
+that it is joined in memory whatever its size: it is then (nearly) all rows of
+one key, which no hash can split.  The held figure is the Arrow data the
+operator references (build side, its index, waiting probe rows, staging), not
+pyarrow's own hash table inside a ``Table.join`` call nor the output handed on.
+
 A left join needs the right side's columns even where no right row came: a
 join subtask whose right input sent no batch at all (an empty right side, or
 no right key hashed to this subtask) still gives every left row the right
@@ -28,25 +55,32 @@ batch if the shuffle delivers one.  When none of these knows it (the right
 side's schema cannot be known before running and no right batch arrived), a
 left join with left rows raises ``SchemaMismatchError`` rather than emit them
 without the right columns: that result would differ from pyarrow's in its
-columns, or make the subtasks' outputs differ from each other.
+columns, or make the subtasks' outputs differ from each other.  A full join
+does the same; a right or full join whose left schema is unknown the same way
+raises it for the build rows it would have to give left columns.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from hybrid_shuffle.errors import PlanError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.dense_join import DenseBuild
+from hybrid_shuffle.operators.hash_buckets import MAX_LEVELS, HashBuckets, bucket_count
+from hybrid_shuffle.operators.join_types import JOIN_TYPES, check_how
+from hybrid_shuffle.operators.spill_run import SpillRun
 
 __all__ = ["HashJoin"]
 
-_JOIN_TYPES = {"inner": "inner", "left": "left outer"}
 _LEFT, _RIGHT = 0, 1
 #: probe rows joined per call, as a multiple of the build side's rows (see the docstring)
 PROBE_PER_BUILD = 4
@@ -54,6 +88,23 @@ PROBE_PER_BUILD = 4
 MAX_PROBE_BYTES = 64 << 20
 #: ... nor fewer rows than this (a tiny build side is no reason for tiny calls)
 MIN_PROBE_ROWS = 1 << 16
+#: each bucket set (build, probe) stages up to 1/this of the memory before it writes
+_STAGING_SHARE = 8
+#: the join each probe batch gets; right and full add the unmatched build rows at the end
+_PROBE_HOW = {
+    "inner": "inner",
+    "left": "left",
+    "right": "inner",
+    "full": "left",
+    "semi": "semi",
+    "anti": "anti",
+}
+#: the joins that emit the build rows no probe row matched
+_TRACKED = ("right", "full")
+#: the build row number a tracked join carries through ``Table.join`` (no user's column)
+_ROW_ID = "\x00build_row"
+#: unmatched build rows are emitted in tables of at most this many rows
+_UNMATCHED_ROWS = 1 << 17
 
 
 class BuildSide(enum.Enum):
@@ -64,13 +115,16 @@ class BuildSide(enum.Enum):
 
 
 class HashJoin(Operator):
+    """Join on ``on``; ``how`` is one of ``join_types.JOIN_TYPES``.  See the module
+    docstring for arrival order, the fast paths and the memory bound."""
+
     num_inputs = 2
+    uses_memory = True
 
     def __init__(
         self, on: Sequence[str], how: str, name: str, right_suffix: str = "_right"
     ) -> None:
-        if how not in _JOIN_TYPES:
-            raise PlanError(f"join '{name}': how='{how}' is not supported; use inner or left")
+        check_how(how, name)
         self.on = list(on)
         self.how = how
         self.name = name
@@ -79,20 +133,30 @@ class HashJoin(Operator):
         self.planned_schemas: tuple[pa.Schema | None, pa.Schema | None] = (None, None)
 
     def open(self, context: OperatorContext | None = None) -> None:
+        self._context = context if context is not None else OperatorContext.unbounded()
+        self._memory = self._context.memory
         self._build_side = BuildSide.OPEN
         self._build: list[pa.Table] = []
+        self._build_bytes = 0
         #: probe batches not joined yet (all of them while the build side is open)
         self._waiting: list[pa.Table] = []
         self._waiting_rows = 0
         self._waiting_bytes = 0
         self._probe_ended = False
-        #: the build table once the build side ended; None if its schema is unknown
-        self._right: pa.Table | None = None
-        #: the build table indexed by key, when the key qualifies (``dense_join``)
-        self._dense: DenseBuild | None = None
-        self._dense_for: pa.Schema | None = None
+        #: the build side in memory once it ended (its table None if its schema is unknown)
+        self._built: _Build | None = None
+        #: grace mode: the probe and build bucket sets (indexed by input)
+        self._grace: tuple[HashBuckets, HashBuckets] | None = None
+        #: the output due once both inputs ended was handed out
+        self._tail_given = False
         #: per input, the schema of its first batch
         self._schemas: list[pa.Schema | None] = [None, None]
+        self._layouts: dict[tuple[pa.Schema, pa.Schema], _Layout] = {}
+
+    @property
+    def _dense(self) -> DenseBuild | None:
+        """The build side's key index, if the in-memory build side has one."""
+        return None if self._built is None else self._built.dense
 
     def _check(self, schemas: Sequence[pa.Schema | None]) -> None:
         for side, schema in zip(("left", "right"), schemas, strict=True):
@@ -110,59 +174,281 @@ class HashJoin(Operator):
                     "the right; cast one side so both have the same type"
                 )
 
+    # -- arrival --------------------------------------------------------------------------
+
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
         if self._schemas[input_index] is None:
             self._schemas[input_index] = table.schema
             self._check(self._schemas)
+        if (
+            self._grace is None
+            and self._build_side is BuildSide.OPEN
+            and self._context.can_spill
+            and self._build_bytes + self._waiting_bytes + table.nbytes > self._memory
+        ):
+            self._start_grace()
         if input_index == _RIGHT:
-            if table.num_rows:
+            if self._grace is not None:
+                self._grace[_RIGHT].add(table)
+            elif table.num_rows:
                 self._build.append(table)
+                self._build_bytes += table.nbytes
+            self._context.hold(self._held())
+            return ()
+        if self._grace is not None and self._built is None:
+            self._grace[_LEFT].add(table)
+            self._context.hold(self._held())
             return ()
         self._waiting.append(table)
         self._waiting_rows += table.num_rows
         self._waiting_bytes += table.nbytes
+        self._context.hold(self._held())
         return self._probe_waiting(force=False)
+
+    def _held(self) -> int:
+        """The bytes of Arrow data the operator references now (see the module docstring)."""
+        held = self._build_bytes + self._waiting_bytes
+        if self._built is not None:
+            held += self._built.nbytes
+        if self._grace is not None:
+            held += self._grace[_LEFT].held + self._grace[_RIGHT].held
+        return held
+
+    def _start_grace(self) -> None:
+        """Move what is held into hash buckets on disk; everything after goes there too."""
+        n = bucket_count(self._build_bytes, self._memory)
+        staging = max(self._memory // _STAGING_SHARE, 1)
+        probe = HashBuckets(self._context, self.on, n, 0, "probe", staging, self._held)
+        build = HashBuckets(self._context, self.on, n, 0, "build", staging, self._held)
+        self._grace = (probe, build)
+        while self._build:
+            table = self._build.pop()
+            self._build_bytes -= table.nbytes
+            build.add(table)
+        while self._waiting:
+            table = self._waiting.pop()
+            self._waiting_bytes -= table.nbytes
+            probe.add(table)
+        self._waiting_rows = 0
 
     def _probe_waiting(self, force: bool) -> list[pa.Table]:
         """Join the waiting probe batches in one call once the build side ended and they
         are enough (see the module docstring), or when ``force``d at the end."""
-        if self._build_side is BuildSide.OPEN or not self._waiting:
+        built = self._built
+        if self._build_side is BuildSide.OPEN or not self._waiting or built is None:
             return []
-        build_rows = 0 if self._right is None else self._right.num_rows
-        enough = max(PROBE_PER_BUILD * build_rows, MIN_PROBE_ROWS)
-        if self._index_for(self._waiting[0].schema) is not None:
-            enough = 0  # indexed once: no rebuilds to spread over many rows
-        if not force and self._waiting_rows < enough and self._waiting_bytes < MAX_PROBE_BYTES:
-            return []
+        if not force:
+            enough = max(PROBE_PER_BUILD * built.rows, MIN_PROBE_ROWS)
+            if built.indexed(self._waiting[0].schema):
+                enough = 0  # indexed once: no rebuilds to spread over many rows
+            if self._waiting_rows < enough and self._waiting_bytes < self._probe_room(built):
+                return []
+        self._context.hold(self._held())
         waiting = self._waiting
         self._waiting, self._waiting_rows, self._waiting_bytes = [], 0, 0
         table = waiting[0] if len(waiting) == 1 else pa.concat_tables(waiting)
-        return self._probe(table)
+        return built.probe(table)
+
+    def _probe_room(self, built: _Build) -> int:
+        """The most probe bytes to gather for one call next to ``built``."""
+        spare = max(self._memory - built.nbytes, self._memory // _STAGING_SHARE)
+        return min(MAX_PROBE_BYTES, spare)
+
+    # -- end of input ---------------------------------------------------------------------
 
     def end_input(self, input_index: int) -> Iterable[pa.Table]:
         if input_index == _LEFT:
+            if self._probe_ended:
+                return ()
             self._probe_ended = True
-            return self._probe_waiting(force=True)
-        if self._build_side is BuildSide.ENDED:
-            return ()
-        schema = self._schemas[_RIGHT] or self.planned_schemas[_RIGHT]
-        if self._build:
-            self._right = pa.concat_tables(self._build).combine_chunks()
-        elif schema is not None:
-            self._right = schema.empty_table()
-        self._build = []
-        self._build_side = BuildSide.ENDED
-        return self._probe_waiting(force=self._probe_ended)
+            out = self._probe_waiting(force=True)
+        else:
+            if self._build_side is BuildSide.ENDED:
+                return ()
+            self._build_side = BuildSide.ENDED
+            self._end_build()
+            out = self._probe_waiting(force=self._probe_ended)
+        if self._probe_ended and self._build_side is BuildSide.ENDED and not self._tail_given:
+            self._tail_given = True
+            return itertools.chain(out, self._tail())
+        return out
 
-    def _probe(self, table: pa.Table) -> list[pa.Table]:
-        if self._right is not None:
-            dense = self._index_for(table.schema)
-            if dense is not None:
-                return [dense.probe(table, self.on[0])]
-            return [self._pyarrow_join(table, self._right)]
-        # no right schema anywhere (see the module docstring): nothing can match
-        if self.how == "inner" or table.num_rows == 0:
+    def _end_build(self) -> None:
+        """The build side ended: make it the in-memory build table, unless it was spilled
+        and is more than half the memory (then it stays in its buckets)."""
+        if self._grace is None:
+            table = pa.concat_tables(self._build) if self._build else self._empty_right()
+            self._build, self._build_bytes = [], 0
+            self._built = self._new_build(table, self._waiting_bytes)
+            return
+        buckets = self._grace[_RIGHT]
+        if buckets.nbytes <= self._memory // 2:
+            # all of it fits after all: probe as in memory from now on (hybrid)
+            table = self._read_build(buckets.close())
+            self._built = self._new_build(table, self._grace[_LEFT].held)
+
+    def _empty_right(self) -> pa.Table | None:
+        schema = self._schemas[_RIGHT] or self.planned_schemas[_RIGHT]
+        return None if schema is None else schema.empty_table()
+
+    def _left_schema(self) -> pa.Schema | None:
+        return self._schemas[_LEFT] or self.planned_schemas[_LEFT]
+
+    def _read_build(self, runs: Sequence[SpillRun | None]) -> pa.Table | None:
+        """The build rows of ``runs`` as one table (runs deleted: the table maps them)."""
+        tables = [run.read_all() for run in runs if run is not None]
+        for run in runs:
+            if run is not None:
+                run.delete()
+        return pa.concat_tables(tables) if tables else self._empty_right()
+
+    def _new_build(self, table: pa.Table | None, held_besides: int) -> _Build:
+        # one chunk per column makes every probe's take faster, if the copy fits
+        if (
+            table is not None
+            and table.num_columns
+            and table.column(0).num_chunks > 1
+            and self._context.fits(2 * table.nbytes + held_besides)
+        ):
+            table = table.combine_chunks()
+        return _Build(self, table)
+
+    def _tail(self) -> Iterator[pa.Table]:
+        """What is due once both inputs ended (lazy: grace buckets are read one by one)."""
+        if self._grace is None:
+            assert self._built is not None
+            yield from self._built.unmatched(self._left_schema())
+            return
+        emitted = 0
+        for table in self._grace_tail():
+            if table.num_rows:
+                emitted += 1
+                yield table
+        if not emitted:
+            schema = self._output_schema_now()
+            if schema is not None:
+                yield schema.empty_table()
+
+    def _grace_tail(self) -> Iterator[pa.Table]:
+        assert self._grace is not None
+        probe_buckets, build_buckets = self._grace
+        probes = probe_buckets.close()
+        if self._built is not None:  # the build side fitted: stream the spilled probe rows
+            for run in probes:
+                if run is not None:
+                    yield from self._probe_run(self._built, run)
+                    run.delete()
+            yield from self._built.unmatched(self._left_schema())
+            return
+        builds = build_buckets.close()
+        try:
+            for build_run, probe_run in zip(builds, probes, strict=True):
+                yield from self._join_bucket(build_run, probe_run, 0)
+        finally:
+            for run in (*builds, *probes):
+                if run is not None:
+                    run.delete()
+
+    def _join_bucket(
+        self, build_run: SpillRun | None, probe_run: SpillRun | None, level: int
+    ) -> Iterator[pa.Table]:
+        """Join one bucket (its runs deleted once read), or split it again if its build
+        side is larger than the memory (see the module docstring)."""
+        try:
+            if probe_run is None and self.how not in _TRACKED:
+                return  # no probe row: only unmatched build rows could come out
+            if build_run is None and self.how in ("inner", "semi", "right"):
+                return  # no build row: nothing can match
+            if (
+                build_run is not None
+                and build_run.bytes > self._memory
+                and level < MAX_LEVELS
+                and self._context.can_spill
+            ):
+                yield from self._split_bucket(build_run, probe_run, level)
+                return
+            built = self._new_build(self._read_build([build_run]), 0)
+            if probe_run is not None:
+                yield from self._probe_run(built, probe_run)
+            yield from built.unmatched(self._left_schema())
+        finally:
+            for run in (build_run, probe_run):
+                if run is not None:
+                    run.delete()
+
+    def _split_bucket(
+        self, build_run: SpillRun, probe_run: SpillRun | None, level: int
+    ) -> Iterator[pa.Table]:
+        n = bucket_count(build_run.bytes, self._memory)
+        staging = max(self._memory // _STAGING_SHARE, 1)
+
+        def held() -> int:
+            return build.held + probe.held
+
+        build = HashBuckets(self._context, self.on, n, level + 1, "build", staging, held)
+        probe = HashBuckets(self._context, self.on, n, level + 1, "probe", staging, held)
+        try:
+            for buckets, run in ((build, build_run), (probe, probe_run)):
+                if run is not None:
+                    for batch in run.batches():
+                        buckets.add(batch)
+                    run.delete()
+            for b, p in zip(build.close(), probe.close(), strict=True):
+                yield from self._join_bucket(b, p, level + 1)
+        finally:
+            build.delete()
+            probe.delete()
+
+    def _probe_run(self, built: _Build, run: SpillRun) -> Iterator[pa.Table]:
+        """Probe ``built`` with a spilled run's rows, in groups as ``_probe_waiting``."""
+        enough = max(PROBE_PER_BUILD * built.rows, MIN_PROBE_ROWS)
+        if built.indexed(run.schema):
+            enough = MIN_PROBE_ROWS  # runs hold small batches: no call per batch
+        room = self._probe_room(built)
+        group: list[pa.RecordBatch] = []
+        rows = nbytes = 0
+        for batch in itertools.chain(run.batches(), [None]):
+            if batch is not None:
+                group.append(batch)
+                rows += batch.num_rows
+                nbytes += batch.nbytes
+                if rows < enough and nbytes < room:
+                    continue
+            if group:
+                self._context.hold(built.nbytes + nbytes + self._held_staging())
+                yield from built.probe(pa.Table.from_batches(group, schema=run.schema))
+            group, rows, nbytes = [], 0, 0
+
+    def _held_staging(self) -> int:
+        if self._grace is None:
+            return 0
+        return self._grace[_LEFT].held + self._grace[_RIGHT].held
+
+    def finish(self) -> Iterable[pa.Table]:
+        # every input ended, so both did here too (end_input is idempotent)
+        return itertools.chain(self.end_input(_RIGHT), self.end_input(_LEFT))
+
+    # -- schemas and pyarrow --------------------------------------------------------------
+
+    def _output_schema_now(self) -> pa.Schema | None:
+        left, right = self._left_schema(), self._schemas[_RIGHT] or self.planned_schemas[_RIGHT]
+        if left is None or right is None:
+            return None
+        return self._layout(left, right).output
+
+    def _layout(self, left: pa.Schema, right: pa.Schema) -> _Layout:
+        layout = self._layouts.get((left, right))
+        if layout is None:
+            layout = self._layouts[(left, right)] = _Layout(self, left, right)
+        return layout
+
+    def _without_right(self, left: pa.Table) -> list[pa.Table]:
+        """``left`` probed when no right schema is known anywhere (see the module docstring):
+        nothing can match."""
+        if self.how in ("inner", "semi", "right") or left.num_rows == 0:
             return []
+        if self.how == "anti":
+            return [left]
         raise SchemaMismatchError(
             f"join '{self.name}': the right input sent this subtask no row and its columns "
             "were not known when the job was planned (an operator such as map_batches makes "
@@ -170,43 +456,36 @@ class HashJoin(Operator):
             "right side's columns before from_arrow, or join first and map after"
         )
 
-    def _index_for(self, left: pa.Schema) -> DenseBuild | None:
-        """The build side indexed by key for probe batches of schema ``left``, if the key
-        qualifies (``dense_join``); made once, when the build side has ended."""
-        right = self._right
-        if right is None or len(self.on) != 1 or right.num_rows == 0:
-            return None
-        if self._dense_for != left:
-            self._dense_for = left
-            empty = self._pyarrow_join(left.empty_table(), right.schema.empty_table())
-            self._dense = DenseBuild.create(
-                right, self.on[0], self.how, empty.schema, left, self.right_suffix
-            )
-        return self._dense
+    def _without_left(self) -> SchemaMismatchError:
+        return SchemaMismatchError(
+            f"join '{self.name}': the left input sent this subtask no row and its columns "
+            "were not known when the job was planned (an operator such as map_batches makes "
+            f"them), so the right rows of this {self.how} join cannot be given the left "
+            "side's columns; compute the left side's columns before from_arrow, or join "
+            "first and map after"
+        )
 
-    def _pyarrow_join(self, left: pa.Table, right: pa.Table) -> pa.Table:
+    def _pyarrow_join(self, left: pa.Table, right: pa.Table, how: str | None = None) -> pa.Table:
         return left.join(
             right,
             keys=self.on,
-            join_type=_JOIN_TYPES[self.how],
+            join_type=JOIN_TYPES[how or self.how],
             right_suffix=self.right_suffix,
             use_threads=False,
         )
 
-    def finish(self) -> Iterable[pa.Table]:
-        # every input ended, so both did here too (end_input is idempotent)
-        return [*self.end_input(_RIGHT), *self.end_input(_LEFT)]
-
     def input_columns(self, wanted: Columns) -> list[Columns]:
         """Both sides keep the keys and every wanted name, and the name a wanted
         ``<name><right_suffix>`` came from: a column both sides have is then kept or
-        dropped on both, so the suffix pyarrow gives a collision is never lost."""
+        dropped on both, so the suffix pyarrow gives a collision is never lost.  A semi
+        or anti join reads only the keys of its right side."""
+        keys = frozenset(self.on)
         if wanted is None:
-            return [None, None]
+            return [None, keys if self.how in ("semi", "anti") else None]
         suffix = self.right_suffix
         stripped = {c[: -len(suffix)] for c in wanted if suffix and c.endswith(suffix)}
-        need = frozenset(self.on) | wanted | stripped
-        return [need, need]
+        need = keys | wanted | stripped
+        return [need, keys if self.how in ("semi", "anti") else need]
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         self._check(input_schemas)
@@ -215,3 +494,152 @@ class HashJoin(Operator):
         if left is None or right is None:
             return None
         return self._pyarrow_join(left.empty_table(), right.empty_table()).schema
+
+
+class _Layout:
+    """Where each output column comes from, for one pair of input schemas.
+
+    ``output`` is pyarrow's join schema for ``how``; ``probe_schema`` that of the join a
+    probe batch gets (``_PROBE_HOW``).  ``from_probe`` maps a probe join's columns (the
+    left ones, then the right non-key ones) to the output's: the same for every ``how``
+    but ``right``, whose output has the left non-key columns, then all right ones.
+    ``from_build`` says, per output column, which build column an unmatched build row
+    fills it from (``None``: null).
+    """
+
+    def __init__(self, op: HashJoin, left: pa.Schema, right: pa.Schema) -> None:
+        self.output = op._pyarrow_join(left.empty_table(), right.empty_table()).schema
+        probe_how = _PROBE_HOW[op.how]
+        self.probe_schema = op._pyarrow_join(
+            left.empty_table(), right.empty_table(), probe_how
+        ).schema
+        keys = set(op.on)
+        payload = [j for j, f in enumerate(right) if f.name not in keys]
+        left_payload = [i for i, f in enumerate(left) if f.name not in keys]
+        self.from_probe: list[int] | None = None
+        self.from_build: list[int | None] = []
+        if op.how == "right":
+            self.from_probe = [
+                *left_payload,
+                *(
+                    left.get_field_index(f.name) if f.name in keys else len(left) + payload.index(j)
+                    for j, f in enumerate(right)
+                ),
+            ]
+            self.from_build = [*([None] * len(left_payload)), *range(len(right))]
+        elif op.how == "full":
+            self.from_build = [
+                *(right.get_field_index(f.name) if f.name in keys else None for f in left),
+                *payload,
+            ]
+        probe_types = self.probe_schema.types
+        from_probe = self.from_probe or range(len(probe_types))
+        if [probe_types[i] for i in from_probe] != self.output.types or (
+            self.from_build and len(self.from_build) != len(self.output)
+        ):
+            raise RuntimeError(
+                f"join '{op.name}': pyarrow's {op.how} join of {left} and {right} has columns "
+                f"this operator does not know how to assemble: {self.output}"
+            )
+
+    def from_probe_join(self, joined: pa.Table) -> pa.Table:
+        """A probe join's output (``probe_schema``) as output rows."""
+        columns = joined.columns
+        if self.from_probe is not None:
+            columns = [columns[i] for i in self.from_probe]
+        elif joined.schema == self.output:
+            return joined
+        return pa.Table.from_arrays(columns, schema=self.output)
+
+    def unmatched(self, build_rows: pa.Table) -> pa.Table:
+        """Build rows no probe row matched, as output rows (left columns null)."""
+        n = build_rows.num_rows
+        columns = [
+            pa.nulls(n, f.type) if j is None else build_rows.column(j)
+            for f, j in zip(self.output, self.from_build, strict=True)
+        ]
+        return pa.Table.from_arrays(columns, schema=self.output)
+
+
+class _Build:
+    """One build table ready to be probed: indexed by key when the key qualifies
+    (``DenseBuild``), else joined with ``Table.join``; for a right or full join it keeps
+    which of its rows matched.  ``table`` is None when the right schema is unknown."""
+
+    def __init__(self, op: HashJoin, table: pa.Table | None) -> None:
+        self.op = op
+        self.table = table
+        self.rows = 0 if table is None else table.num_rows
+        self.matched = (
+            np.zeros(self.rows, dtype=bool) if op.how in _TRACKED and table is not None else None
+        )
+        self.dense: DenseBuild | None = None
+        self._dense_for: pa.Schema | None = None
+        #: the table with its row ids (a tracked join through ``Table.join``)
+        self._keyed: pa.Table | None = None
+
+    @property
+    def nbytes(self) -> int:
+        held = 0 if self.table is None else self.table.nbytes
+        if self.matched is not None:
+            held += self.matched.nbytes
+        if self.dense is not None:
+            held += self.dense.nbytes
+        if self._keyed is not None:
+            held += 8 * self.rows
+        return held
+
+    def indexed(self, left: pa.Schema) -> bool:
+        """Whether probe batches of schema ``left`` go through the key index (made on the
+        first ask, once per left schema)."""
+        table, op = self.table, self.op
+        if table is None or len(op.on) != 1 or table.num_rows == 0:
+            return False
+        if self._dense_for != left:
+            self._dense_for = left
+            self.dense = DenseBuild.create(
+                table,
+                op.on[0],
+                _PROBE_HOW[op.how],
+                op._layout(left, table.schema).probe_schema,
+                left,
+                op.right_suffix,
+                self.matched,
+            )
+        return self.dense is not None
+
+    def probe(self, left: pa.Table) -> list[pa.Table]:
+        """``left`` joined with the build side, as output rows."""
+        op, table = self.op, self.table
+        if table is None:
+            return op._without_right(left)
+        layout = op._layout(left.schema, table.schema)
+        probe_how = _PROBE_HOW[op.how]
+        if self.indexed(left.schema):
+            assert self.dense is not None
+            joined = self.dense.probe(left, op.on[0])
+        elif self.matched is None:
+            joined = op._pyarrow_join(left, table, probe_how)
+        else:
+            if self._keyed is None:
+                ids = pa.array(np.arange(self.rows, dtype=np.int64))
+                self._keyed = table.append_column(_ROW_ID, ids)
+            joined = op._pyarrow_join(left, self._keyed, probe_how)
+            last = joined.num_columns - 1
+            self.matched[pc.drop_null(joined.column(last)).to_numpy()] = True
+            joined = joined.remove_column(last)
+        return [layout.from_probe_join(joined)]
+
+    def unmatched(self, left: pa.Schema | None) -> Iterator[pa.Table]:
+        """The build rows no probe row matched (right and full joins), as output rows."""
+        if self.matched is None or self.table is None:
+            return
+        rows = np.flatnonzero(~self.matched)
+        if rows.size == 0:
+            return
+        if left is None:
+            raise self.op._without_left()
+        layout = self.op._layout(left, self.table.schema)
+        for start in range(0, rows.size, _UNMATCHED_ROWS):
+            taken = self.table.take(pa.array(rows[start : start + _UNMATCHED_ROWS]))
+            yield layout.unmatched(taken)
