@@ -28,11 +28,28 @@ one row per key and producer, instead of every row), ``HashAggregate(phase=
 "final")`` merges partials on the consumer.  A combiner that does not shrink
 its input (nearly unique keys) stops combining and passes its per-batch
 partials straight on, so it never costs more than one ``group_by`` per batch.
+
+Memory (``OperatorContext``): ``HashAggregate`` keeps its partials within
+``context.memory``.  They are re-reduced once they take half of it; when the
+re-reduced partials still take more than a quarter (many keys), they are
+hash-partitioned by key into buckets on disk (``hash_buckets``, as many as make
+one bucket about half the memory by the input seen so far, at least 8) and the
+aggregate goes on with empty memory, adding to the same buckets whenever its
+partials fill up again.  ``finish`` then puts what is left into the buckets and
+reduces them one by one, emitting one result table per bucket: every key is
+whole in one bucket, so the tables together are one ``group_by`` over the whole
+input.  A bucket larger than three quarters of the memory (reducing it holds
+its partials and their reduction) is split again at the next level
+(``hash_buckets.MAX_LEVELS``); past that it is reduced in memory whatever its
+size (only thousands of times the memory in partials get there: every split
+spreads distinct keys at least 8 ways).
+``PartialAggregate`` never spills: it emits its partials when they fill its
+memory (``min(max_bytes, context.memory)``), FLIP-44's flush on a full buffer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +59,8 @@ from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_columns, require_key_columns
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.dense_aggregate import dense_aggregate
+from hybrid_shuffle.operators.hash_buckets import MAX_LEVELS, HashBuckets, bucket_count
+from hybrid_shuffle.operators.spill_run import SpillRun
 
 __all__ = ["AGGREGATIONS", "HashAggregate", "PartialAggregate"]
 
@@ -52,6 +71,9 @@ _COMPACT_EVERY = 16  # partial tables kept before they are re-reduced
 _USEFUL_REDUCTION = 0.5
 #: a combiner emits its partials once they take this many bytes (bounds its memory)
 _COMBINER_MAX_BYTES = 32 << 20
+#: the bucket set stages up to 1/this of the memory before it writes (the partials it
+#: takes leave memory as they go in, so it may stage more than a join's two sets do)
+_STAGING_SHARE = 4
 #: partial -> (the ``group_by`` function that makes it from rows, how partials of it combine);
 #: ``fsum`` is the float64 sum ``mean`` divides (the values cast to float64, then added)
 _PARTIALS = {
@@ -219,6 +241,7 @@ class HashAggregate(Operator):
     """
 
     output_on_eof = True
+    uses_memory = True
 
     def __init__(
         self,
@@ -235,8 +258,15 @@ class HashAggregate(Operator):
         self.phase = phase
 
     def open(self, context: OperatorContext | None = None) -> None:
+        self._context = context if context is not None else OperatorContext.unbounded()
+        self._memory = self._context.memory
         self._parts: list[pa.Table] = []
+        self._parts_bytes = 0
         self._schema: pa.Schema | None = None
+        #: the spilled partials, once they did not fit (see the module docstring)
+        self._buckets: HashBuckets | None = None
+        #: input bytes seen (what the bucket count is chosen from)
+        self._seen = 0
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
         if self._schema is None:
@@ -244,22 +274,94 @@ class HashAggregate(Operator):
                 self._agg.check(table.schema)
             self._schema = table.schema
         if table.num_rows:
-            self._parts.append(self._agg.partial(table) if self.phase == "complete" else table)
-            if len(self._parts) >= _COMPACT_EVERY:
-                self._parts = [self._agg.combine(pa.concat_tables(self._parts))]
+            self._seen += table.nbytes
+            part = self._agg.partial(table) if self.phase == "complete" else table
+            self._parts.append(part)
+            self._parts_bytes += part.nbytes
+            self._context.hold(self._held() + table.nbytes)
+            if len(self._parts) >= _COMPACT_EVERY or self._parts_bytes > self._memory // 2:
+                self._compact()
         return ()
+
+    def _held(self) -> int:
+        return self._parts_bytes + (0 if self._buckets is None else self._buckets.held)
+
+    @property
+    def _split_bytes(self) -> int:
+        """A bucket of more partial bytes than this is split again rather than reduced:
+        read (mapped) and reduced, it holds up to twice its bytes."""
+        return self._memory * 3 // 4
+
+    def _compact(self) -> None:
+        """Re-reduce the partials; spill them if they still take a quarter of the memory."""
+        combined = self._agg.combine(pa.concat_tables(self._parts))
+        self._context.hold(self._held() + combined.nbytes)
+        self._parts, self._parts_bytes = [combined], combined.nbytes
+        if self._context.can_spill and combined.nbytes > self._memory // 4:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Move the partials into the buckets (made on the first spill)."""
+        if self._buckets is None:
+            n = bucket_count(self._seen, self._memory)
+            staging = max(self._memory // _STAGING_SHARE, 1)
+            self._buckets = HashBuckets(
+                self._context, self.keys, n, 0, "partials", staging, self._held
+            )
+        while self._parts:
+            part = self._parts.pop()
+            self._parts_bytes -= part.nbytes
+            self._buckets.add(part)
 
     def finish(self) -> Iterable[pa.Table]:
         if self._schema is None:
             return ()
+        if self._buckets is not None:
+            self._spill()
+            runs, self._buckets = self._buckets.close(), None
+            return self._finish_buckets(runs, 0)
         if self._parts:
             combined = self._agg.combine(pa.concat_tables(self._parts))
         elif self.phase == "complete":
             combined = self._agg.combine(self._agg.partial(self._schema.empty_table()))
         else:
             combined = self._agg.combine(self._schema.empty_table())
-        self._parts = []
+        self._parts, self._parts_bytes = [], 0
         return (self._agg.results(combined),)
+
+    def _finish_buckets(self, runs: Sequence[SpillRun | None], level: int) -> Iterator[pa.Table]:
+        """One result table per bucket; a bucket larger than ``_split_bytes`` is split
+        again first (see the module docstring).  Runs are deleted once read."""
+        try:
+            for run in runs:
+                if run is None:
+                    continue
+                if run.bytes > self._split_bytes and level < MAX_LEVELS:
+                    yield from self._finish_buckets(self._split(run, level), level + 1)
+                    continue
+                combined = self._agg.combine(run.read_all())
+                self._context.hold(run.bytes + combined.nbytes)
+                run.delete()
+                yield self._agg.results(combined)
+        finally:
+            for run in runs:
+                if run is not None:
+                    run.delete()
+
+    def _split(self, run: SpillRun, level: int) -> list[SpillRun | None]:
+        n = bucket_count(run.bytes, self._memory)
+        staging = max(self._memory // _STAGING_SHARE, 1)
+        buckets = HashBuckets(
+            self._context, self.keys, n, level + 1, "partials", staging, lambda: buckets.held
+        )
+        try:
+            for batch in run.batches():
+                buckets.add(batch)
+            run.delete()
+            return buckets.close()
+        except BaseException:
+            buckets.delete()
+            raise
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         schema = input_schemas[0]
@@ -277,13 +379,16 @@ class HashAggregate(Operator):
 class PartialAggregate(Operator):
     """The map-side combiner of a ``HashAggregate(phase="final")``: emits partials.
 
-    It keeps its partials until they take ``max_bytes`` or its input ends, so
+    It keeps its partials until they take ``max_bytes`` (at most its memory, when a
+    task gives it one) or its input ends, so
     with few keys a producer sends one row per key (the whole point); with many
     keys it emits as it goes and its memory stays bounded.  When the first
     batches show the partials keep more than half the rows, it stops re-reducing
     them and sends each batch's partial on at once (Spark's "skip partial
     aggregation"): combining cannot pay for itself on nearly unique keys.
     """
+
+    uses_memory = True
 
     def __init__(
         self,
@@ -298,6 +403,9 @@ class PartialAggregate(Operator):
         self.max_bytes = max_bytes
 
     def open(self, context: OperatorContext | None = None) -> None:
+        self._context = context if context is not None else OperatorContext.unbounded()
+        #: the flush threshold: a full buffer is emitted, never spilled (FLIP-44)
+        self._max_bytes = min(self.max_bytes, self._context.memory)
         self._parts: list[pa.Table] = []
         self._bytes = 0
         self._checked = False
@@ -321,10 +429,12 @@ class PartialAggregate(Operator):
             return (*self._drain(), partial)
         self._parts.append(partial)
         self._bytes += partial.nbytes
+        self._context.hold(self._bytes + table.nbytes)
         if len(self._parts) >= _COMPACT_EVERY:
             self._parts = [self._agg.combine(pa.concat_tables(self._parts))]
+            self._context.hold(self._bytes + self._parts[0].nbytes)
             self._bytes = self._parts[0].nbytes
-        if self._bytes >= self.max_bytes:
+        if self._bytes >= self._max_bytes:
             return self._drain()
         return ()
 
@@ -332,7 +442,11 @@ class PartialAggregate(Operator):
         parts, self._parts, self._bytes = self._parts, [], 0
         if not parts:
             return ()
-        return (parts[0] if len(parts) == 1 else self._agg.combine(pa.concat_tables(parts)),)
+        if len(parts) == 1:
+            return (parts[0],)
+        combined = self._agg.combine(pa.concat_tables(parts))
+        self._context.hold(sum(p.nbytes for p in parts) + combined.nbytes)
+        return (combined,)
 
     def end_input(self, input_index: int) -> Iterable[pa.Table]:
         return self._drain()

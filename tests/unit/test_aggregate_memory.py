@@ -1,0 +1,204 @@
+"""HashAggregate and PartialAggregate within a memory budget, against one pyarrow
+``group_by().aggregate()`` over the whole input.
+
+The aggregate is opened with a real ``OperatorContext`` a few times smaller than its
+partials, so it spills them to hash buckets and reduces them bucket by bucket; the
+groups must be pyarrow's (null keys a group, all-null sums null, ``count`` of
+non-null values), it must report what it spilled, hold at most 1.5 times its memory
+and leave no spill file behind.  The combiner flushes when its memory fills.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from hybrid_shuffle.operators import HashAggregate, PartialAggregate
+from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.shuffle.partitioner import hash_partition_ids, split_by_ids
+
+SPEC = {"n": ["sum", "count", "min", "max", "mean"], "x": ["sum", "count", "mean"]}
+PYARROW = [(c, fn) for c, fns in SPEC.items() for fn in fns]
+#: key kinds: a dense integer range, integers too sparse for it, strings, two columns
+KEYS = {"dense": ["k"], "sparse": ["k"], "str": ["k"], "multi": ["a", "b"]}
+
+
+def table(kind: str, rows: int = 40_000, distinct: int = 12_000, seed: int = 3) -> pa.Table:
+    """Keys of ``kind`` (2% null), int64 ``n`` and float64 ``x`` values (5% null); some
+    groups have only null values."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, distinct, rows)
+    null = rng.random(rows) < 0.02
+    if kind == "multi":
+        columns = {
+            "a": pa.array(ids // 4, mask=null),
+            "b": pa.array(np.array(list("wxyz"))[ids % 4], mask=rng.random(rows) < 0.02),
+        }
+    elif kind == "str":
+        columns = {"k": pc.cast(pa.array(ids, mask=null), pa.string())}
+    else:
+        columns = {"k": pa.array(ids * (1 if kind == "dense" else 1_000_003), mask=null)}
+    all_null = ids % 997 == 0  # these groups' values are all null
+    return pa.table(
+        {
+            **columns,
+            "n": pa.array(
+                rng.integers(-1000, 1000, rows), mask=(rng.random(rows) < 0.05) | all_null
+            ),
+            "x": pa.array(rng.random(rows), mask=(rng.random(rows) < 0.05) | all_null),
+        }
+    )
+
+
+def assert_same_groups(got: pa.Table, want: pa.Table, keys: list[str]) -> None:
+    """Row for row after sorting by the keys; float results to float64 rounding."""
+    assert got.schema == want.schema
+    order = [(k, "ascending") for k in keys]
+    got, want = got.sort_by(order), want.sort_by(order)
+    assert got.num_rows == want.num_rows
+    for name in want.column_names:
+        if name.endswith("_mean") or name in ("x_sum",):
+            a = got.column(name).to_numpy(zero_copy_only=False).astype(float)
+            b = want.column(name).to_numpy(zero_copy_only=False).astype(float)
+            np.testing.assert_allclose(a, b, rtol=1e-9)
+        else:
+            assert got.column(name).equals(want.column(name)), name
+
+
+def spill_files(spill: Path) -> list[str]:
+    return [os.path.join(d, f) for d, _, files in os.walk(spill) for f in files]
+
+
+def assert_spilled_within(context: OperatorContext, spill: Path) -> None:
+    assert context.metrics.spilled_bytes > 0
+    assert 0 < context.metrics.peak_memory_bytes <= 1.5 * context.memory
+    assert spill_files(spill) == []
+
+
+def aggregate(
+    op: HashAggregate, data: pa.Table, batch: int, context: OperatorContext | None
+) -> pa.Table:
+    op.open(context)
+    for i in range(0, data.num_rows, batch):
+        assert list(op.process(data.slice(i, batch))) == []
+    out = list(op.finish())
+    assert out
+    return pa.concat_tables(out)
+
+
+@pytest.mark.parametrize("kind", list(KEYS))
+def test_spilling_aggregate_equals_one_group_by(kind: str, tmp_path: Path) -> None:
+    data = table(kind)
+    keys = KEYS[kind]
+    want = data.group_by(keys, use_threads=False).aggregate(PYARROW)
+    memory = want.nbytes // 4  # the groups alone are 4 times the memory
+    context = OperatorContext(memory, str(tmp_path / "spill"))
+    got = aggregate(HashAggregate(keys, SPEC, "agg"), data, 2_000, context)
+    assert_same_groups(got, want, keys)
+    assert_spilled_within(context, tmp_path / "spill")
+
+
+@pytest.mark.parametrize("kind", list(KEYS))
+def test_unbounded_aggregate_never_spills(kind: str) -> None:
+    data = table(kind)
+    keys = KEYS[kind]
+    want = data.group_by(keys, use_threads=False).aggregate(PYARROW)
+    for context in (None, OperatorContext.unbounded()):
+        got = aggregate(HashAggregate(keys, SPEC, "agg"), data, 2_000, context)
+        assert_same_groups(got, want, keys)
+        if context is not None:
+            assert context.metrics.spilled_bytes == 0 and context.metrics.spill_runs == 0
+
+
+@pytest.mark.parametrize("kind", ["sparse", "str"])
+def test_two_phase_with_bounded_combiners_and_a_spilling_final_phase(
+    kind: str, tmp_path: Path
+) -> None:
+    """Combiners flush when their memory fills; the final phase spills the partials."""
+    data = table(kind, rows=60_000, distinct=20_000)
+    keys = KEYS[kind]
+    want = data.group_by(keys, use_threads=False).aggregate(PYARROW)
+    memory = want.nbytes // 5
+    consumers = 2
+    partials: list[list[pa.Table]] = [[] for _ in range(consumers)]
+    for p in range(3):
+        combiner = PartialAggregate(keys, SPEC, "agg")
+        combiner.open(OperatorContext(memory, str(tmp_path / f"combiner{p}")))
+        part = data.slice(p * 20_000, 20_000)
+        out = [t for i in range(0, 20_000, 500) for t in combiner.process(part.slice(i, 500))]
+        out += combiner.end_input(0)
+        for t in out:
+            for c, piece in enumerate(split_by_ids(t, hash_partition_ids(t, keys, 2), 2)):
+                partials[c].append(piece)
+    results = []
+    for c in range(consumers):
+        context = OperatorContext(memory, str(tmp_path / f"final{c}"))
+        final = HashAggregate(keys, SPEC, "agg", phase="final")
+        final.open(context)
+        for t in partials[c]:
+            final.process(t)
+        results.extend(final.finish())
+        assert_spilled_within(context, tmp_path / f"final{c}")
+    assert_same_groups(pa.concat_tables(results), want, keys)
+
+
+def test_a_bucket_larger_than_the_memory_is_split_again(tmp_path: Path) -> None:
+    data = table("str", rows=80_000, distinct=50_000)
+    want = data.group_by(["k"], use_threads=False).aggregate(PYARROW)
+    memory = want.nbytes // 6
+    context = OperatorContext(memory, str(tmp_path / "spill"))
+    got = aggregate(HashAggregate(["k"], SPEC, "agg"), data, 500, context)
+    assert_same_groups(got, want, ["k"])
+    assert context.metrics.spill_runs > 8  # the first level's buckets, then more
+    assert_spilled_within(context, tmp_path / "spill")
+
+
+def test_few_groups_stay_in_memory_however_long_the_input(tmp_path: Path) -> None:
+    data = table("str", rows=60_000, distinct=50)
+    want = data.group_by(["k"], use_threads=False).aggregate(PYARROW)
+    context = OperatorContext(data.nbytes // 6, str(tmp_path / "spill"))
+    got = aggregate(HashAggregate(["k"], SPEC, "agg"), data, 1_000, context)
+    assert_same_groups(got, want, ["k"])
+    assert context.metrics.spilled_bytes == 0
+    assert 0 < context.metrics.peak_memory_bytes <= 1.5 * context.memory
+
+
+def test_an_empty_input_gives_one_empty_result(tmp_path: Path) -> None:
+    data = table("str").slice(0, 0)
+    want = data.group_by(["k"], use_threads=False).aggregate(PYARROW)
+    context = OperatorContext(1_000, str(tmp_path / "spill"))
+    op = HashAggregate(["k"], SPEC, "agg")
+    op.open(context)
+    assert list(op.process(data)) == []
+    (got,) = op.finish()
+    assert got.schema == want.schema and got.num_rows == 0
+    assert context.metrics.spilled_bytes == 0
+
+
+def test_combiner_emits_when_its_memory_fills(tmp_path: Path) -> None:
+    """FLIP-44's flush on a full buffer: a bounded combiner emits its partials as they
+    fill its memory; an unbounded one keeps them until its input ends."""
+    data = table("dense", rows=40_000, distinct=200)  # keys repeat: it keeps combining
+    batches = [data.slice(i, 2_000) for i in range(0, data.num_rows, 2_000)]
+    emitted = {}
+    for memory in (None, 20_000):
+        context = None if memory is None else OperatorContext(memory, str(tmp_path))
+        combiner = PartialAggregate(["k"], SPEC, "agg")
+        combiner.open(context)
+        out = [t for b in batches for t in combiner.process(b)] + list(combiner.end_input(0))
+        emitted[memory] = out
+        if context is not None:
+            assert context.metrics.spilled_bytes == 0
+    assert len(emitted[None]) == 1
+    assert len(emitted[20_000]) > 4
+    final = HashAggregate(["k"], SPEC, "agg", phase="final")
+    final.open()
+    for t in emitted[20_000]:
+        final.process(t)
+    want = data.group_by(["k"], use_threads=False).aggregate(PYARROW)
+    assert_same_groups(pa.concat_tables(list(final.finish())), want, ["k"])
