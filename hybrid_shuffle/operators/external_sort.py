@@ -21,9 +21,9 @@ here.  The merge keeps, per run, the unconsumed part of the batch read last
    unread; every unread row of every run is >= its run's last-read row >=
    the bound;
 3. so every queued row <= the bound can go: the bound's own queue whole, of
-   each other queue the prefix found by ``count_before`` -- a binary search
+   each other queue the prefix found by ``counts_before`` -- a binary search
    whose probes are sorted with the bound row by the same kernel, 64 probes
-   a step, so a step is one small sort;
+   a queue a step, every queue's in one small sort;
 4. the emitted prefixes (sorted pieces, one per run) are sorted together and
    yielded; what is left stays queued.
 
@@ -62,6 +62,7 @@ __all__ = [
     "RowTaker",
     "SortKeys",
     "count_before",
+    "counts_before",
     "key_table",
     "sort_indices",
 ]
@@ -161,33 +162,56 @@ class RowTaker:
 
 def count_before(keys: pa.Table, bound: pa.Table, sort_keys: SortKeys, inclusive: bool) -> int:
     """How many leading rows of ``keys`` (sorted by ``sort_keys``) sort before the one row
-    of ``bound`` (same columns and types); with ``inclusive``, rows equal to it too.
+    of ``bound`` (same columns and types); with ``inclusive``, rows equal to it too."""
+    return counts_before([keys], bound, sort_keys, inclusive)[0]
 
-    A binary search of ``PROBES`` probes a step; each step sorts the probes with the bound
-    row by ``sort_indices`` -- stable, so the bound placed last comes after the probes
-    equal to it, placed first before them -- and the order is exactly the sort's own (nulls,
-    NaN, strings, any sortable type)."""
+
+def counts_before(
+    tables: Sequence[pa.Table], bound: pa.Table, sort_keys: SortKeys, inclusive: bool
+) -> list[int]:
+    """``count_before`` of each table, searched together.
+
+    A binary search of ``PROBES`` probes a table a step; a step sorts every table's probes
+    with the bound row in one ``sort_indices`` -- stable, so the bound placed last comes
+    after the probes equal to it, placed first before them -- and the order is exactly the
+    sort's own (nulls, NaN, strings, any sortable type)."""
     options = _options(sort_keys)
-    taker = RowTaker(keys)
-    lo, hi = 0, keys.num_rows
-    while lo < hi:
-        span = hi - lo
-        if span <= PROBES:
-            positions = np.arange(lo, hi, dtype=np.int64)
-        else:  # evenly spread, the first and the last row included
-            positions = lo + np.arange(PROBES, dtype=np.int64) * (span - 1) // (PROBES - 1)
-        probes = taker.take(positions)
-        pair = [probes, bound] if inclusive else [bound, probes]
-        order = pc.sort_indices(pa.concat_tables(pair), options=options).to_numpy()
-        at = int(np.flatnonzero(order == (len(positions) if inclusive else 0))[0])
-        # ``at`` probes sort before the bound: positions[:at] count, positions[at:] do not
-        if span <= PROBES:
-            return lo + at
-        lo, hi = (
-            (int(positions[at - 1]) + 1 if at else lo),
-            (int(positions[at]) if at < len(positions) else hi),
-        )
-    return lo
+    names = [c for c, _ in sort_keys]
+    takers = [RowTaker(t) for t in tables]
+    lo = np.zeros(len(tables), dtype=np.int64)
+    hi = np.array([t.num_rows for t in tables], dtype=np.int64)
+    while True:
+        active = np.flatnonzero(lo < hi)
+        if not len(active):
+            return [int(x) for x in lo]
+        probes: list[np.ndarray] = []
+        for i in active:
+            span = hi[i] - lo[i]
+            if span <= PROBES:
+                probes.append(np.arange(lo[i], hi[i], dtype=np.int64))
+            else:  # evenly spread, the first and the last row included
+                probes.append(
+                    lo[i] + np.arange(PROBES, dtype=np.int64) * (span - 1) // (PROBES - 1)
+                )
+        taken = [takers[i].take(p) for i, p in zip(active, probes, strict=True)]
+        parts = [*taken, bound] if inclusive else [bound, *taken]
+        columns = [pa.concat_arrays([c for t in parts for c in t.column(n).chunks]) for n in names]
+        order = pc.sort_indices(pa.RecordBatch.from_arrays(columns, names=names), options=options)
+        order = order.to_numpy()
+        sizes = np.array([len(p) for p in probes])
+        owner = np.repeat(np.arange(len(active)), sizes)
+        bound_at = len(owner) if inclusive else 0
+        if not inclusive:
+            owner = np.concatenate([[-1], owner])
+        at = int(np.flatnonzero(order == bound_at)[0])
+        # a table's probes that sort before the bound are a prefix of its probes
+        before = np.bincount(owner[order[:at]], minlength=len(active))
+        for j, i in enumerate(active):
+            m, p = int(before[j]), probes[j]
+            if hi[i] - lo[i] <= PROBES:
+                lo[i] = hi[i] = lo[i] + m
+            else:
+                lo[i], hi[i] = (p[m - 1] + 1 if m else lo[i]), (p[m] if m < len(p) else hi[i])
 
 
 def _row_bytes(nbytes: int, rows: int) -> int:
@@ -458,12 +482,10 @@ class ExternalSorter:
             rows = pa.concat_tables(lasts)
             first = int(pc.sort_indices(rows, options=_options(self.sort_keys))[0].as_py())
         bound, owner = lasts[first], open_[first]
-        return [
-            q.rows
-            if q is owner
-            else count_before(key_table(q.batch, self.sort_keys), bound, self.sort_keys, True)
-            for q in queues
-        ]
+        others = [q for q in queues if q is not owner]
+        keys = [key_table(q.batch, self.sort_keys) for q in others]
+        found = dict(zip(others, counts_before(keys, bound, self.sort_keys, True), strict=True))
+        return [q.rows if q is owner else found[q] for q in queues]
 
     def _sort_pieces(self, pieces: list[pa.RecordBatch], held: int) -> Iterator[pa.Table]:
         """The rows of sorted ``pieces`` sorted together, in output slices."""

@@ -16,7 +16,7 @@ sent yet is >= its pool's last key >= the bound; the bound key's group waits
 for more input (the side whose last key is the bound is read next), unless
 every side has ended, when the pools are emitted whole.
 
-Keys compare as the sort orders them (``external_sort.count_before`` searches
+Keys compare as the sort orders them (``external_sort.counts_before`` searches
 a pool with pyarrow's own sort): null equals null and NaN equals NaN, so the
 null keys of both sides end in one chunk, as pyarrow's ``group_by`` puts them
 in one group.  Key columns of the two sides must have the same types (the
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hybrid_shuffle.operators.external_sort import HeldBytes, SortKeys, count_before, key_table
+from hybrid_shuffle.operators.external_sort import HeldBytes, SortKeys, counts_before, key_table
 
 __all__ = ["align"]
 
@@ -61,11 +61,8 @@ class _Side:
         last = self.pool[-1]
         return key_table(last.slice(last.num_rows - 1, 1), sort_keys)
 
-    def count_before(self, bound: pa.Table, sort_keys: SortKeys) -> int:
-        """Rows of the pool strictly below the key ``bound``."""
-        if not self.rows:
-            return 0
-        return count_before(key_table(self.table(), sort_keys), bound, sort_keys, False)
+    def keys(self, sort_keys: SortKeys) -> pa.Table:
+        return key_table(self.table(), sort_keys)
 
     def table(self) -> pa.Table:
         """The pool as one table (its tables' chunks, no copy)."""
@@ -135,7 +132,8 @@ def align(
             report()
             return
         bound = bounding.last_key(sort_keys)
-        counts = [s.count_before(bound, sort_keys) for s in sides]
+        keys = [s.keys(sort_keys) for s in sides]
+        counts = counts_before(keys, bound, sort_keys, inclusive=False)
         if not any(counts):
             stuck = True  # nothing below the bound: its group needs more rows
             continue

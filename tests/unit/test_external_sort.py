@@ -107,6 +107,29 @@ def test_runs_beyond_the_fan_in_are_merged_in_passes(tmp_path: Path) -> None:
     assert left_behind(tmp_path) == []
 
 
+@pytest.mark.parametrize("shape", ["sorted", "reversed", "one key"])
+def test_the_merge_handles_disjoint_and_identical_runs(tmp_path: Path, shape: str) -> None:
+    """Sorted input makes runs of disjoint ranges (one run emits at a time); one key makes
+    every row tie with every bound."""
+    rows = 60_000
+    k = {
+        "sorted": np.arange(rows),
+        "reversed": np.arange(rows)[::-1].copy(),
+        "one key": np.zeros(rows, dtype=np.int64),
+    }[shape]
+    table = pa.table({"k": k, "v": np.arange(rows)})
+    memory = table.nbytes // 5
+    context = spill_context(tmp_path, memory)
+    sorter = ExternalSorter([("k", "ascending")], context, memory, "sort")
+    for part in batches(table, 1000):
+        sorter.add(part)
+    got = pa.concat_tables(list(sorter.sorted_batches()))
+    assert got.column("k").equals(table.sort_by("k").column("k"))
+    assert sorted(got.column("v").to_pylist()) == list(range(rows))
+    assert context.metrics.spill_runs >= 4
+    assert context.metrics.peak_memory_bytes <= 1.5 * memory
+
+
 def test_within_the_budget_nothing_spills(tmp_path: Path) -> None:
     table = data(50_000)
     context = spill_context(tmp_path, 4 * table.nbytes)
