@@ -2,7 +2,7 @@
 
 Each call adds a logical node; nothing runs until ``to_arrow()``,
 ``to_pandas()`` or ``collect()``.  Every exchange (``key_by``, ``sort``,
-``join``, ``rebalance``, ``broadcast``) takes ``edge=`` (the name YAML refers
+``join``, ``co_group``, ``rebalance``, ``broadcast``) takes ``edge=`` (the name YAML refers
 to), ``mode=`` (YAML wins over it) and ``partitions=`` (the consumer's
 parallelism, or ``"auto"``: decided from the bytes its producers wrote, when
 every input of the consumer is blocking; see ``AdaptiveConfig``).  Operators
@@ -23,6 +23,7 @@ import pyarrow as pa
 from hybrid_shuffle.api._validate import partition_count
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators import (
+    CoGroup,
     Filter,
     HashAggregate,
     HashJoin,
@@ -31,9 +32,11 @@ from hybrid_shuffle.operators import (
     PartialAggregate,
     Rename,
     Select,
+    SortMergeJoin,
     SortPartition,
 )
 from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.join_types import check_how
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
 from hybrid_shuffle.result import JobResult
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
@@ -41,7 +44,17 @@ from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 if TYPE_CHECKING:
     from hybrid_shuffle.api.job import Job
 
-__all__ = ["KeyedStream", "Stream"]
+__all__ = ["JOIN_STRATEGIES", "KeyedStream", "Stream"]
+
+#: ``join(strategy=)``: a hash join (grace hash past memory) or a sort-merge join
+JOIN_STRATEGIES = ("hash", "sort-merge")
+
+
+def _keys(on: str | Sequence[str], what: str) -> tuple[str, ...]:
+    keys = (on,) if isinstance(on, str) else tuple(on)
+    if not keys:
+        raise PlanError(f"{what}: name at least one key column in on=")
+    return keys
 
 
 class Stream:
@@ -199,29 +212,84 @@ class Stream:
         mode: str | None = None,
         partitions: int | str | None = None,
         name: str | None = None,
+        strategy: str = "hash",
     ) -> Stream:
-        """Hash join with ``other`` on ``on`` (``how``: inner or left).
+        """Join with ``other`` on ``on``; ``how`` is inner, left, right, full, semi or anti,
+        as in Spark (key columns appear once; semi and anti keep only this side's
+        columns; null keys never match).
 
         Both sides are hash-partitioned on the keys; the edges are named
         ``<edge>.left`` and ``<edge>.right`` (default ``<join name>.left/right``).
+        ``strategy="hash"`` builds a hash table of ``other`` and probes it with this
+        stream as it arrives, falling back to a grace hash join on disk when ``other``
+        outgrows ``operators.memory``; ``"sort-merge"`` sorts both sides (spilling
+        beyond memory) and merges them, emitting only at end of input.
         """
-        if how not in ("inner", "left"):
-            raise PlanError(f"join: how='{how}' is not supported; use 'inner' or 'left'")
-        if other.job is not self.job:
-            raise PlanError("join: both streams must belong to the same job")
-        keys = (on,) if isinstance(on, str) else tuple(on)
         node_name = name or f"join_{next(self.job._ids)}"
+        check_how(how, node_name)
+        if strategy not in JOIN_STRATEGIES:
+            raise PlanError(
+                f"join '{node_name}': strategy='{strategy}' is not a join strategy; use one "
+                f"of: {', '.join(JOIN_STRATEGIES)}"
+            )
+        if other.job is not self.job:
+            raise PlanError(f"join '{node_name}': both streams must belong to the same job")
+        keys = _keys(on, f"join '{node_name}'")
+        inputs = self._co_partitioned(other, keys, node_name, edge, mode, partitions)
+        join: type[HashJoin | SortMergeJoin] = HashJoin if strategy == "hash" else SortMergeJoin
+        return self._exchange("join", node_name, lambda n: join(list(keys), how, n), inputs)
+
+    def co_group(
+        self,
+        other: Stream,
+        on: str | Sequence[str],
+        fn: Callable[[pa.Table, pa.Table], pa.Table | pd.DataFrame | None],
+        name: str | None = None,
+        *,
+        edge: str | None = None,
+        mode: str | None = None,
+        partitions: int | str | None = None,
+    ) -> Stream:
+        """FLIP-331's coGroup: ``fn(left, right)`` over whole key groups of both streams.
+
+        Both sides are hash-partitioned on ``on`` (edges ``<edge>.left`` and
+        ``<edge>.right``, default ``<name>.left/right``), each side is sorted
+        (spilling beyond ``operators.memory``) and the two are merged.  ``fn``
+        receives every row of the keys it covers, from both sides, in key order:
+        one call covers many keys (it is vectorized, not called per key), each key
+        is in exactly one call, and either side may have no row for a key (it is
+        then a zero-row table with that side's columns).  Null keys form one group.
+        ``fn`` returns a table (or pandas frame, or None for nothing); it runs only
+        at end of input, so the output-on-EOF rule makes the inputs batch.
+        """
+        node_name = name or f"co_group_{next(self.job._ids)}"
+        if other.job is not self.job:
+            raise PlanError(f"co_group '{node_name}': both streams must belong to the same job")
+        keys = _keys(on, f"co_group '{node_name}'")
+        inputs = self._co_partitioned(other, keys, node_name, edge, mode, partitions)
+        return self._exchange(
+            "co_group",
+            node_name,
+            lambda n: CoGroup(list(keys), self._user_function(fn, f"co_group '{n}'"), n),
+            inputs,
+        )
+
+    def _co_partitioned(
+        self,
+        other: Stream,
+        keys: tuple[str, ...],
+        node_name: str,
+        edge: str | None,
+        mode: str | None,
+        partitions: int | str | None,
+    ) -> list[tuple[Stream, ExchangeSpec]]:
+        """Both inputs of a two-input keyed operator, hash-partitioned alike on ``keys``."""
         base = edge or node_name
         part = Partitioner(PartitionerKind.HASH, keys)
-        count = partition_count(partitions, f"join '{node_name}': partitions")
+        count = partition_count(partitions, f"'{node_name}': partitions")
         left = ExchangeSpec(part, f"{base}.left", mode, count)
         right = ExchangeSpec(part, f"{base}.right", mode, count)
-        return self._exchange(
-            "join",
-            node_name,
-            lambda n: HashJoin(list(keys), how, n),
-            [(self, left), (other, right)],
-        )
+        return [(self, left), (other, right)]
 
     def sort(
         self,

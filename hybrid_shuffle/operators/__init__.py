@@ -2,11 +2,14 @@
 
 from hybrid_shuffle.operators.aggregate import HashAggregate, PartialAggregate
 from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.co_group import CoGroup
 from hybrid_shuffle.operators.join import HashJoin
 from hybrid_shuffle.operators.sort import SortPartition
+from hybrid_shuffle.operators.sort_merge_join import SortMergeJoin
 from hybrid_shuffle.operators.stateless import Filter, Identity, MapBatches, Rename, Select
 
 __all__ = [
+    "CoGroup",
     "Filter",
     "HashAggregate",
     "HashJoin",
@@ -16,5 +19,6 @@ __all__ = [
     "PartialAggregate",
     "Rename",
     "Select",
+    "SortMergeJoin",
     "SortPartition",
 ]

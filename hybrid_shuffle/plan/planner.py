@@ -304,7 +304,7 @@ def _build_graph(
                     else PartitionerKind.ROUND_ROBIN
                 )
                 spec = ExchangeSpec(Partitioner(kind))
-            name = spec.edge or f"{up.name}->{node.name}"
+            name = spec.edge or _generated(f"{up.name}->{node.name}", edges)
             mode, origin = _effective_mode(name, spec, config, overrides)
             edge = JobEdge(
                 EdgeName(name),
@@ -321,6 +321,7 @@ def _build_graph(
             edges.append(edge)
             producer.outputs.append(edge)
             vertex.inputs.append(edge)
+    _unique_names(vertices)
     graph = JobGraph(job_name, vertices, edges, vertex_of[sink.id].id)
     warnings = apply_output_on_eof(graph, config.shuffle.batch_mode)
     for node_id in auto:  # after the rule: it may have made a consumer's inputs blocking
@@ -333,6 +334,33 @@ def _build_graph(
             f"'{job_name}'; give each exchange its own edge= name"
         )
     return graph, warnings
+
+
+def _generated(name: str, edges: list[JobEdge]) -> str:
+    """A generated edge name not yet taken (``a->b``, then ``a->b_2``): a name the user
+    gave twice is an error, one the planner made up must not be."""
+    taken = {e.name for e in edges}
+    candidate, n = name, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{name}_{n}"
+    return candidate
+
+
+def _unique_names(vertices: dict[VertexId, JobVertex]) -> None:
+    """Give vertices of the same name (two ``from_arrow`` sources left at the default
+    ``source``) ``_2``, ``_3`` suffixes: a task is named by its vertex and subtask, and
+    two tasks of one name would be one task to an executor's cancel flags and to the
+    metrics."""
+    seen: set[str] = set()
+    for vid in sorted(vertices):
+        vertex = vertices[vid]
+        name, n = vertex.name, 1
+        while name in seen:
+            n += 1
+            name = f"{vertex.name}_{n}"
+        vertex.name = name
+        seen.add(name)
 
 
 def _service(name: str, config: Config, overrides: Any) -> str:

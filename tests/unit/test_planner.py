@@ -124,3 +124,15 @@ def test_missing_key_column_is_named_before_running() -> None:
     node = b.agg(b.source("orders", 2), "totals", edge="by_k", keys=("custmer",))
     with pytest.raises(PlanError, match="custmer"):
         plan_job("j", node, load_config(None), slots=8)
+
+
+def test_vertices_of_the_same_name_get_distinct_names() -> None:
+    b = Builder()
+    union = b.union(b.source("source", 2), b.source("source", 2), b.source("source", 2))
+    plan = plan_job("j", union, load_config(None), slots=8)
+    assert sorted(v.name for v in plan.graph.vertices.values()) == [
+        "source",
+        "source_2",
+        "source_3",
+        "union",
+    ]

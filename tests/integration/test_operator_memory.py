@@ -1,0 +1,220 @@
+"""Sort, join, aggregate and co_group within ``operators.memory``, through real jobs.
+
+Each job's stateful vertex gets 3 to 6 times its ``operators.memory`` of input
+per subtask, so it must spill; the answer is compared row for row with one
+single-process pyarrow computation and the vertex's ``spilled_bytes`` must be
+positive (and its peak within 1.5x the memory).  co_group also runs in all four
+modes, with keys on one side only and with empty sides; and the output-on-EOF
+rule shows in ``EdgeMetrics.mode_origin`` and ``explain()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import hybrid_shuffle as hs
+
+from .conftest import assert_closed_cleanly, assert_no_leaks
+
+MODES = ["pipelined", "blocking", "hybrid-selective", "hybrid-full"]
+MEMORY = 2 << 20
+#: rows of 16 bytes (int64 key, float64 value): 2 subtasks x 4x MEMORY each
+ROWS = 2 * 4 * MEMORY // 16
+
+
+@pytest.fixture(scope="module")
+def session(local_ray: None) -> Iterator[hs.Session]:
+    config = {
+        "parallelism": 2,
+        "operators": {"memory": MEMORY},
+        "shuffle": {"buffer_size": "256 KiB", "memory_budget": "128 MiB"},
+    }
+    with hs.Session(config, slots=4) as s:
+        yield s
+    assert_closed_cleanly(s)
+
+
+def table(rows: int, keys: int, seed: int, nulls: bool = True) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    mask = rng.random(rows) < 0.01 if nulls else None
+    return pa.table(
+        {
+            "k": pa.array(rng.integers(0, keys, rows), mask=mask),
+            "v": rng.random(rows),
+        }
+    )
+
+
+def ordered(t: pa.Table) -> pa.Table:
+    """Rows in one canonical order (every column, nulls last), chunks combined."""
+    return t.sort_by([(c, "ascending") for c in t.column_names]).combine_chunks()
+
+
+def spilled(result: hs.JobResult, vertex: str) -> hs.VertexMetrics:
+    v = result.vertices[vertex]
+    assert v.spilled_bytes > 0, v
+    assert v.memory == MEMORY, v
+    assert 0 < v.peak_memory_bytes <= 1.5 * MEMORY, v
+    return v
+
+
+def test_sort_larger_than_memory_spills_and_equals_pyarrow(session: hs.Session) -> None:
+    data = table(ROWS, 1_000_000, 1)
+    job = session.job("sort")
+    result = job.from_arrow(data).sort("k", descending=True, name="sorted").collect()
+    got = result.table
+    want = data.sort_by([("k", "descending")])
+    assert got.column("k").to_pylist() == want.column("k").to_pylist()
+    assert ordered(got).equals(ordered(data))
+    spilled(result, "sorted")
+    assert_no_leaks(session)
+
+
+def test_aggregate_larger_than_memory_spills_and_equals_pyarrow(session: hs.Session) -> None:
+    data = table(ROWS, ROWS // 2, 2)  # nearly unique keys: the state is as large as the input
+    job = session.job("agg")
+    spec = {"v": ["sum", "count", "min", "max", "mean"]}
+    result = job.from_arrow(data).key_by("k").aggregate(spec, name="totals").collect()
+    want = data.group_by("k").aggregate([("v", f) for f in spec["v"]])
+    want = want.select(["k", *(f"v_{f}" for f in spec["v"])])
+    got = result.table.select(want.column_names)
+    assert ordered(got).num_rows == want.num_rows
+    assert ordered(got).drop_columns(["v_sum", "v_mean"]).equals(
+        ordered(want).drop_columns(["v_sum", "v_mean"])
+    )
+    for column in ("v_sum", "v_mean"):  # float sums: equal up to the order of additions
+        assert np.allclose(
+            ordered(got).column(column).to_numpy(), ordered(want).column(column).to_numpy()
+        )
+    spilled(result, "totals")
+    assert_no_leaks(session)
+
+
+@pytest.mark.parametrize("strategy", ["hash", "sort-merge"])
+@pytest.mark.parametrize("how", ["inner", "left", "right", "full", "semi", "anti"])
+def test_join_larger_than_memory_spills_and_equals_pyarrow(
+    session: hs.Session, how: str, strategy: str
+) -> None:
+    left = table(ROWS // 2, ROWS, 3)
+    right = table(ROWS // 2, ROWS, 4).rename_columns(["k", "w"])
+    job = session.job("join")
+    joined = job.from_arrow(left).join(
+        job.from_arrow(right), on="k", how=how, strategy=strategy, name="joined"
+    )
+    result = joined.collect()
+    pyarrow_how = hs_how(how)
+    want = left.join(right, "k", join_type=pyarrow_how, use_threads=False)
+    assert result.table.schema.names == want.schema.names
+    assert ordered(result.table).equals(ordered(want.cast(result.table.schema)))
+    spilled(result, "joined")
+    assert_no_leaks(session)
+
+
+def hs_how(how: str) -> str:
+    from hybrid_shuffle.operators.join_types import JOIN_TYPES
+
+    return JOIN_TYPES[how]
+
+
+def count_both_sides(left: pa.Table, right: pa.Table) -> pa.Table:
+    """Per key of the call: rows on each side and the sum of the left values (vectorized,
+    as a co_group function should be)."""
+    lc = left.group_by("k").aggregate([("v", "count"), ("v", "sum")])
+    rc = right.group_by("k").aggregate([("w", "count")])
+    out = lc.join(rc, "k", join_type="full outer")
+    return pa.table(
+        {
+            "k": out.column("k"),
+            "left_rows": pc.fill_null(out.column("v_count"), 0),
+            "right_rows": pc.fill_null(out.column("w_count"), 0),
+            "v_sum": out.column("v_sum"),
+        }
+    )
+
+
+def co_group_reference(left: pa.Table, right: pa.Table) -> pa.Table:
+    return count_both_sides(left, right)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_co_group_in_every_mode_covers_each_key_once(session: hs.Session, mode: str) -> None:
+    left = table(ROWS // 2, 200_000, 5)
+    # right keys overlap only half of the left's, and have keys of their own
+    right = table(ROWS // 2, 200_000, 6)
+    right = right.set_column(0, "k", pc.add(right.column("k"), 100_000)).rename_columns(["k", "w"])
+    job = session.job("co_group")
+    grouped = job.from_arrow(left).co_group(
+        job.from_arrow(right), "k", count_both_sides, name="grouped", mode=mode
+    )
+    result = grouped.collect()
+    got = result.table
+    keyed = got.filter(pc.is_valid(got.column("k")))  # (fn's join never matches null keys)
+    assert pc.count_distinct(keyed.column("k")).as_py() == keyed.num_rows  # each key once
+    want = co_group_reference(left, right)
+    assert ordered(got).drop_columns(["v_sum"]).equals(ordered(want).drop_columns(["v_sum"]))
+    assert np.allclose(
+        pc.fill_null(ordered(got).column("v_sum"), 0).to_numpy(),
+        pc.fill_null(ordered(want).column("v_sum"), 0).to_numpy(),
+    )
+    assert {result.edges[f"grouped.{s}"].mode for s in ("left", "right")} == {mode}
+    assert result.edges["grouped.left"].mode_origin == "code"
+    spilled(result, "grouped")
+    assert_no_leaks(session)
+
+
+@pytest.mark.parametrize("empty", ["left", "right", "both"])
+def test_co_group_with_an_empty_side_sees_every_key_of_the_other(
+    session: hs.Session, empty: str
+) -> None:
+    left = table(5_000, 1_000, 7)
+    right = table(5_000, 1_000, 8).rename_columns(["k", "w"])
+    if empty in ("left", "both"):
+        left = left.slice(0, 0)
+    if empty in ("right", "both"):
+        right = right.slice(0, 0)
+    job = session.job("co_group_empty")
+    got = (
+        job.from_arrow(left)
+        .co_group(job.from_arrow(right), "k", count_both_sides, name="grouped")
+        .to_arrow()
+    )
+    want = co_group_reference(left, right)
+    if empty == "both":
+        assert got.num_rows == 0
+    else:
+        assert ordered(got).drop_columns(["v_sum"]).equals(
+            ordered(want.cast(got.schema)).drop_columns(["v_sum"])
+        )
+    assert_no_leaks(session)
+
+
+def test_output_on_eof_rule_shows_in_mode_origin_and_explain(session: hs.Session) -> None:
+    data = table(20_000, 100, 9, nulls=False)
+    job = session.job("rule")
+    stream = (
+        job.from_arrow(data)
+        .rebalance(edge="spread")
+        .key_by("k", edge="by_k", mode="pipelined")
+        .aggregate({"v": "sum"}, name="totals")
+        .sort("v_sum", edge="to_sort", name="top")
+    )
+    text = stream.explain()
+    assert "spread" in text and "mode blocking (output-on-eof)" in text
+    assert "mode pipelined (code)" in text
+    assert "warning: edge 'by_k' keeps mode pipelined set in code (mode=)" in text
+    result = stream.collect()
+    origins = {name: (e.mode, e.mode_origin) for name, e in result.edges.items()}
+    assert origins == {
+        "spread": ("blocking", "output-on-eof"),
+        "by_k": ("pipelined", "code"),
+        "to_sort": ("blocking", "output-on-eof"),
+    }
+    assert result.vertices["top"].rows_out == result.table.num_rows == 100
+    assert result.vertices["totals"].rows_out == 100
+    assert "operator memory" in result.explain
+    assert_no_leaks(session)
