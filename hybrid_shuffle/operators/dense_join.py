@@ -119,9 +119,17 @@ class DenseBuild:
         counts = np.bincount(slot, minlength=span)
         starts = np.zeros(span + 1, dtype=np.int64)
         np.cumsum(counts, out=starts[1:])
-        rows = np.flatnonzero(valid)[np.argsort(slot, kind="stable")]
         unique = bool(counts.max() <= 1)
-        return cls(payload, lo, starts, rows, unique, how, output_schema, matched)
+        return cls(
+            payload,
+            lo,
+            starts,
+            _by_slot(slot, valid, starts, unique),
+            unique,
+            how,
+            output_schema,
+            matched,
+        )
 
     def probe(self, left: pa.Table, key: str) -> pa.Table:
         """``left`` joined with the build side, as ``Table.join`` would give it."""
@@ -165,6 +173,20 @@ class DenseBuild:
         left_part = left if left_rows is None else left.take(pa.array(left_rows))
         right_part = self.payload.take(taken)
         return pa.Table.from_arrays([*left_part.columns, *right_part.columns], schema=self.schema)
+
+
+def _by_slot(slot: np.ndarray, valid: np.ndarray, starts: np.ndarray, unique: bool) -> np.ndarray:
+    """The build rows with a key, ordered by slot (``slot``: their slots): scattered
+    to their place when every slot has at most one row, else sorted (within a slot the
+    order is free, so no stable sort is needed; a 16-bit slot sorts by radix)."""
+    present = np.flatnonzero(valid)
+    if unique:
+        rows = np.empty_like(present)
+        rows[starts[slot]] = present
+        return rows
+    if len(starts) - 1 <= 1 << 16:
+        return present[np.argsort(slot.astype(np.uint16), kind="stable")]
+    return present[np.argsort(slot)]
 
 
 def _is_left_then_payload(
