@@ -267,6 +267,8 @@ class HashAggregate(Operator):
         self._buckets: HashBuckets | None = None
         #: input bytes seen (what the bucket count is chosen from)
         self._seen = 0
+        #: bytes of the partials the last re-reduction left
+        self._compacted_bytes = 0
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
         if self._schema is None:
@@ -279,7 +281,11 @@ class HashAggregate(Operator):
             self._parts.append(part)
             self._parts_bytes += part.nbytes
             self._context.hold(self._held() + table.nbytes)
-            if len(self._parts) >= _COMPACT_EVERY or self._parts_bytes > self._memory // 2:
+            many = len(self._parts) >= _COMPACT_EVERY
+            # the partials grew to twice what the last re-reduction left (on nearly unique
+            # keys re-reducing them every 16 batches would cost quadratic time)
+            grown = self._parts_bytes >= 2 * self._compacted_bytes
+            if (many and grown) or self._parts_bytes > self._memory // 2:
                 self._compact()
         return ()
 
@@ -297,11 +303,13 @@ class HashAggregate(Operator):
         combined = self._agg.combine(pa.concat_tables(self._parts))
         self._context.hold(self._held() + combined.nbytes)
         self._parts, self._parts_bytes = [combined], combined.nbytes
+        self._compacted_bytes = combined.nbytes
         if self._context.can_spill and combined.nbytes > self._memory // 4:
             self._spill()
 
     def _spill(self) -> None:
         """Move the partials into the buckets (made on the first spill)."""
+        self._compacted_bytes = 0
         if self._buckets is None:
             n = bucket_count(self._seen, self._memory)
             staging = max(self._memory // _STAGING_SHARE, 1)
