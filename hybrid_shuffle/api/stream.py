@@ -235,7 +235,8 @@ class Stream:
         if other.job is not self.job:
             raise PlanError(f"join '{node_name}': both streams must belong to the same job")
         keys = _keys(on, f"join '{node_name}'")
-        inputs = self._co_partitioned(other, keys, node_name, edge, mode, partitions)
+        what = f"join '{node_name}'"
+        inputs = self._co_partitioned(other, keys, node_name, what, edge, mode, partitions)
         join: type[HashJoin | SortMergeJoin] = HashJoin if strategy == "hash" else SortMergeJoin
         return self._exchange("join", node_name, lambda n: join(list(keys), how, n), inputs)
 
@@ -266,7 +267,8 @@ class Stream:
         if other.job is not self.job:
             raise PlanError(f"co_group '{node_name}': both streams must belong to the same job")
         keys = _keys(on, f"co_group '{node_name}'")
-        inputs = self._co_partitioned(other, keys, node_name, edge, mode, partitions)
+        what = f"co_group '{node_name}'"
+        inputs = self._co_partitioned(other, keys, node_name, what, edge, mode, partitions)
         return self._exchange(
             "co_group",
             node_name,
@@ -279,14 +281,16 @@ class Stream:
         other: Stream,
         keys: tuple[str, ...],
         node_name: str,
+        what: str,
         edge: str | None,
         mode: str | None,
         partitions: int | str | None,
     ) -> list[tuple[Stream, ExchangeSpec]]:
-        """Both inputs of a two-input keyed operator, hash-partitioned alike on ``keys``."""
+        """Both inputs of a two-input keyed operator (``what`` names it in errors),
+        hash-partitioned alike on ``keys``."""
         base = edge or node_name
         part = Partitioner(PartitionerKind.HASH, keys)
-        count = partition_count(partitions, f"'{node_name}': partitions")
+        count = partition_count(partitions, f"{what}: partitions")
         left = ExchangeSpec(part, f"{base}.left", mode, count)
         right = ExchangeSpec(part, f"{base}.right", mode, count)
         return [(self, left), (other, right)]
