@@ -4,8 +4,9 @@
     python -m benchmarks --rows 2e6,1e7 --runs 3 --workloads agg,repartition,modes
     python -m benchmarks --workloads mainjob --scales 0.1,1,5,20 --name main-job
     python -m benchmarks --workloads failover --rows 1e7 --runs 3 --name issue11-failover
+    python -m benchmarks --workloads batch --runs 3 --name issue12-batch
 
-Workloads (``--workloads``, comma-separated; default all but ``failover``):
+Workloads (``--workloads``, comma-separated; default all but ``failover`` and ``batch``):
 
 * ``agg``, ``repartition``: workloads 1 and 2 at ``--rows`` x ``--distributions``,
   the engine (``--engine-modes``) against Ray Data, Spark and the bounds;
@@ -22,10 +23,18 @@ Workloads (``--workloads``, comma-separated; default all but ``failover``):
   (``--failover-services``), in its own Ray; then the happy path against the engine before
   issue 11 (``--failover-baseline``, a git worktree run side by side, ``none`` skips it);
   see ``benchmarks/failover.py``.  Only when named: it would take the default run past
-  its 10 minutes.
+  its 10 minutes;
+* ``batch``: issue 12, the batch operators within a memory budget: global sort at
+  ``--batch-rows``, hash and sort-merge join and co_group at ``--batch-join-rows``, the
+  engine with ample operator memory and with a quarter of a task's input, against Spark
+  (one executor of both cores, AQE off) and Ray Data (``--batch-peers``), and co_group
+  against the same figures computed record at a time (``--batch-baseline-rows`` per
+  side, scaled per row); in its own session and Ray, see ``benchmarks/batch_operators.py``.
+  Only when named (20-40 minutes at the default sizes).
 
 Writes ``benchmarks/results/<name>.json`` (workload 4's per-scale table under
-``main_job``, the failover tables under ``failover``) and ``<name>.png``.  Not part
+``main_job``, the failover tables under ``failover``, issue 12's figures and targets
+under ``batch``) and ``<name>.png``.  Not part
 of the test suite: absolute times drift on a shared machine, the ratios printed here
 (each system against the best engine mode, same run, same data) are the claim.
 """
@@ -44,14 +53,14 @@ import pyarrow as pa
 import ray
 
 import hybrid_shuffle as hs
-from benchmarks import failover, mainjob, systems
+from benchmarks import batch_operators, failover, mainjob, systems
 from benchmarks.data import blocks, make_table
 from benchmarks.harness import Measurement, measure
 from benchmarks.report import print_table, ratios, write_chart
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENGINE_MODES = ["pipelined", "blocking", "hybrid-selective", "hybrid-full"]
-WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob", "failover")
+WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob", "failover", "batch")
 DEFAULT_WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob")
 #: the workloads that run in (or, for modes, next to) the shared benchmark session
 SHARED_SESSION = {"agg", "repartition", "modes", "spark"}
@@ -59,6 +68,29 @@ SHARED_SESSION = {"agg", "repartition", "modes", "spark"}
 
 def parse_rows(text: str) -> list[int]:
     return [int(float(x)) for x in text.split(",") if x.strip()]
+
+
+def parse_count(text: str) -> int:
+    """``"1e7"`` -> ``10000000`` (argparse ``type``)."""
+    try:
+        count = int(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return count
+
+
+def parse_peers(text: str) -> list[str]:
+    """``--batch-peers``: ``spark,ray-data``, one of them, or ``none``."""
+    names = [x.strip() for x in text.split(",") if x.strip() and x.strip() != "none"]
+    unknown = set(names) - set(batch_operators.PEERS)
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown peer(s) {', '.join(sorted(unknown))}; choose from "
+            f"{', '.join(batch_operators.PEERS)} or none"
+        )
+    return names
 
 
 def parse_workloads(text: str) -> set[str]:
@@ -80,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "--workloads",
         default=",".join(DEFAULT_WORKLOADS),
         type=parse_workloads,
-        help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all but failover)",
+        help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all but failover, batch)",
     )
     parser.add_argument(
         "--scales",
@@ -115,6 +147,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--failover-pairs", type=int, default=9, help="paired runs per mode against the baseline"
     )
+    parser.add_argument(
+        "--batch-rows",
+        default="2e6,1e7,4e7",
+        type=parse_rows,
+        help="global sort sizes of the batch workload",
+    )
+    parser.add_argument(
+        "--batch-join-rows",
+        default="1e7",
+        type=parse_count,
+        help="rows of each fact table of the batch workload's joins and co_group",
+    )
+    parser.add_argument(
+        "--batch-baseline-rows",
+        default="1e6",
+        type=parse_count,
+        help="rows per side of the record-at-a-time co_group (scaled per row)",
+    )
+    parser.add_argument(
+        "--batch-peers",
+        default=",".join(batch_operators.PEERS),
+        type=parse_peers,
+        help="peers of the batch workload: spark, ray-data, or none",
+    )
     args = parser.parse_args(argv)
     workloads: set[str] = args.workloads
     distributions = args.distributions.split(",")
@@ -141,6 +197,17 @@ def main(argv: list[str] | None = None) -> int:
                 results += _modes(config, args.rows[0], args.runs)
     if "mainjob" in workloads:  # its own session and Ray: the shared one is closed by now
         measured, main_job = mainjob.run(args.scales, args.runs, main_job_config)
+        results += measured
+    batch_summary: dict[str, Any] | None = None
+    if "batch" in workloads:  # its own session and Ray, like mainjob
+        measured, batch_summary = batch_operators.run(
+            args.batch_rows,
+            args.batch_join_rows,
+            args.batch_baseline_rows,
+            args.runs,
+            object_store=args.object_store,
+            peers=args.batch_peers,
+        )
         results += measured
     failover_summary: dict[str, Any] | None = None
     if "failover" in workloads:  # its own Ray: every session above is closed by now
@@ -170,12 +237,15 @@ def main(argv: list[str] | None = None) -> int:
         payload["main_job"] = {"config": main_job_config, "scales": main_job}
     if failover_summary is not None:
         payload["failover"] = failover_summary
+    if batch_summary is not None:
+        payload["batch"] = batch_summary
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.name}.json").write_text(json.dumps(payload, indent=2))
     write_chart(results, out / f"{args.name}.png")
     print_table([m for m in results if m.workload not in failover.OWN_WORKLOADS])
     mainjob.print_summary(main_job)
+    batch_operators.print_summary(batch_summary)
     failover.print_summary(failover_summary)
     print(f"\nwrote {out / (args.name + '.json')} and .png")
     return 0

@@ -47,3 +47,25 @@ def test_tiny_failover_run_recovers_and_reports_what_ran_again(tmp_path: Path) -
     assert killed["recomputed_bytes"] > 0 and killed["recomputed_source_rows"] > 0
     assert payload["failover"]["overhead"] is None
     assert "failover (issue 11)" in out.stdout
+
+
+def test_tiny_batch_run_checks_every_engine_result_and_reports_the_targets(
+    tmp_path: Path,
+) -> None:
+    """The batch workload (issue 12) at 100,000 rows, no peers: every engine operator
+    runs with ample and with 1/4 memory, matches pyarrow (a mismatch is an error) and
+    reports its memory; the targets are printed."""
+    cmd = [
+        sys.executable, "-m", "benchmarks", "--workloads", "batch", "--runs", "1",
+        "--batch-rows", "100000", "--batch-join-rows", "100000",
+        "--batch-baseline-rows", "20000", "--batch-peers", "none",
+        "--object-store", "300 MiB", "--name", "smoke-batch", "--out", str(tmp_path),
+    ]  # fmt: skip
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    batch = json.loads((tmp_path / "smoke-batch.json").read_text())["batch"]
+    engine = [r for r in batch["measurements"] if r["system"].startswith("engine")]
+    assert len(engine) == 2 + 2 * 4 + 3  # sort, two joins x (hash, sort-merge) x 2, co_group
+    assert all(r["error"] is None and r["checked_runs"] == 2 for r in engine), engine
+    assert all(r["memory_bytes"] > 0 and r["peak_over_memory"] is not None for r in engine)
+    assert batch["targets"] and "issue 12 targets" in out.stdout
