@@ -14,9 +14,10 @@ The task calls, in this order and never concurrently:
 
 Each of 2-4 returns an iterable of output tables which the task hands to the
 next operator of the chain (or to the result partition writers).  An operator
-that only emits at end of input (aggregate, sort) returns nothing from
-``process`` and everything from ``finish`` -- the FLIP-331 "output on EOF"
-property, declared by ``output_on_eof``.
+that only emits at end of input (aggregate, sort, co_group, sort-merge join)
+returns nothing from ``process`` and everything from ``finish`` -- the
+FLIP-331 "output on EOF" property, declared by ``output_on_eof``, from which
+the planner makes its inputs batch (``plan.output_on_eof``).
 
 Operators are created on the driver and pickled into the task, so they must be
 picklable before ``open()``; per-task state is created in ``open()``.
