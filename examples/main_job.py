@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"{rows:,} input rows -> {result.table.num_rows} groups, written to {args.out}")
     print(result.edge_summary())
+    print(result.vertex_summary())
     print("wall time: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))
     return 0
 

@@ -68,6 +68,7 @@ def _run(args: argparse.Namespace) -> int:
         print(result.table.slice(0, args.show).to_pandas().to_string(index=False))
         print(f"\n{result.table.num_rows} rows in {elapsed:.2f} s")
         print(result.edge_summary())
+        print(result.vertex_summary())
     return 0
 
 

@@ -28,13 +28,16 @@ def apply_output_on_eof(graph: JobGraph, batch_mode: str) -> list[str]:
     """Make the rule's edges ``batch_mode`` (origin ``output-on-eof``); the warnings for
     explicit modes it kept."""
     warnings: list[str] = []
-    for vid, eof in _batch_producers(graph).items():
-        for edge in graph.vertices[vid].outputs:
-            if edge.mode_origin is ModeOrigin.DEFAULT:
-                edge.partition_type = partition_type(batch_mode)
-                edge.mode_origin = ModeOrigin.OUTPUT_ON_EOF
-            elif edge.mode != batch_mode:
-                warnings.append(_kept(edge, eof, batch_mode))
+    batch = _batch_producers(graph)
+    for edge in graph.edges:  # in the plan's order, as explain lists them
+        eof = batch.get(edge.source)
+        if eof is None:
+            continue
+        if edge.mode_origin is ModeOrigin.DEFAULT:
+            edge.partition_type = partition_type(batch_mode)
+            edge.mode_origin = ModeOrigin.OUTPUT_ON_EOF
+        elif edge.mode != batch_mode:
+            warnings.append(_kept(edge, eof, batch_mode))
     return warnings
 
 

@@ -71,7 +71,11 @@ def test_sort_larger_than_memory_spills_and_equals_pyarrow(session: hs.Session) 
     want = data.sort_by([("k", "descending")])
     assert got.column("k").to_pylist() == want.column("k").to_pylist()
     assert ordered(got).equals(ordered(data))
-    spilled(result, "sorted")
+    v = spilled(result, "sorted")
+    assert (v.rows_in, v.rows_out, v.subtasks) == (ROWS, ROWS, 2)
+    assert 0 < v.cpu_seconds and 0 < v.wall_seconds <= result.wall_seconds
+    line = next(x for x in result.vertex_summary().splitlines() if "vertex sorted" in x)
+    assert f"{ROWS:,} rows in" in line and "memory 2 MiB" in line and "spilled" in line
     assert_no_leaks(session)
 
 
