@@ -7,6 +7,8 @@ the build rows instead.  ``DenseBuild.create`` sorts the build rows by key once
 into a CSR layout (``starts[k]..starts[k+1]`` are the rows of key ``lo + k``);
 each probe batch is then a few NumPy gathers and two Arrow ``take`` calls, so
 the build side costs once per subtask, whatever the number of probe batches.
+The index takes 8 bytes per slot and per build row; a caller with a memory
+budget passes what it can spare (``max_bytes``).
 
 It answers exactly as ``Table.join`` does (``inner``, ``left outer``, ``left
 semi`` or ``left anti``; key columns once from the left side, right columns
@@ -92,10 +94,13 @@ class DenseBuild:
         left: pa.Schema,
         suffix: str,
         matched: np.ndarray | None = None,
+        max_bytes: int | None = None,
     ) -> DenseBuild | None:
         """The index of ``right`` on ``key`` for join type ``how`` (one of ``HOWS``), or
-        None when the key does not qualify or the output would not be ``output_schema``
-        (pyarrow's join schema for these inputs); ``matched``: see the module docstring."""
+        None when the key does not qualify, the output would not be ``output_schema``
+        (pyarrow's join schema for these inputs) or the index would take more than
+        ``max_bytes`` (8 bytes per slot and per build row); ``matched``: see the module
+        docstring."""
         if how not in HOWS:
             return None
         payload = right.drop_columns([key])
@@ -114,6 +119,8 @@ class DenseBuild:
         lo, hi = int(present.min()), int(present.max())
         span = hi - lo + 1
         if span > max(MAX_SPAN_PER_ROW * present.size, MIN_SPAN):
+            return None
+        if max_bytes is not None and 8 * (span + 1 + present.size) > max_bytes:
             return None
         slot = present - lo
         counts = np.bincount(slot, minlength=span)

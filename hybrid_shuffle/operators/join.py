@@ -41,9 +41,12 @@ memory, its probe rows streamed through it, a right or full join's unmatched
 build rows emitted per bucket.  A bucket whose build side is still larger than
 the memory is split again at the next level (``MAX_LEVELS`` at most); past
 that it is joined in memory whatever its size: it is then (nearly) all rows of
-one key, which no hash can split.  The held figure is the Arrow data the
-operator references (build side, its index, waiting probe rows, staging), not
-pyarrow's own hash table inside a ``Table.join`` call nor the output handed on.
+one key, which no hash can split.  A build side is indexed by key
+(``DenseBuild``) only if the index fits in half the memory it leaves (keys
+spread over many buckets are sparse in each).  The held figure is the Arrow
+data the operator references (build side, its index, waiting probe rows,
+staging), not pyarrow's own hash table inside a ``Table.join`` call nor the
+output handed on.
 
 A left join needs the right side's columns even where no right row came: a
 join subtask whose right input sent no batch at all (an empty right side, or
@@ -597,6 +600,7 @@ class _Build:
             return False
         if self._dense_for != left:
             self._dense_for = left
+            self.dense = None
             self.dense = DenseBuild.create(
                 table,
                 op.on[0],
@@ -605,6 +609,8 @@ class _Build:
                 left,
                 op.right_suffix,
                 self.matched,
+                # half of what the build side leaves (the rest: probe rows)
+                max(op._memory - self.nbytes, 0) // 2,
             )
         return self.dense is not None
 
