@@ -226,3 +226,26 @@ def test_output_on_eof_rule_shows_in_mode_origin_and_explain(session: hs.Session
     assert result.vertices["totals"].rows_out == 100
     assert "operator memory" in result.explain
     assert_no_leaks(session)
+
+
+def test_a_wrong_join_or_co_group_argument_is_one_sentence_before_running(
+    session: hs.Session,
+) -> None:
+    job = session.job("bad")
+    left = job.from_arrow(table(100, 10, 10))
+    right = job.from_arrow(table(100, 10, 11).rename_columns(["k", "w"]))
+    with pytest.raises(hs.PlanError) as err:
+        left.join(right, on="k", how="outer", name="j")
+    assert str(err.value) == (
+        "join 'j': how='outer' is not supported; use one of: inner, left, right, full, semi, anti"
+    )
+    with pytest.raises(hs.PlanError) as err:
+        left.join(right, on="k", strategy="merge", name="j")
+    assert str(err.value) == (
+        "join 'j': strategy='merge' is not a join strategy; use one of: hash, sort-merge"
+    )
+    as_text = right.map_batches(lambda t: t.set_column(0, "k", pc.cast(t["k"], pa.string())))
+    with pytest.raises(hs.PlanError, match=r"co_group 'g'.*'k'.*int64.*string"):
+        left.co_group(as_text, "k", count_both_sides, name="g").to_arrow()
+    with pytest.raises(hs.PlanError, match=r"edge 'g.left': column 'nope' not in input"):
+        left.co_group(right, "nope", count_both_sides, name="g").explain()
