@@ -200,9 +200,9 @@ def _id_dtype(n: int) -> type[np.integer[Any]]:
     return np.uint16 if n <= 1 << 16 else np.int64
 
 
-def hash_partition_ids(table: pa.Table, keys: Sequence[str], n: int) -> np.ndarray:
-    """Partition id in ``[0, n)`` of every row, equal for equal keys in any process
-    (of the narrowest integer type that holds ``n - 1``)."""
+def _key_hashes(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
+    """The uint64 row hash of ``keys`` (the per-column hashes combined), equal for equal
+    keys in any process: what ``hash_partition_ids`` and ``hash_bucket_ids`` reduce."""
     combined: np.ndarray | None = None
     with np.errstate(over="ignore"):
         for key in keys:
@@ -212,27 +212,24 @@ def hash_partition_ids(table: pa.Table, keys: Sequence[str], n: int) -> np.ndarr
             combined = _mix(hashed, in_place=True)
     if combined is None:
         combined = _mix(np.zeros(table.num_rows, dtype=np.uint64), in_place=True)
+    return combined
+
+
+def _reduce(hashed: np.ndarray, n: int) -> np.ndarray:
+    """``hashed % n``, of the narrowest integer type that holds ``n - 1``."""
     if n & (n - 1) == 0:  # a power of two: the same ids without a division
-        return (combined & np.uint64(n - 1)).astype(_id_dtype(n))
-    return (combined % np.uint64(n)).astype(_id_dtype(n))
+        return (hashed & np.uint64(n - 1)).astype(_id_dtype(n))
+    return (hashed % np.uint64(n)).astype(_id_dtype(n))
+
+
+def hash_partition_ids(table: pa.Table, keys: Sequence[str], n: int) -> np.ndarray:
+    """Partition id in ``[0, n)`` of every row, equal for equal keys in any process
+    (of the narrowest integer type that holds ``n - 1``)."""
+    return _reduce(_key_hashes(table, keys), n)
 
 
 #: the salt of bucket level 0 (an odd 64-bit constant; level L uses (L + 1) times it)
 _BUCKET_SALT = 0xD1B54A32D192ED03
-
-
-def _key_hashes(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
-    """The uint64 row hash ``hash_partition_ids`` reduces (the per-column hashes combined)."""
-    combined: np.ndarray | None = None
-    with np.errstate(over="ignore"):
-        for key in keys:
-            hashed = _column_hash(table.column(key))
-            if combined is not None:
-                hashed += combined * np.uint64(31)
-            combined = _mix(hashed, in_place=True)
-    if combined is None:
-        combined = _mix(np.zeros(table.num_rows, dtype=np.uint64), in_place=True)
-    return combined
 
 
 def hash_bucket_ids(table: pa.Table, keys: Sequence[str], n: int, level: int) -> np.ndarray:
@@ -248,10 +245,7 @@ def hash_bucket_ids(table: pa.Table, keys: Sequence[str], n: int, level: int) ->
     salt = np.uint64((_BUCKET_SALT * (level + 1)) & 0xFFFFFFFFFFFFFFFF)
     hashed = _key_hashes(table, keys)
     np.bitwise_xor(hashed, salt, out=hashed)
-    mixed = _mix(hashed, in_place=True)
-    if n & (n - 1) == 0:
-        return (mixed & np.uint64(n - 1)).astype(_id_dtype(n))
-    return (mixed % np.uint64(n)).astype(_id_dtype(n))
+    return _reduce(_mix(hashed, in_place=True), n)
 
 
 def round_robin_ids(num_rows: int, n: int, start: int) -> np.ndarray:
