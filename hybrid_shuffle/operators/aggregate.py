@@ -1,25 +1,9 @@
 """Hash aggregation, memory-bounded by partial aggregation per batch, in two phases.
 
-Each batch is reduced to one row per key right away (``Table.group_by``); the
-partials are re-reduced whenever they pile up, and ``finish`` combines them.
-``mean`` travels as a partial float64 sum and a count.  Results equal one
-``group_by().aggregate()`` over the whole input (null keys form a group, sums
-of all-null groups are null, ``count`` counts non-null values; float keys group
-by their bits, as pyarrow's do: ``0.0`` and ``-0.0`` apart, NaNs by payload).
-
-``mean`` is computed as pyarrow's is: pyarrow adds every value, cast to float64,
-into a float64 sum and divides by the count, so an integer column's mean never
-overflows or fails, whatever its sum (its exact integer sum may pass 2^53, or
-wrap in int64 as pyarrow's own ``sum`` does).  The partials here do the same
-additions, grouped differently, so a mean agrees with pyarrow's up to float64
-rounding (exactly, when the partial sums are exact).  Decimal means are the
-exact decimal sum divided in float64.
-
-The ``sum`` of a ``decimal(p, s)`` column is a ``decimal(min(p + 10, 38), s)``,
-Spark's type for it (pyarrow's own ``sum`` widens to precision 38), so a
-PySpark pipeline gets back the types plain PySpark gives.  The partials carry
-that type from the first batch on; a sum that outgrows it is an error naming
-the column (Spark with ANSI mode on fails the same way), never a wrong value.
+Each batch is reduced to one row per key right away; the partials are
+re-reduced whenever they pile up, and ``finish`` combines them.  The reductions
+themselves (the functions, ``mean`` and decimal sums, and why the results equal
+one ``group_by().aggregate()`` over the whole input) are ``aggregation``'s.
 
 The same reduction runs on both sides of the hash exchange, as Spark's partial
 and final aggregates and Flink's local/global aggregation do:
@@ -52,19 +36,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from hybrid_shuffle.errors import PlanError
+from hybrid_shuffle.operators.aggregation import Aggregation
 from hybrid_shuffle.operators.base import Columns, Operator
-from hybrid_shuffle.operators.columns import require_columns, require_key_columns
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.dense_aggregate import dense_aggregate
 from hybrid_shuffle.operators.hash_buckets import MAX_LEVELS, HashBuckets, bucket_count
 from hybrid_shuffle.operators.spill_run import SpillRun
 
-__all__ = ["AGGREGATIONS", "HashAggregate", "PartialAggregate"]
+__all__ = ["HashAggregate", "PartialAggregate"]
 
-AGGREGATIONS = ("sum", "count", "min", "max", "mean")
 PHASES = ("complete", "final")
 _COMPACT_EVERY = 16  # partial tables kept before they are re-reduced
 #: a combiner whose partials keep more than this share of its input rows stops combining
@@ -74,163 +55,6 @@ _COMBINER_MAX_BYTES = 32 << 20
 #: the bucket set stages up to 1/this of the memory before it writes (the partials it
 #: takes leave memory as they go in, so it may stage more than a join's two sets do)
 _STAGING_SHARE = 4
-#: partial -> (the ``group_by`` function that makes it from rows, how partials of it combine);
-#: ``fsum`` is the float64 sum ``mean`` divides (the values cast to float64, then added)
-_PARTIALS = {
-    "sum": ("sum", "sum"),
-    "count": ("count", "sum"),
-    "min": ("min", "min"),
-    "max": ("max", "max"),
-    "fsum": ("sum", "sum"),
-}
-#: suffix of the float64 copy of a column that ``fsum`` adds up (in no user's table)
-_AS_FLOAT = "\x00float64"
-
-
-class _Aggregation:
-    """The spec, checks and the two reductions both phases share."""
-
-    def __init__(
-        self, keys: Sequence[str], spec: Mapping[str, str | Sequence[str]], name: str
-    ) -> None:
-        self.keys = list(keys)
-        self.name = name
-        self.outputs: list[tuple[str, str]] = []
-        for column, fns in spec.items():
-            for fn in [fns] if isinstance(fns, str) else list(fns):
-                if fn not in AGGREGATIONS:
-                    raise PlanError(
-                        f"aggregate '{name}': '{fn}' is not an aggregation; use one of: "
-                        f"{', '.join(AGGREGATIONS)}"
-                    )
-                self.outputs.append((column, fn))
-        if not self.outputs:
-            raise PlanError(f"aggregate '{name}': give at least one column and function")
-        # the partial aggregates every output needs (mean = fsum / count)
-        partials: list[tuple[str, str]] = []
-        for column, fn in self.outputs:
-            for p in ("fsum", "count") if fn == "mean" else (fn,):
-                if (column, p) not in partials:
-                    partials.append((column, p))
-        self.partials = partials
-        self._schemas: dict[pa.Schema, pa.Schema] = {}
-        produced = {f"{c}_{f}" for c, f in [*self.outputs, *self.partials]}
-        for key in self.keys:
-            if key in produced:
-                raise PlanError(
-                    f"aggregate '{name}': key column '{key}' has the name of an aggregate "
-                    "output; rename the key column first (select or map_batches)"
-                )
-
-    @property
-    def columns(self) -> frozenset[str]:
-        """The input columns it reads: the keys and the aggregated columns."""
-        return frozenset([*self.keys, *(c for c, _ in self.outputs)])
-
-    def check(self, schema: pa.Schema) -> None:
-        """Raise a PlanError naming the column if the logical input cannot be aggregated."""
-        require_key_columns(schema, self.keys, f"aggregate '{self.name}'")
-        require_columns(schema, [c for c, _ in self.outputs], f"aggregate '{self.name}'")
-        for column, fn in self.outputs:
-            t = schema.field(column).type
-            numeric = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-            if fn in ("sum", "mean") and not numeric:
-                raise PlanError(
-                    f"aggregate '{self.name}': cannot {fn} column '{column}' of type {t}; "
-                    "cast it to a number first"
-                )
-
-    def partial(self, table: pa.Table) -> pa.Table:
-        """Raw rows -> one row per key: the keys, then ``<column>_<partial>`` columns."""
-        prepared = self._with_floats(table)
-        wanted = self._from_rows()
-        dense = dense_aggregate(prepared, self.keys, wanted, self._partial_schema(table.schema))
-        out = dense if dense is not None else self._group_by(prepared, wanted)
-        return self._as_types(out, _spark_sum_types(table.schema, self.partials))
-
-    def combine(self, partials: pa.Table) -> pa.Table:
-        """Partials -> fewer partials, same columns and types (associative: any grouping of
-        batches)."""
-        wanted = [(f"{c}_{p}", _PARTIALS[p][1], f"{c}_{p}") for c, p in self.partials]
-        dense = dense_aggregate(partials, self.keys, wanted, partials.schema)
-        out = dense if dense is not None else self._group_by(partials, wanted)
-        return self._as_types(out, {f.name: f.type for f in partials.schema})
-
-    def _as_types(self, table: pa.Table, types: Mapping[str, pa.DataType]) -> pa.Table:
-        """``table`` with its decimal sums cast to ``types`` (see the module docstring)."""
-        for name, wanted in types.items():
-            index = table.schema.get_field_index(name)
-            if (
-                index < 0
-                or not pa.types.is_decimal(wanted)
-                or table.schema.field(index).type == wanted
-            ):
-                continue
-            try:
-                column = pc.cast(table.column(index), wanted)
-            except pa.ArrowInvalid as e:
-                raise PlanError(
-                    f"aggregate '{self.name}': a sum in '{name}' does not fit {wanted}, the "
-                    "type Spark gives it; cast the column to a wider decimal first"
-                ) from e
-            table = table.set_column(index, name, column)
-        return table
-
-    def _from_rows(self) -> list[tuple[str, str, str]]:
-        """``(input column, group_by function, partial name)`` per partial, on raw rows."""
-        return [
-            (f"{c}{_AS_FLOAT}" if p == "fsum" else c, _PARTIALS[p][0], f"{c}_{p}")
-            for c, p in self.partials
-        ]
-
-    def _with_floats(self, table: pa.Table) -> pa.Table:
-        """``table`` with the float64 copy of every column a mean adds up (a decimal
-        column as it is: its sum is exact and becomes float64 at the end)."""
-        for column in dict.fromkeys(c for c, p in self.partials if p == "fsum"):
-            values = table.column(column)
-            if not pa.types.is_decimal(values.type):
-                values = pc.cast(values, pa.float64(), safe=False)  # rounds, as pyarrow's mean
-            table = table.append_column(f"{column}{_AS_FLOAT}", values)
-        return table
-
-    def _group_by(self, table: pa.Table, wanted: Sequence[tuple[str, str, str]]) -> pa.Table:
-        out = table.group_by(self.keys, use_threads=False).aggregate(
-            [(column, fn) for column, fn, _ in wanted]
-        )
-        return out.rename_columns([*self.keys, *(name for _, _, name in wanted)])
-
-    def _partial_schema(self, schema: pa.Schema) -> pa.Schema:
-        """The schema ``group_by`` gives partials of this input (what the dense path must
-        match, so that partials from either path concatenate)."""
-        if schema not in self._schemas:
-            empty = self._with_floats(schema.empty_table())
-            self._schemas[schema] = self._group_by(empty, self._from_rows()).schema
-        return self._schemas[schema]
-
-    def results(self, combined: pa.Table) -> pa.Table:
-        """The user's output columns from fully combined partials."""
-        columns = {k: combined.column(k) for k in self.keys}
-        for column, fn in self.outputs:
-            if fn == "mean":
-                total = pc.cast(combined.column(f"{column}_fsum"), pa.float64(), safe=False)
-                count = combined.column(f"{column}_count")
-                nonzero = pc.if_else(pc.equal(count, 0), pa.scalar(None, pa.int64()), count)
-                columns[f"{column}_mean"] = pc.divide(total, pc.cast(nonzero, pa.float64()))
-            else:
-                columns[f"{column}_{fn}"] = combined.column(f"{column}_{fn}")
-        return pa.table(columns)
-
-
-def _spark_sum_types(
-    schema: pa.Schema, partials: Sequence[tuple[str, str]]
-) -> dict[str, pa.DataType]:
-    """Partial name -> the type Spark gives the sum of a decimal column."""
-    out: dict[str, pa.DataType] = {}
-    for column, p in partials:
-        t = schema.field(column).type
-        if p == "sum" and pa.types.is_decimal(t):
-            out[f"{column}_sum"] = pa.decimal128(min(t.precision + 10, 38), t.scale)
-    return out
 
 
 class HashAggregate(Operator):
@@ -252,7 +76,7 @@ class HashAggregate(Operator):
     ) -> None:
         if phase not in PHASES:
             raise PlanError(f"aggregate '{name}': phase must be one of {PHASES}, not {phase!r}")
-        self._agg = _Aggregation(keys, spec, name)
+        self._agg = Aggregation(keys, spec, name)
         self.keys = self._agg.keys
         self.name = name
         self.phase = phase
@@ -405,7 +229,7 @@ class PartialAggregate(Operator):
         name: str,
         max_bytes: int = _COMBINER_MAX_BYTES,
     ) -> None:
-        self._agg = _Aggregation(keys, spec, name)  # errors name the aggregate it feeds
+        self._agg = Aggregation(keys, spec, name)  # errors name the aggregate it feeds
         self.keys = self._agg.keys
         self.name = f"{name}.combine"
         self.max_bytes = max_bytes
