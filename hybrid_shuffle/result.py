@@ -139,7 +139,7 @@ def edge_metrics(
 def vertex_metrics(reports: Sequence[TaskReport], order: Sequence[str]) -> dict[str, VertexMetrics]:
     """Per vertex (in ``order``, the plan's), the reports of its subtasks summed."""
     vertices = {name: VertexMetrics(name) for name in order}
-    started: dict[str, float] = {}
+    spans: dict[str, tuple[float, float]] = {}
     for r in reports:
         v = vertices.setdefault(r.vertex, VertexMetrics(r.vertex))
         v.subtasks += 1
@@ -152,7 +152,8 @@ def vertex_metrics(reports: Sequence[TaskReport], order: Sequence[str]) -> dict[
         )
         v.memory = max(v.memory, sum(op.memory for op in r.operators))
         if r.started_at:
-            started[r.vertex] = min(started.get(r.vertex, r.started_at), r.started_at)
-            end = max(r.finished_at, started[r.vertex])
-            v.wall_seconds = max(v.wall_seconds, end - started[r.vertex])
+            first, last = spans.get(r.vertex, (r.started_at, r.finished_at))
+            spans[r.vertex] = (min(first, r.started_at), max(last, r.finished_at))
+    for name, (first, last) in spans.items():
+        vertices[name].wall_seconds = max(last - first, 0.0)
     return vertices
