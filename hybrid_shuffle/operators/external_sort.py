@@ -54,6 +54,7 @@ import pyarrow.compute as pc
 
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.spill_run import SpillRun
+from hybrid_shuffle.shuffle.partitioner import sort_order
 
 __all__ = [
     "MAX_FAN_IN",
@@ -116,7 +117,15 @@ def key_table(table: pa.Table | pa.RecordBatch, sort_keys: SortKeys) -> pa.Table
 
 
 def sort_indices(table: pa.Table | pa.RecordBatch, sort_keys: SortKeys) -> np.ndarray:
-    """The row order that sorts ``table`` by ``sort_keys`` (stable, nulls last), as int64."""
+    """The row order that sorts ``table`` by ``sort_keys`` (nulls last), as int64: by
+    NumPy for one integer key without nulls (``partitioner.sort_order``, not stable),
+    else by pyarrow (stable).  Nothing here needs ties kept in order; the merge's
+    searches, which do, sort with pyarrow themselves (``counts_before``)."""
+    if len(sort_keys) == 1:
+        ((name, direction),) = sort_keys
+        fast = sort_order(table.column(name), direction == "descending")
+        if fast is not None:
+            return fast.astype(np.int64, copy=False)
     order = pc.sort_indices(key_table(table, sort_keys), options=_options(sort_keys))
     return np.asarray(order.to_numpy()).view(np.int64)
 

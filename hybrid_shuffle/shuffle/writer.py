@@ -27,6 +27,7 @@ from hybrid_shuffle.shuffle.partitioner import (
     hash_partition_ids,
     round_robin_ids,
     sample_keys,
+    sort_order,
     split_by_ids,
 )
 from hybrid_shuffle.shuffle.routing import PartitionerKind
@@ -147,9 +148,13 @@ class ResultPartitionWriter:
         if not self._range_parts:
             self.partition.publish_sample((pa.array([]), 0.0))
             return
-        table = pa.concat_tables(self._range_parts)
+        table = pa.concat_tables(self._range_parts).combine_chunks()
         self._range_parts = []
-        table = table.sort_by([(key, "ascending", "at_end")]).combine_chunks()
+        order = sort_order(table.column(key), descending=False)
+        if order is None:
+            table = table.sort_by([(key, "ascending", "at_end")]).combine_chunks()
+        else:  # one chunk in, one chunk out: ``take`` needs no concatenation
+            table = table.take(pa.array(order))
         self.partition.publish_sample(
             sample_keys(table.column(key).combine_chunks(), _RANGE_SAMPLES)
         )
