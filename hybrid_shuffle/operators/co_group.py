@@ -2,8 +2,8 @@
 
 ``CoGroup(on, fn, name)`` gathers its two co-partitioned inputs (0 = left, 1 =
 right; batches arrive interleaved, in any order), sorts each by the key
-columns with an ``ExternalSorter`` (half of the operator's memory each,
-spilling sorted runs beyond it), and at the end walks the two sorted streams
+columns with an ``ExternalSorter`` (their buffers share the operator's memory,
+the larger spilling sorted runs first), and at the end walks the two sorted streams
 together (``key_groups.align``), calling ``fn(left, right)`` once per aligned
 chunk.  A call gets *many* keys -- every row of each of them, from both sides
 -- so ``fn`` groups inside (``table.group_by``, pandas ``groupby``); a key is
@@ -33,7 +33,7 @@ from hybrid_shuffle.errors import PlanError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.external_sort import ExternalSorter, HeldBytes
+from hybrid_shuffle.operators.external_sort import ExternalSorter, HeldBytes, SharedBuffers
 from hybrid_shuffle.operators.key_groups import align
 
 __all__ = ["CoGroup", "SortedSides", "check_key_types"]
@@ -62,16 +62,21 @@ def check_key_types(schemas: Sequence[pa.Schema | None], on: Sequence[str], what
 
 
 class SortedSides:
-    """The two key sorters of a two-input operator on one budget, half each, and their
-    aligned output (co_group and the sort-merge join share it)."""
+    """The two key sorters of a two-input operator on one budget (their buffers share it,
+    ``SharedBuffers``; their merges read within half each), and their aligned output
+    (co_group and the sort-merge join share it)."""
 
     def __init__(self, on: Sequence[str], context: OperatorContext, what: str) -> None:
         self.context = context
         self.held = HeldBytes(context)
         keys = [(c, "ascending") for c in on]
         half = context.memory // 2
+        # buffers share the whole budget (a small side leaves its room to the large one);
+        # each merge reads within its half
+        shared = SharedBuffers(context.memory)
         self.sorters = [
-            ExternalSorter(keys, context, half, f"{what}-{side}", self.held) for side in _SIDES
+            ExternalSorter(keys, context, half, f"{what}-{side}", self.held, shared)
+            for side in _SIDES
         ]
         #: per input, the schema of its first batch
         self.schemas: list[pa.Schema | None] = [None, None]

@@ -61,6 +61,7 @@ __all__ = [
     "ExternalSorter",
     "HeldBytes",
     "RowTaker",
+    "SharedBuffers",
     "SortKeys",
     "count_before",
     "counts_before",
@@ -257,10 +258,35 @@ class _Queue:
             self.run = None
 
 
+class SharedBuffers:
+    """One buffer budget for the sorters of one operator (co_group and the sort-merge
+    join sort both inputs at once).
+
+    Split in two fixed halves, a 100,000-row dimension would leave its half idle while
+    a 10M-row fact table spilled runs of a few MiB each (the merge of that many small
+    runs took four times the in-memory join).  Shared, the buffers together stay within
+    ``total``: when a batch would pass it, the sorter buffering the most spills first.
+    The merge that follows still gives each sorter its own share of the reads."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.sorters: list[ExternalSorter] = []
+
+    def make_room(self, incoming: int) -> None:
+        """Spill the largest buffers until ``incoming`` more bytes fit."""
+        while True:
+            buffered = [s for s in self.sorters if s.buffered_rows]
+            if sum(s.buffered_bytes for s in buffered) + incoming <= self.total or not buffered:
+                return
+            max(buffered, key=lambda s: s.buffered_bytes).spill()
+
+
 class ExternalSorter:
     """Sorts what ``add`` gets within ``memory`` bytes, spilling sorted runs through
     ``context``; see the module docstring.  ``what`` names the runs' files; ``held``
-    (default: one of its own) is where it reports the bytes it holds."""
+    (default: one of its own) is where it reports the bytes it holds; ``shared`` puts its
+    buffer on a budget shared with other sorters (``SharedBuffers``), ``memory`` then
+    sizing only its slices and merge reads."""
 
     def __init__(
         self,
@@ -269,6 +295,7 @@ class ExternalSorter:
         memory: int,
         what: str,
         held: HeldBytes | None = None,
+        shared: SharedBuffers | None = None,
     ) -> None:
         keys: dict[str, str] = {}
         for column, order in sort_keys:
@@ -291,6 +318,9 @@ class ExternalSorter:
         self._runs: list[SpillRun] = []
         #: every run made, for ``close`` (deleting a deleted run is a no-op)
         self._made: list[SpillRun] = []
+        self._shared = shared
+        if shared is not None:
+            shared.sorters.append(self)
 
     # -- buffering and spilling ------------------------------------------------------------
 
@@ -324,8 +354,25 @@ class ExternalSorter:
             self.context.can_spill and nbytes + INDEX_BYTES * rows + self._slice_bytes > self.memory
         )
 
+    @property
+    def buffered_rows(self) -> int:
+        return self._buffer_rows
+
+    @property
+    def buffered_bytes(self) -> int:
+        """What the buffer will take when sorted: its rows, their indices, one slice."""
+        return self._bytes + INDEX_BYTES * self._buffer_rows + self._slice_bytes
+
+    def spill(self) -> None:
+        """Write the buffer as a sorted run now (``SharedBuffers`` makes room so)."""
+        if self._buffer_rows:
+            self._spill()
+
     def _add_batch(self, batch: pa.RecordBatch) -> None:
-        if self._buffer_rows and self._over(
+        if self._shared is not None:
+            if self.context.can_spill:
+                self._shared.make_room(batch.nbytes + INDEX_BYTES * batch.num_rows)
+        elif self._buffer_rows and self._over(
             self._bytes + batch.nbytes, self._buffer_rows + batch.num_rows
         ):
             self._spill()

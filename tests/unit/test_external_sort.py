@@ -214,3 +214,32 @@ def test_sort_partition_of_no_rows_still_emits_the_schema() -> None:
     op.process(data(0), 0)
     (out,) = op.finish()
     assert out.num_rows == 0 and out.schema == data(0).schema
+
+
+def test_sorters_sharing_a_budget_spill_the_larger_buffer_and_leave_a_small_side_whole(
+    tmp_path: Path,
+) -> None:
+    from hybrid_shuffle.operators.external_sort import SharedBuffers
+
+    memory = 1 << 20
+    context = OperatorContext(memory, str(tmp_path / "spill"))
+    shared = SharedBuffers(memory)
+    keys = [("k", "ascending")]
+    big = ExternalSorter(keys, context, memory // 2, "big", shared=shared)
+    small = ExternalSorter(keys, context, memory // 2, "small", shared=shared)
+    rng = np.random.default_rng(5)
+    small_rows = pa.table({"k": rng.integers(0, 100, 5_000), "v": rng.random(5_000)})
+    small.add(small_rows)
+    large = pa.table({"k": rng.integers(0, 10**6, 400_000), "v": rng.random(400_000)})
+    for i in range(0, large.num_rows, 10_000):
+        big.add(large.slice(i, 10_000))
+    # big's runs are longer than a fixed half would allow (its buffer reached past it)
+    assert max(run.rows for run in big._runs) * 24 > memory // 2
+    assert small.buffered_rows == small_rows.num_rows  # never spilled: big made the room
+    assert big.buffered_rows < large.num_rows
+    assert context.metrics.spilled_bytes > 0
+    got = pa.concat_tables(big.sorted_batches())
+    assert got.column("k").to_pylist() == sorted(large.column("k").to_pylist())
+    got_small = pa.concat_tables(small.sorted_batches())
+    assert got_small.num_rows == small_rows.num_rows
+    assert context.metrics.peak_memory_bytes <= 1.5 * memory
