@@ -1,8 +1,8 @@
 """Sort-merge join of two co-partitioned inputs, within a memory budget.
 
 The hash join keeps its whole build side in memory; this one does not need
-to: both inputs are sorted by the key columns with an ``ExternalSorter`` (half
-of the operator's memory each, spilling sorted runs beyond it), then walked
+to: both inputs are sorted by the key columns with an ``ExternalSorter`` (sharing
+the operator's memory, spilling sorted runs beyond it), then walked
 together in aligned chunks (``key_groups.align``: every key's rows of both
 sides in one chunk, many keys a chunk), and each chunk is joined by pyarrow's
 ``Table.join``.  A chunk holds every row of its keys on both sides, so joining
