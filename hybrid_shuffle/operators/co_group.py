@@ -32,8 +32,8 @@ import pyarrow as pa
 from hybrid_shuffle.errors import PlanError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_key_columns
-from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.external_sort import ExternalSorter, HeldBytes, SharedBuffers
+from hybrid_shuffle.operators.context import HeldBytes, OperatorContext
+from hybrid_shuffle.operators.external_sort import ExternalSorter, SharedBuffers
 from hybrid_shuffle.operators.key_groups import align
 
 __all__ = ["CoGroup", "SortedSides", "check_key_types"]

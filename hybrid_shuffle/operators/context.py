@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -31,7 +32,7 @@ import pyarrow as pa
 from hybrid_shuffle.operators.spill_run import SpillRun
 from hybrid_shuffle.spill_dirs import make_private_dirs
 
-__all__ = ["UNBOUNDED", "OperatorContext", "OperatorMetrics"]
+__all__ = ["UNBOUNDED", "HeldBytes", "OperatorContext", "OperatorMetrics"]
 
 #: the budget of an operator opened outside a task (no limit)
 UNBOUNDED = 1 << 62
@@ -103,3 +104,17 @@ class OperatorContext:
         if self.spill_dir is not None and self._created:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
             self._created = False
+
+
+class HeldBytes:
+    """The bytes the parts of one operator hold (its sorters, its pools), reported to the
+    context as their sum so ``peak_memory_bytes`` is the operator's, not one part's."""
+
+    def __init__(self, context: OperatorContext) -> None:
+        self.context = context
+        self._parts: dict[Hashable, int] = {}
+
+    def set(self, part: Hashable, nbytes: int) -> None:
+        """``part`` now holds ``nbytes``."""
+        self._parts[part] = nbytes
+        self.context.hold(sum(self._parts.values()))

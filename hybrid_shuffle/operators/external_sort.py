@@ -21,7 +21,7 @@ here.  The merge keeps, per run, the unconsumed part of the batch read last
    unread; every unread row of every run is >= its run's last-read row >=
    the bound;
 3. so every queued row <= the bound can go: the bound's own queue whole, of
-   each other queue the prefix found by ``counts_before`` -- a binary search
+   each other queue the prefix found by ``sort_keys.counts_before`` -- a binary search
    whose probes are sorted with the bound row by the same kernel, 64 probes
    a queue a step, every queue's in one small sort;
 4. the emitted prefixes (sorted pieces, one per run) are sorted together and
@@ -41,36 +41,32 @@ two sorters) into ``OperatorContext.hold``.  Every run is deleted once read.
 
 ``pyarrow``'s ``take`` of a many-chunk table concatenates the table first, on
 every call -- a copy of the whole buffer per output slice -- so rows are
-gathered chunk by chunk (``RowTaker``).
+gathered chunk by chunk (``sort_keys.RowTaker``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.context import HeldBytes, OperatorContext
+from hybrid_shuffle.operators.sort_keys import (
+    RowTaker,
+    SortKeys,
+    counts_before,
+    key_table,
+    sort_indices,
+    sort_options,
+)
 from hybrid_shuffle.operators.spill_run import SpillRun
-from hybrid_shuffle.shuffle.partitioner import sort_order
 
 __all__ = [
     "MAX_FAN_IN",
     "ExternalSorter",
-    "HeldBytes",
-    "RowTaker",
     "SharedBuffers",
-    "SortKeys",
-    "count_before",
-    "counts_before",
-    "key_table",
-    "sort_indices",
 ]
-
-#: (column, "ascending" | "descending") pairs, as pyarrow takes them; nulls always last
-SortKeys = Sequence[tuple[str, str]]
 
 #: bytes a row of sort indices takes
 INDEX_BYTES = 8
@@ -83,145 +79,6 @@ MAX_SLICE_BYTES = 8 << 20
 COALESCE_ROWS = 1 << 16
 #: runs merged at once; more are first merged into longer runs
 MAX_FAN_IN = 32
-#: probes per step of ``count_before``'s search
-PROBES = 64
-
-
-class HeldBytes:
-    """The bytes the parts of one operator hold (its sorters, its pools), reported to the
-    context as their sum so ``peak_memory_bytes`` is the operator's, not one part's."""
-
-    def __init__(self, context: OperatorContext) -> None:
-        self.context = context
-        self._parts: dict[Hashable, int] = {}
-
-    def set(self, part: Hashable, nbytes: int) -> None:
-        """``part`` now holds ``nbytes``."""
-        self._parts[part] = nbytes
-        self.context.hold(sum(self._parts.values()))
-
-
-def _options(sort_keys: SortKeys) -> pc.SortOptions:
-    return pc.SortOptions(sort_keys=[(c, o, "at_end") for c, o in sort_keys])
-
-
-def key_table(table: pa.Table | pa.RecordBatch, sort_keys: SortKeys) -> pa.Table:
-    """The key columns of ``table`` as a table; dictionary columns are decoded (Arrow sorts
-    no dictionary column of a table)."""
-    columns = []
-    for name, _ in sort_keys:
-        column = table.column(name)
-        if pa.types.is_dictionary(column.type):
-            column = column.cast(column.type.value_type)
-        columns.append(column)
-    return pa.table(columns, names=[c for c, _ in sort_keys])
-
-
-def sort_indices(table: pa.Table | pa.RecordBatch, sort_keys: SortKeys) -> np.ndarray:
-    """The row order that sorts ``table`` by ``sort_keys`` (nulls last), as int64: by
-    NumPy for one integer key without nulls (``partitioner.sort_order``, not stable),
-    else by pyarrow (stable).  Nothing here needs ties kept in order; the merge's
-    searches, which do, sort with pyarrow themselves (``counts_before``)."""
-    if len(sort_keys) == 1:
-        ((name, direction),) = sort_keys
-        fast = sort_order(table.column(name), direction == "descending")
-        if fast is not None:
-            return fast.astype(np.int64, copy=False)
-    order = pc.sort_indices(key_table(table, sort_keys), options=_options(sort_keys))
-    return np.asarray(order.to_numpy()).view(np.int64)
-
-
-class RowTaker:
-    """Takes rows of a table by position, chunk by chunk.
-
-    ``Table.take`` concatenates a many-chunk table before taking, on every call; sorting
-    a buffer of many batches slice by slice would copy the buffer once per slice."""
-
-    def __init__(self, table: pa.Table) -> None:
-        self.schema = table.schema
-        self.batches = [b for b in table.to_batches() if b.num_rows]
-        self.starts = np.cumsum([0] + [b.num_rows for b in self.batches], dtype=np.int64)
-
-    def take(self, rows: np.ndarray) -> pa.Table:
-        """The rows at positions ``rows`` (int64), in that order."""
-        if len(self.batches) <= 1 or len(rows) == 0:
-            if not self.batches or len(rows) == 0:
-                return self.schema.empty_table()
-            return pa.Table.from_batches([self.batches[0].take(rows)])
-        chunk = np.searchsorted(self.starts, rows, side="right") - 1
-        order: np.ndarray | None = None
-        if np.any(chunk[1:] < chunk[:-1]):
-            # group the rows by chunk (a radix sort of small integers), take, put back
-            small = chunk.astype(np.uint16 if len(self.batches) < 1 << 16 else np.int64)
-            order = np.argsort(small, kind="stable")
-            rows, chunk = rows[order], chunk[order]
-        counts = np.bincount(chunk, minlength=len(self.batches))
-        pieces = []
-        at = 0
-        for c in np.flatnonzero(counts):
-            n = int(counts[c])
-            pieces.append(self.batches[c].take(rows[at : at + n] - self.starts[c]))
-            at += n
-        gathered = pa.Table.from_batches(pieces, schema=self.schema)
-        if order is None:
-            return gathered
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(len(order), dtype=order.dtype)
-        return gathered.combine_chunks().take(inverse)
-
-
-def count_before(keys: pa.Table, bound: pa.Table, sort_keys: SortKeys, inclusive: bool) -> int:
-    """How many leading rows of ``keys`` (sorted by ``sort_keys``) sort before the one row
-    of ``bound`` (same columns and types); with ``inclusive``, rows equal to it too."""
-    return counts_before([keys], bound, sort_keys, inclusive)[0]
-
-
-def counts_before(
-    tables: Sequence[pa.Table], bound: pa.Table, sort_keys: SortKeys, inclusive: bool
-) -> list[int]:
-    """``count_before`` of each table, searched together.
-
-    A binary search of ``PROBES`` probes a table a step; a step sorts every table's probes
-    with the bound row in one ``sort_indices`` -- stable, so the bound placed last comes
-    after the probes equal to it, placed first before them -- and the order is exactly the
-    sort's own (nulls, NaN, strings, any sortable type)."""
-    options = _options(sort_keys)
-    names = [c for c, _ in sort_keys]
-    takers = [RowTaker(t) for t in tables]
-    lo = np.zeros(len(tables), dtype=np.int64)
-    hi = np.array([t.num_rows for t in tables], dtype=np.int64)
-    while True:
-        active = np.flatnonzero(lo < hi)
-        if not len(active):
-            return [int(x) for x in lo]
-        probes: list[np.ndarray] = []
-        for i in active:
-            span = hi[i] - lo[i]
-            if span <= PROBES:
-                probes.append(np.arange(lo[i], hi[i], dtype=np.int64))
-            else:  # evenly spread, the first and the last row included
-                probes.append(
-                    lo[i] + np.arange(PROBES, dtype=np.int64) * (span - 1) // (PROBES - 1)
-                )
-        taken = [takers[i].take(p) for i, p in zip(active, probes, strict=True)]
-        parts = [*taken, bound] if inclusive else [bound, *taken]
-        columns = [pa.concat_arrays([c for t in parts for c in t.column(n).chunks]) for n in names]
-        order = pc.sort_indices(pa.RecordBatch.from_arrays(columns, names=names), options=options)
-        order = order.to_numpy()
-        sizes = np.array([len(p) for p in probes])
-        owner = np.repeat(np.arange(len(active)), sizes)
-        bound_at = len(owner) if inclusive else 0
-        if not inclusive:
-            owner = np.concatenate([[-1], owner])
-        at = int(np.flatnonzero(order == bound_at)[0])
-        # a table's probes that sort before the bound are a prefix of its probes
-        before = np.bincount(owner[order[:at]], minlength=len(active))
-        for j, i in enumerate(active):
-            m, p = int(before[j]), probes[j]
-            if hi[i] - lo[i] <= PROBES:
-                lo[i] = hi[i] = lo[i] + m
-            else:
-                lo[i], hi[i] = (p[m - 1] + 1 if m else lo[i]), (p[m] if m < len(p) else hi[i])
 
 
 def _row_bytes(nbytes: int, rows: int) -> int:
@@ -536,7 +393,7 @@ class ExternalSorter:
             first = 0
         else:
             rows = pa.concat_tables(lasts)
-            first = int(pc.sort_indices(rows, options=_options(self.sort_keys))[0].as_py())
+            first = int(pc.sort_indices(rows, options=sort_options(self.sort_keys))[0].as_py())
         bound, owner = lasts[first], open_[first]
         others = [q for q in queues if q is not owner]
         keys = [key_table(q.batch, self.sort_keys) for q in others]

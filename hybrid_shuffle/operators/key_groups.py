@@ -16,7 +16,7 @@ sent yet is >= its pool's last key >= the bound; the bound key's group waits
 for more input (the side whose last key is the bound is read next), unless
 every side has ended, when the pools are emitted whole.
 
-Keys compare as the sort orders them (``external_sort.counts_before`` searches
+Keys compare as the sort orders them (``sort_keys.counts_before`` searches
 a pool with pyarrow's own sort): null equals null and NaN equals NaN, so the
 null keys of both sides end in one chunk, as pyarrow's ``group_by`` puts them
 in one group.  Key columns of the two sides must have the same types (the
@@ -30,7 +30,8 @@ from collections.abc import Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hybrid_shuffle.operators.external_sort import HeldBytes, SortKeys, counts_before, key_table
+from hybrid_shuffle.operators.context import HeldBytes
+from hybrid_shuffle.operators.sort_keys import SortKeys, counts_before, key_table
 
 __all__ = ["align"]
 

@@ -12,7 +12,8 @@ import pytest
 
 from hybrid_shuffle.operators import SortPartition
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.external_sort import ExternalSorter, count_before, key_table
+from hybrid_shuffle.operators.external_sort import ExternalSorter
+from hybrid_shuffle.operators.sort_keys import count_before, key_table
 
 
 def data(rows: int = 80_000, seed: int = 3) -> pa.Table:
