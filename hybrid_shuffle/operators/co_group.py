@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 
 from hybrid_shuffle.errors import PlanError, SchemaMismatchError
@@ -35,6 +34,7 @@ from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.operators.context import HeldBytes, OperatorContext
 from hybrid_shuffle.operators.external_sort import ExternalSorter, SharedBuffers
 from hybrid_shuffle.operators.key_groups import align
+from hybrid_shuffle.operators.stateless import as_table
 
 __all__ = ["CoGroup", "SortedSides", "check_key_types"]
 
@@ -138,18 +138,10 @@ class CoGroup(Operator):
             return
         for left_part, right_part in self._sides.aligned(self.on, (left, right)):
             out = self.fn(left_part, right_part)
-            if out is None:
-                continue
-            if isinstance(out, pd.DataFrame):
-                out = pa.Table.from_pandas(out, preserve_index=False)
-            elif isinstance(out, pa.RecordBatch):
-                out = pa.Table.from_batches([out])
-            if not isinstance(out, pa.Table):
-                raise PlanError(
-                    f"co_group '{self.name}': the function returned a {type(out).__name__}; "
-                    "return a pyarrow.Table, a pandas.DataFrame or None"
+            if out is not None:
+                yield as_table(
+                    out, f"co_group '{self.name}'", "a pyarrow.Table, a pandas.DataFrame or None"
                 )
-            yield out
 
     def _schema(self, index: int) -> pa.Schema | None:
         """Input ``index``'s schema; ``None`` only when no call needs it (the other side

@@ -18,6 +18,19 @@ from hybrid_shuffle.operators.context import OperatorContext
 __all__ = ["Filter", "Identity", "MapBatches", "Rename", "Select"]
 
 
+def as_table(out: Any, what: str, accepted: str) -> pa.Table:
+    """A user function's result as a table: a pandas frame or record batch converted, any
+    other type a ``PlanError`` naming ``what`` (``map_batches 'x'``) and the ``accepted``
+    ones."""
+    if isinstance(out, pd.DataFrame):
+        out = pa.Table.from_pandas(out, preserve_index=False)
+    elif isinstance(out, pa.RecordBatch):
+        out = pa.Table.from_batches([out])
+    if not isinstance(out, pa.Table):
+        raise PlanError(f"{what}: the function returned a {type(out).__name__}; return {accepted}")
+    return out
+
+
 class MapBatches(Operator):
     """``fn(table) -> table`` (or a pandas DataFrame) on every batch."""
 
@@ -26,16 +39,9 @@ class MapBatches(Operator):
         self.name = name
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
-        out = self.fn(table)
-        if isinstance(out, pd.DataFrame):
-            out = pa.Table.from_pandas(out, preserve_index=False)
-        elif isinstance(out, pa.RecordBatch):
-            out = pa.Table.from_batches([out])
-        if not isinstance(out, pa.Table):
-            raise PlanError(
-                f"map_batches '{self.name}': the function returned a {type(out).__name__}; "
-                "return a pyarrow.Table or a pandas.DataFrame"
-            )
+        out = as_table(
+            self.fn(table), f"map_batches '{self.name}'", "a pyarrow.Table or a pandas.DataFrame"
+        )
         return (out,)
 
 
