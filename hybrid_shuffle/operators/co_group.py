@@ -66,7 +66,13 @@ class SortedSides:
     ``SharedBuffers``; their merges read within half each), and their aligned output
     (co_group and the sort-merge join share it)."""
 
-    def __init__(self, on: Sequence[str], context: OperatorContext, what: str) -> None:
+    def __init__(
+        self, on: Sequence[str], context: OperatorContext, what: str, operator: str
+    ) -> None:
+        """``what`` names the spill runs (``join``); ``operator`` names the operator in
+        errors (``join 'j'``)."""
+        self.on = list(on)
+        self.operator = operator
         self.context = context
         self.held = HeldBytes(context)
         keys = [(c, "ascending") for c in on]
@@ -82,16 +88,19 @@ class SortedSides:
         self.schemas: list[pa.Schema | None] = [None, None]
 
     def add(self, table: pa.Table, input_index: int) -> None:
+        """Sort ``table`` in with its input, whose first batch's schema is recorded and its
+        key columns checked against the other input's."""
+        if self.schemas[input_index] is None:
+            self.schemas[input_index] = table.schema
+            check_key_types(self.schemas, self.on, self.operator)
         self.sorters[input_index].add(table)
 
-    def aligned(
-        self, on: Sequence[str], schemas: tuple[pa.Schema, pa.Schema]
-    ) -> Iterator[tuple[pa.Table, pa.Table]]:
+    def aligned(self, schemas: tuple[pa.Schema, pa.Schema]) -> Iterator[tuple[pa.Table, pa.Table]]:
         """The two sorted inputs as aligned chunks (``key_groups.align``)."""
         left, right = (s.sorted_batches() for s in self.sorters)
         pools = max(1, self.context.memory // ALIGN_SHARE)
         try:
-            yield from align(left, right, on, schemas, pools, self.held)
+            yield from align(left, right, self.on, schemas, pools, self.held)
         finally:
             for sorter in self.sorters:
                 sorter.close()
@@ -119,13 +128,11 @@ class CoGroup(Operator):
         self.planned_schemas: tuple[pa.Schema | None, pa.Schema | None] = (None, None)
 
     def open(self, context: OperatorContext | None = None) -> None:
-        self._sides = SortedSides(self.on, context or OperatorContext.unbounded(), "co_group")
+        self._sides = SortedSides(
+            self.on, context or OperatorContext.unbounded(), "co_group", f"co_group '{self.name}'"
+        )
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
-        schemas = self._sides.schemas
-        if schemas[input_index] is None:
-            schemas[input_index] = table.schema
-            check_key_types(schemas, self.on, f"co_group '{self.name}'")
         self._sides.add(table, input_index)
         return ()
 
@@ -136,7 +143,7 @@ class CoGroup(Operator):
         left, right = (self._schema(i) for i in range(2))
         if left is None or right is None:
             return
-        for left_part, right_part in self._sides.aligned(self.on, (left, right)):
+        for left_part, right_part in self._sides.aligned((left, right)):
             out = self.fn(left_part, right_part)
             if out is not None:
                 yield as_table(

@@ -84,13 +84,11 @@ class SortMergeJoin(Operator):
         self.planned_schemas: tuple[pa.Schema | None, pa.Schema | None] = (None, None)
 
     def open(self, context: OperatorContext | None = None) -> None:
-        self._sides = SortedSides(self.on, context or OperatorContext.unbounded(), "join")
+        self._sides = SortedSides(
+            self.on, context or OperatorContext.unbounded(), "join", f"join '{self.name}'"
+        )
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
-        schemas = self._sides.schemas
-        if schemas[input_index] is None:
-            schemas[input_index] = table.schema
-            check_key_types(schemas, self.on, f"join '{self.name}'")
         self._sides.add(table, input_index)
         return ()
 
@@ -105,7 +103,7 @@ class SortMergeJoin(Operator):
             return
         schema = self._join(left.empty_table(), right.empty_table()).schema
         needs_left, needs_right = _NEEDS[self.how]
-        for left_part, right_part in self._sides.aligned(self.on, (left, right)):
+        for left_part, right_part in self._sides.aligned((left, right)):
             if (needs_left and not left_part.num_rows) or (needs_right and not right_part.num_rows):
                 continue
             joined = self._join(left_part, right_part)
