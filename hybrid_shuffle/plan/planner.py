@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -336,15 +337,19 @@ def _build_graph(
     return graph, warnings
 
 
-def _generated(name: str, edges: list[JobEdge]) -> str:
-    """A generated edge name not yet taken (``a->b``, then ``a->b_2``): a name the user
-    gave twice is an error, one the planner made up must not be."""
-    taken = {e.name for e in edges}
+def _unused(name: str, taken: Collection[str]) -> str:
+    """``name``, or ``name_2``, ``name_3``, ... : the first not in ``taken``."""
     candidate, n = name, 1
     while candidate in taken:
         n += 1
         candidate = f"{name}_{n}"
     return candidate
+
+
+def _generated(name: str, edges: list[JobEdge]) -> str:
+    """A generated edge name not yet taken (``a->b``, then ``a->b_2``): a name the user
+    gave twice is an error, one the planner made up must not be."""
+    return _unused(name, {e.name for e in edges})
 
 
 def _unique_names(vertices: dict[VertexId, JobVertex]) -> None:
@@ -355,12 +360,8 @@ def _unique_names(vertices: dict[VertexId, JobVertex]) -> None:
     seen: set[str] = set()
     for vid in sorted(vertices):
         vertex = vertices[vid]
-        name, n = vertex.name, 1
-        while name in seen:
-            n += 1
-            name = f"{vertex.name}_{n}"
-        vertex.name = name
-        seen.add(name)
+        vertex.name = _unused(vertex.name, seen)
+        seen.add(vertex.name)
 
 
 def _service(name: str, config: Config, overrides: Any) -> str:
