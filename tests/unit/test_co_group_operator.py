@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pytest
 
 from hybrid_shuffle.errors import PlanError, SchemaMismatchError
+from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.co_group import CoGroup
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.key_groups import align
@@ -70,7 +71,10 @@ class Recorder:
         ]
 
 
-def run(op: CoGroup, batches: list[tuple[int, pa.Table]], context: OperatorContext) -> pa.Table:
+def outputs(
+    op: Operator, batches: list[tuple[int, pa.Table]], context: OperatorContext
+) -> list[pa.Table]:
+    """Every table a two-input operator emits, fed as a task feeds it."""
     op.open(context)
     out: list[pa.Table] = []
     for index, table in batches:
@@ -78,6 +82,11 @@ def run(op: CoGroup, batches: list[tuple[int, pa.Table]], context: OperatorConte
     for index in (0, 1):
         out.extend(op.end_input(index))
     out.extend(op.finish())
+    return out
+
+
+def run(op: CoGroup, batches: list[tuple[int, pa.Table]], context: OperatorContext) -> pa.Table:
+    out = outputs(op, batches, context)
     return pa.concat_tables(out) if out else pa.table({})
 
 

@@ -14,7 +14,7 @@ from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.join_types import JOIN_TYPES, check_how
 from hybrid_shuffle.operators.sort_merge_join import SortMergeJoin
 
-from .test_co_group_operator import arrivals
+from .test_co_group_operator import arrivals, outputs
 from .test_external_sort import left_behind, same, spill_context
 
 HOWS = list(JOIN_TYPES)
@@ -41,19 +41,6 @@ def inputs(left_rows: int = 40_000, right_rows: int = 8_000) -> tuple[pa.Table, 
     return table(left_rows, 0, 5000, "x"), table(right_rows, 3000, 9000, "y")
 
 
-def run(
-    op: SortMergeJoin, batches: list[tuple[int, pa.Table]], context: OperatorContext
-) -> list[pa.Table]:
-    op.open(context)
-    out: list[pa.Table] = []
-    for index, table in batches:
-        out.extend(op.process(table, index))
-    for index in (0, 1):
-        out.extend(op.end_input(index))
-    out.extend(op.finish())
-    return out
-
-
 def pyarrow_join(left: pa.Table, right: pa.Table, how: str) -> pa.Table:
     return left.join(right, keys=["k", "s"], join_type=JOIN_TYPES[how], right_suffix="_right")
 
@@ -69,7 +56,7 @@ def test_a_spilling_join_equals_one_pyarrow_join(tmp_path: Path, how: str) -> No
     context = spill_context(tmp_path, memory)
     op = SortMergeJoin(["k", "s"], how, "j")
     schema = op.output_schema([left.schema, right.schema])
-    out = run(op, arrivals(left, right, 1500, seed=3), context)
+    out = outputs(op, arrivals(left, right, 1500, seed=3), context)
     want = pyarrow_join(left, right, how)
     assert schema == want.schema
     assert all(t.schema == schema for t in out)
@@ -83,7 +70,9 @@ def test_a_spilling_join_equals_one_pyarrow_join(tmp_path: Path, how: str) -> No
 def test_outer_joins_keep_null_key_rows_unmatched_on_both_sides(how: str) -> None:
     left = pa.table({"k": pa.array([None, 1, None], pa.int64()), "a": [1, 2, 3]})
     right = pa.table({"k": pa.array([None, 1], pa.int64()), "b": [10, 20]})
-    out = run(SortMergeJoin(["k"], how, "j"), [(0, left), (1, right)], OperatorContext.unbounded())
+    out = outputs(
+        SortMergeJoin(["k"], how, "j"), [(0, left), (1, right)], OperatorContext.unbounded()
+    )
     got = by_all(pa.concat_tables(out))
     assert got.equals(by_all(left.join(right, keys="k", join_type=JOIN_TYPES[how])))
     nulls = got.filter(pc.is_null(got.column("k"))).to_pylist()
@@ -96,7 +85,7 @@ def test_an_empty_side_joins_as_pyarrow_joins_an_empty_table(how: str) -> None:
     left, right = inputs(3000, 500)
     for lt, rt in ((left, right.slice(0, 0)), (left.slice(0, 0), right)):
         batches = [(1, rt), (0, lt.slice(0, 1000)), (0, lt.slice(1000))]
-        out = run(SortMergeJoin(["k", "s"], how, "j"), batches, OperatorContext.unbounded())
+        out = outputs(SortMergeJoin(["k", "s"], how, "j"), batches, OperatorContext.unbounded())
         want = pyarrow_join(lt, rt, how)
         got = pa.concat_tables(out) if out else want.schema.empty_table()
         same(by_all(got), by_all(want))
@@ -107,7 +96,7 @@ def test_a_side_that_sent_nothing_has_the_planned_schema(how: str) -> None:
     left, right = inputs(2000, 300)
     op = SortMergeJoin(["k", "s"], how, "j")
     op.output_schema([left.schema, right.schema])
-    out = run(op, [(0, left)], OperatorContext.unbounded())
+    out = outputs(op, [(0, left)], OperatorContext.unbounded())
     want = pyarrow_join(left, right.slice(0, 0), how)
     got = pa.concat_tables(out) if out else want.schema.empty_table()
     same(by_all(got), by_all(want))
@@ -121,17 +110,17 @@ def test_an_unknown_side_is_an_error_only_when_rows_need_its_columns(how: str) -
     context = OperatorContext.unbounded()
     if how in ("left", "full"):
         with pytest.raises(SchemaMismatchError, match="join 'j': the right input sent"):
-            run(SortMergeJoin(["k", "s"], how, "j"), [(0, table)], context)
+            outputs(SortMergeJoin(["k", "s"], how, "j"), [(0, table)], context)
     elif how == "anti":
-        got = run(SortMergeJoin(["k", "s"], how, "j"), [(0, table)], context)
+        got = outputs(SortMergeJoin(["k", "s"], how, "j"), [(0, table)], context)
         assert by_all(pa.concat_tables(got)).equals(by_all(table))
     else:
-        assert run(SortMergeJoin(["k", "s"], how, "j"), [(0, table)], context) == []
+        assert outputs(SortMergeJoin(["k", "s"], how, "j"), [(0, table)], context) == []
     if how in ("right", "full"):
         with pytest.raises(SchemaMismatchError, match="join 'j': the left input sent"):
-            run(SortMergeJoin(["k", "s"], how, "j"), [(1, table)], context)
+            outputs(SortMergeJoin(["k", "s"], how, "j"), [(1, table)], context)
     else:
-        assert run(SortMergeJoin(["k", "s"], how, "j"), [(1, table)], context) == []
+        assert outputs(SortMergeJoin(["k", "s"], how, "j"), [(1, table)], context) == []
 
 
 def test_how_and_key_types_are_checked_before_running() -> None:
