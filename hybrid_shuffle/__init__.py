@@ -13,6 +13,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from hybrid_shuffle.errors import (
+    CacheLostError,
+    CacheSessionError,
     ConfigError,
     DataConsumptionError,
     ExecutorLostError,
@@ -30,15 +32,19 @@ from hybrid_shuffle.errors import (
 )
 
 if TYPE_CHECKING:
+    from hybrid_shuffle.api.cached_stream import CachedStream
     from hybrid_shuffle.api.job import Job
     from hybrid_shuffle.api.stream import KeyedStream, Stream
     from hybrid_shuffle.config import Config, ConfigWarning, load_config
     from hybrid_shuffle.result import EdgeMetrics, JobResult, VertexMetrics
+    from hybrid_shuffle.runtime.cache_catalog import CacheInfo
     from hybrid_shuffle.session import Session
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 _LAZY = {
+    "CacheInfo": "hybrid_shuffle.runtime.cache_catalog",
+    "CachedStream": "hybrid_shuffle.api.cached_stream",
     "Config": "hybrid_shuffle.config",
     "ConfigWarning": "hybrid_shuffle.config",
     "EdgeMetrics": "hybrid_shuffle.result",
@@ -52,6 +58,10 @@ _LAZY = {
 }
 
 __all__ = [
+    "CacheInfo",
+    "CacheLostError",
+    "CacheSessionError",
+    "CachedStream",
     "Config",
     "ConfigError",
     "ConfigWarning",

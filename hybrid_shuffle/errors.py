@@ -10,6 +10,8 @@ for ``--debug`` but is not what the user reads first.
 from __future__ import annotations
 
 __all__ = [
+    "CacheLostError",
+    "CacheSessionError",
     "ConfigError",
     "DataConsumptionError",
     "ExecutorLostError",
@@ -53,6 +55,17 @@ class SchemaMismatchError(HybridShuffleError, TypeError):
 
 class SessionClosedError(HybridShuffleError, RuntimeError):
     """A session, or a job or stream of it, was used after ``close()``."""
+
+
+class CacheSessionError(PlanError):
+    """A ``CachedStream`` was used in a job of another session: a cache's partitions live
+    and die with the session that filled it."""
+
+
+class CacheLostError(HybridShuffleError):
+    """A job reading a cache lost one of its partitions with the partition's holder.
+    A run recovers from it by itself (the cache is filled again from its lineage and
+    the job runs again); it reaches the user only when that keeps failing."""
 
 
 class SlotsExceededError(PlanError):

@@ -78,6 +78,10 @@ class JobResult:
     restarts: int = 0
     #: vertex name -> what its subtasks did (rows, time, operator memory and spills)
     vertices: dict[str, VertexMetrics] = field(default_factory=dict)
+    #: cache name -> what this run did with it: ``read`` (a hit: the cache was used
+    #: instead of its lineage), ``filled`` (computed and kept, the first time) or
+    #: ``recomputed`` (filled again after ``invalidate()`` or a lost partition)
+    caches: dict[str, str] = field(default_factory=dict)
 
     @property
     def spilled_bytes(self) -> int:

@@ -7,7 +7,8 @@ partition tracker, a private spill directory (0700), and ``slots`` executor
 actors through the slot pool.  ``session.spark`` starts Spark on Ray through
 RayDP on first use (or is the session passed as ``spark=``).
 
-``close()`` stops the Spark it started, releases every partition, closes and
+``close()`` stops the Spark it started, releases every partition (the caches'
+too), closes and
 kills the executors, removes the spill directory and shuts down Ray only if
 the session started it: an attached cluster keeps running.  A ``Session()``
 that fails half-way closes what it had started before it raises.
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from hybrid_shuffle.config import Config, load_config
 from hybrid_shuffle.errors import ConfigError, SessionClosedError
+from hybrid_shuffle.runtime.cache_catalog import CacheCatalog, CacheInfo
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec, SlotPool
 from hybrid_shuffle.runtime.transport import RayTransport
@@ -100,6 +102,7 @@ class Session:
             shuffle.service,
         )
         self.tracker = PartitionTracker(self.master)
+        self.cache_catalog = CacheCatalog(self.session_id, self.tracker)
         share = max(shuffle.memory_budget // self.slots, shuffle.buffer_size)
         self.pool = SlotPool(
             self.transport,
@@ -139,6 +142,14 @@ class Session:
         """The Spark session on Ray: the one passed in, or one started now through RayDP."""
         self.check_open()
         return self.bridge.session
+
+    def caches(self) -> list[CacheInfo]:
+        """Every cache of the session (``Stream.cache``): name, state, rows, bytes (and
+        what of them spilled), partitions, holders, hits and fills.  A cache whose
+        holder died since is reported ``lost`` (the next read fills it again)."""
+        self.check_open()
+        self.heal()
+        return self.cache_catalog.caches()
 
     @property
     def executors(self) -> list[Any]:
@@ -234,6 +245,8 @@ class Session:
         wait = self.config.shuffle.wait_timeout
         try:
             self.bridge.stop()
+            if hasattr(self, "cache_catalog"):  # the master's close releases the partitions
+                self.cache_catalog.close()
             if hasattr(self, "master"):
                 self.master.close()
             if hasattr(self, "reader"):

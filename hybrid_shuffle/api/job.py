@@ -2,7 +2,9 @@
 
 Nothing runs until a stream is collected: ``Job.run`` plans the graph (which
 rejects a bad job before any lazy source is fetched), fetches lazy sources, and
-hands the plan to the runtime.
+hands the plan to the runtime.  Around that it keeps the session's caches
+(``api.cached_stream``): checked and, where a read needs it, filled before the
+run; recorded as filled or read after it.
 """
 
 from __future__ import annotations
@@ -17,14 +19,18 @@ import pyarrow as pa
 
 from hybrid_shuffle.api._validate import positive_count
 from hybrid_shuffle.api.stream import Stream
-from hybrid_shuffle.errors import ConfigError, PlanError
+from hybrid_shuffle.errors import CacheLostError, CacheSessionError, ConfigError, PlanError
+from hybrid_shuffle.operators import Identity
 from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.plan.cache import Cache, CacheLayout
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
+from hybrid_shuffle.plan.partitioning import vertex_partitioning
 from hybrid_shuffle.plan.planner import Plan, plan_job, reachable
 from hybrid_shuffle.result import JobResult, edge_metrics, vertex_metrics
-from hybrid_shuffle.runtime.execution import execute
+from hybrid_shuffle.runtime.execution import Executed, execute
 
 if TYPE_CHECKING:
+    from hybrid_shuffle.api.cached_stream import CachedStream
     from hybrid_shuffle.session import Session
 
 __all__ = ["Job"]
@@ -118,20 +124,55 @@ class Job:
         )
         return Stream(self, node)
 
+    def from_cache(self, cached: CachedStream, name: str | None = None) -> Stream:
+        """A source reading a cache of this session (``Stream.cache``), as many subtasks
+        as the cache has partitions.  If the cache is empty (never filled, invalidated
+        or lost), the run fills it first, from its lineage in its own job.  A cache
+        that was hash-partitioned on keys stays so: a ``key_by`` on the same keys needs
+        no exchange (``explain()`` notes it)."""
+        from hybrid_shuffle.api.cached_stream import CachedStream
+
+        self.session.check_open()
+        if not isinstance(cached, CachedStream):
+            raise PlanError(
+                f"from_cache: got a {type(cached).__name__}; pass what stream.cache() returned"
+            )
+        cache = cached._cache
+        if cache.session_id != self.session.session_id:
+            raise CacheSessionError(
+                f"from_cache: cache '{cache.name}' belongs to session {cache.session_id}, not "
+                f"to this session ({self.session.session_id}); a cache lives and dies with its "
+                "session, so build and cache the stream again in this one"
+            )
+        node_name = name or f"from_cache({cache.name})"
+        node = self._node("source", node_name, Identity(node_name), [], cache=cache)
+        return Stream(self, node)
+
     def plan(self, stream: Stream | None = None) -> Plan:
         node = stream.node if stream is not None else self._last
         if node is None:
             raise PlanError(f"job '{self.name}' has no streams yet; start with from_arrow()")
+        for n in reachable(node):  # an empty cache read in explain(): planned from its lineage
+            if n.reads_cache and n.cache is not None and n.cache.filled is None:
+                n.cache.expected = n.cache.expected or _expected_layout(n.cache)
         return plan_job(self.name, node, self.session.config, self.session.slots)
 
     def explain(self, stream: Stream | None = None) -> str:
         """Every edge with its effective mode, partitioner, partitions and region."""
         return self.plan(stream).explain()
 
-    def run(self, stream: Stream, timeout: float | None = None) -> JobResult:
+    def run(
+        self, stream: Stream, timeout: float | None = None, *, collect: bool = True
+    ) -> JobResult:
         """Plan, fetch lazy sources, execute; the result table with per-edge metrics.
-        ``timeout`` bounds the execution (default ``failover.job_timeout``)."""
-        self.session.check_open()
+        ``timeout`` bounds the execution (default ``failover.job_timeout``).
+        ``collect=False`` runs only for the caches the job fills (an empty table).
+
+        Caches first (``runtime.cache_catalog``): a read of a cache that lost a
+        partition, or of an empty one from another job, fills it beforehand; a run
+        that loses a cache's partition while it reads it runs again, filling it."""
+        session = self.session
+        session.check_open()
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
         ):
@@ -139,23 +180,38 @@ class Job:
                 f"collect: timeout must be a positive number of seconds, got {timeout!r}"
             )
         started = time.perf_counter()
-        plan = self.plan(stream)  # fails on a bad job before any lazy source is fetched
-        lazy = [n for n in reachable(stream.node) if n.load is not None and n.source_splits is None]
-        _resolve_all(lazy, plan)
-        sources_seconds = time.perf_counter() - started
-        if lazy:  # the vertices must carry the fetched splits
-            plan = self.plan(stream)
-        session = self.session
-        session.heal()  # executors that died since the last job are replaced first
-        executed = execute(
-            plan,
-            tracker=session.tracker,
-            master=session.master,
-            pool=session.pool,
-            transport=session.transport,
-            reader=session.reader,
-            timeout=plan.config.failover.job_timeout if timeout is None else timeout,
-        )
+        statuses: dict[str, str] = {}
+        sources_seconds = 0.0
+        attempts = max(session.config.failover.max_attempts, 1)
+        for attempt in range(attempts):
+            session.heal()  # executors that died since the last job are replaced first
+            self._prepare_caches(stream.node, statuses, timeout)
+            plan = self.plan(stream)  # fails on a bad job before any lazy source is fetched
+            lazy = [
+                n for n in reachable(stream.node) if n.load is not None and n.source_splits is None
+            ]
+            fetching = time.perf_counter()
+            _resolve_all(lazy, plan)
+            sources_seconds += time.perf_counter() - fetching
+            if lazy:  # the vertices must carry the fetched splits
+                plan = self.plan(stream)
+            plan.collect = collect
+            try:
+                executed = execute(
+                    plan,
+                    tracker=session.tracker,
+                    master=session.master,
+                    pool=session.pool,
+                    transport=session.transport,
+                    reader=session.reader,
+                    timeout=plan.config.failover.job_timeout if timeout is None else timeout,
+                )
+            except CacheLostError:
+                if attempt + 1 == attempts:
+                    raise
+                continue  # the cache is checked, found lost and filled again
+            break
+        self._record_caches(plan, executed, statuses)
         table, reports = executed.table, executed.reports
         if table is None:  # the sink saw no table at all: only the plan knows the columns
             schema = plan.output_schema
@@ -169,7 +225,73 @@ class Job:
             sources_seconds,
             executed.restarts,
             vertex_metrics(reports, plan.vertex_names()),
+            statuses,
         )
+
+    # -- caches --------------------------------------------------------------------------
+
+    def _prepare_caches(
+        self, sink: LogicalNode, statuses: dict[str, str], timeout: float | None
+    ) -> None:
+        """Before a run: every cache it reaches is checked (a lost one is emptied, so its
+        lineage becomes part of the run), and every empty cache it would read from
+        another job's lineage is filled now, by a run of that job."""
+        catalog = self.session.cache_catalog
+        checked: set[str] = set()
+        while True:  # an emptied cache uncovers its lineage, which may hold more caches
+            fresh = [n for n in reachable(sink) if n.cache and n.cache.name not in checked]
+            if not fresh:
+                break
+            for node in fresh:
+                assert node.cache is not None
+                checked.add(node.cache.name)
+                catalog.check(node.cache)
+        for node in reachable(sink):
+            cache = node.cache
+            if cache is not None and node.reads_cache and not cache.readable:
+                filled = cache.job.run(_stream(cache), timeout, collect=False)
+                statuses.update(filled.caches)
+
+    def _record_caches(self, plan: Plan, executed: Executed, statuses: dict[str, str]) -> None:
+        """After a run: the caches it filled are filled, the ones it read had a hit."""
+        catalog = self.session.cache_catalog
+        reads = {v.id: v.cache_read.layout.partitioning for v in plan.cache_reads() if v.cache_read}
+        for vertex in plan.cache_fills():
+            cache = vertex.cache_fill
+            assert cache is not None
+            schema = next(
+                (r.schema for r in executed.reports if r.vertex == vertex.name and r.schema), None
+            )
+            layout = CacheLayout(
+                vertex.parallelism,
+                schema or plan.cache_schemas.get(cache.name),
+                vertex_partitioning(plan.graph, vertex.id, reads),
+            )
+            statuses[cache.name] = "recomputed" if cache.fills else "filled"
+            catalog.filled(cache, executed.cache_partitions[vertex.id], layout, executed.reports)
+        for vertex in plan.cache_reads():
+            cache = vertex.cache_read
+            assert cache is not None
+            if cache.name not in statuses:
+                statuses[cache.name] = "read"
+                cache.hits += 1
+
+
+def _stream(cache: Cache) -> Stream:
+    """The cached stream in its own job (what a fill runs)."""
+    return Stream(cache.job, cache.node)
+
+
+def _expected_layout(cache: Cache) -> CacheLayout:
+    """What a cache not filled yet will look like: planned from its lineage."""
+    plan = cache.job.plan(_stream(cache))
+    sink = plan.graph.sink
+    reads = {v.id: v.cache_read.layout.partitioning for v in plan.cache_reads() if v.cache_read}
+    return CacheLayout(
+        plan.graph.vertices[sink].parallelism,
+        plan.output_schema,
+        vertex_partitioning(plan.graph, sink, reads),
+    )
 
 
 def _resolve_all(nodes: Sequence[LogicalNode], plan: Plan) -> None:

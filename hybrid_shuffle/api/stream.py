@@ -42,6 +42,7 @@ from hybrid_shuffle.result import JobResult
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 if TYPE_CHECKING:
+    from hybrid_shuffle.api.cached_stream import CachedStream
     from hybrid_shuffle.api.job import Job
 
 __all__ = ["JOIN_STRATEGIES", "KeyedStream", "Stream"]
@@ -317,6 +318,25 @@ class Stream:
         return self._exchange(
             "sort", name, lambda n: SortPartition(keys, descending, n), [(self, spec)]
         )
+
+    # -- caching --------------------------------------------------------------------------
+
+    def cache(self, name: str | None = None) -> CachedStream:
+        """Keep this stream's result for later runs of the session (FLIP-205): see
+        ``hybrid_shuffle.api.cached_stream``.  ``name`` (default: this stream's node
+        name) is how ``Session.caches()`` and ``explain()`` call it; a name already
+        taken in the session is an error."""
+        from hybrid_shuffle.api.cached_stream import CachedStream
+
+        self.job.session.check_open()
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise PlanError(f"cache: name must be a non-empty string, got {name!r}")
+        catalog = self.job.session.cache_catalog
+        cache_name = catalog.new_name(name, self.node.name)
+        node_name = f"cache({cache_name})"
+        node = self.job._node("cache", node_name, Identity(node_name), [(self.node, None)])
+        node.cache = catalog.create(cache_name, node, self.job)
+        return CachedStream(self.job, node, node.cache)
 
     # -- running --------------------------------------------------------------------------
 

@@ -207,6 +207,10 @@ class HashAggregate(Operator):
         # the logical input (what a combiner in front of a final phase reads, too)
         return [self._agg.columns]
 
+    def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+        # each group's row carries the group's key values
+        return keys if set(keys) <= set(self.keys) else None
+
 
 class PartialAggregate(Operator):
     """The map-side combiner of a ``HashAggregate(phase="final")``: emits partials.
@@ -292,3 +296,6 @@ class PartialAggregate(Operator):
 
     def input_columns(self, wanted: Columns) -> list[Columns]:
         return [self._agg.columns]
+
+    def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+        return keys if set(keys) <= set(self._agg.keys) else None

@@ -30,6 +30,10 @@ operator's output, which columns it needs of each input.  The answer may name
 more than the input has (it is intersected with each batch's columns), never
 fewer than the operator reads; ``None`` means every column, the only safe
 answer for a function the engine cannot look into.
+
+``partition_keys`` is what the planner asks to know whether a hash-partitioned
+input stays hash-partitioned (``plan.partitioning``): it holds when every output
+row stays in its subtask and keeps its input row's values in the key columns.
 """
 
 from __future__ import annotations
@@ -88,3 +92,10 @@ class Operator(ABC):
         """Per input, the columns needed to produce ``wanted`` of the output (see the module
         docstring); the default, every column, suits any operator."""
         return [None] * self.num_inputs
+
+    def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The names ``keys`` have in the output if each output row keeps the values its
+        input rows had in them (so an input hash-partitioned on ``keys`` gives an output
+        hash-partitioned on the result), else ``None``: the default, right for any
+        operator whose function the engine cannot look into."""
+        return None

@@ -400,6 +400,10 @@ class HashJoin(Operator):
             return None
         return self._spec.layout(left, right).output
 
+    def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+        # a joined row has its key values (once, whichever side it came from)
+        return keys if set(keys) <= set(self.on) else None
+
     def input_columns(self, wanted: Columns) -> list[Columns]:
         """Both sides keep the keys and every wanted name, and the name a wanted
         ``<name><right_suffix>`` came from: a column both sides have is then kept or

@@ -152,6 +152,10 @@ class SortMergeJoin(Operator):
             return None
         return self._join(left.empty_table(), right.empty_table()).schema
 
+    def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+        # a joined row has its key values (once, whichever side it came from)
+        return keys if set(keys) <= set(self.on) else None
+
     def input_columns(self, wanted: Columns) -> list[Columns]:
         """As the hash join's: both sides keep the keys and every wanted name, and the name
         a wanted ``<name><right_suffix>`` came from (a column both sides have is kept or

@@ -65,6 +65,9 @@ class Filter(Operator):
             mask = pa.array(mask, type=pa.bool_())
         return (table.filter(mask),)
 
+    def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+        return keys
+
 
 class Select(Operator):
     def __init__(self, columns: Sequence[str], name: str) -> None:
@@ -86,6 +89,9 @@ class Select(Operator):
 
     def input_columns(self, wanted: Columns) -> list[Columns]:
         return [frozenset(self.columns)]
+
+    def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+        return keys if set(keys) <= set(self.columns) else None
 
 
 class Rename(Operator):
@@ -138,6 +144,9 @@ class Rename(Operator):
         # every renamed column stays needed: a missing one is an error the user must see
         return [frozenset(back.get(c, c) for c in wanted) | frozenset(self.mapping)]
 
+    def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+        return tuple(self.mapping.get(k, k) for k in keys)
+
 
 class Identity(Operator):
     """Pass-through: the consumer of union, rebalance and broadcast exchanges."""
@@ -161,3 +170,6 @@ class Identity(Operator):
 
     def input_columns(self, wanted: Columns) -> list[Columns]:
         return [wanted] * self.num_inputs
+
+    def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+        return keys

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import NewType
+from typing import TYPE_CHECKING, NewType
 
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.shuffle.partition_type import Mode, ResultPartitionType
 from hybrid_shuffle.shuffle.routing import Partitioner
+
+if TYPE_CHECKING:
+    from hybrid_shuffle.plan.cache import Cache
 
 __all__ = [
     "AdaptiveParallelism",
@@ -80,6 +83,11 @@ class JobVertex:
     adaptive: AdaptiveParallelism | None = None
     #: why a vertex that asked for ``partitions: auto`` runs with the configured count
     adaptive_fallback: str | None = None
+    #: the cache its chain ends with: each subtask also writes its output to one
+    #: blocking-persistent partition of it (``Stream.cache``)
+    cache_fill: Cache | None = None
+    #: the cache it reads instead of a lineage: subtask i reads partition i
+    cache_read: Cache | None = None
 
     @property
     def is_source(self) -> bool:

@@ -1,19 +1,25 @@
 """The logical job the API builds: nodes (an operator each) and how they read inputs.
 
 ``Stream`` calls add ``LogicalNode`` values; ``plan_job`` turns them into a
-``JobGraph``.  Plain data, no Ray.
+``JobGraph``.  A node with a ``cache`` (``Stream.cache``, ``Job.from_cache``)
+reads the cache's partitions instead of its lineage while the cache is filled:
+``inputs`` is then empty and the node is a source, so every planner pass sees
+the graph a run really executes.  Plain data, no Ray.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.shuffle.routing import Partitioner
+
+if TYPE_CHECKING:
+    from hybrid_shuffle.plan.cache import Cache
 
 __all__ = ["ExchangeSpec", "LogicalNode"]
 
@@ -36,7 +42,8 @@ class LogicalNode:
     id: int
     name: str
     operator: Operator | None
-    inputs: list[tuple[LogicalNode, ExchangeSpec | None]] = field(default_factory=list)
+    #: what the node reads as built (``inputs`` is what the next run reads)
+    lineage: list[tuple[LogicalNode, ExchangeSpec | None]] = field(default_factory=list)
     #: set for sources and fixed by the user; resolved by the planner otherwise
     parallelism: int | None = None
     source_splits: list[list[Any]] | None = None
@@ -44,10 +51,29 @@ class LogicalNode:
     #: sources whose data is fetched only when the job runs (from_spark): given the
     #: columns to keep (``None``: all), returns the refs of every split
     load: Callable[[Sequence[str] | None], list[Any]] | None = None
+    #: the cache this node fills (built by ``Stream.cache``: it has a lineage) or reads
+    #: (built by ``Job.from_cache``: no lineage)
+    cache: Cache | None = None
+
+    @property
+    def reads_cache(self) -> bool:
+        """The next run reads the cache's partitions here: a ``from_cache`` node always
+        (the lineage runs first if the cache is empty), a cache node once filled."""
+        return self.cache is not None and (not self.lineage or self.cache.readable)
+
+    @property
+    def fills_cache(self) -> bool:
+        """The next run computes this cache node and keeps its output."""
+        return self.cache is not None and not self.reads_cache
+
+    @property
+    def inputs(self) -> list[tuple[LogicalNode, ExchangeSpec | None]]:
+        """What the next run reads: the lineage, or nothing for a cache read."""
+        return [] if self.reads_cache else self.lineage
 
     @property
     def is_source(self) -> bool:
-        return self.source_splits is not None or self.load is not None
+        return self.source_splits is not None or self.load is not None or self.reads_cache
 
     def resolve(self, columns: frozenset[str] | None = None) -> None:
         """Fetch a lazy source's data, only ``columns`` of it (``None``: all; column pruning

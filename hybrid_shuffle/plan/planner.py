@@ -4,6 +4,12 @@ Plain Python, no Ray: chaining, effective modes (YAML over code over the
 default) and where they came from, parallelism of exchange consumers, schema
 checks (every key column exists and can be hashed, before anything runs), and
 the pipelined regions with their slot check (``plan.regions``).
+
+Caches (``plan.cache``): a cache node that fills ends its vertex (the vertex
+writes the cache's partitions, so nothing may be chained after it); one that
+reads is a source vertex with the cache's parallelism and schema.  A hash
+exchange whose input comes out of a cache read already partitioned the same
+way is left out (``plan.partitioning``; ``explain()`` says so).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from hybrid_shuffle.plan.graph import (
 )
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
 from hybrid_shuffle.plan.output_on_eof import apply_output_on_eof
+from hybrid_shuffle.plan.partitioning import HashPartitioning, through
 from hybrid_shuffle.plan.pruning import ColumnNeeds, prune_columns
 from hybrid_shuffle.plan.regions import (
     Region,
@@ -59,6 +66,12 @@ class Plan:
     source_columns: dict[int, Columns] = field(default_factory=dict)
     #: what ``explain()`` warns about (explicit modes the output-on-EOF rule kept)
     warnings: list[str] = field(default_factory=list)
+    #: the exchanges left out because a cache read is already partitioned for them
+    notes: list[str] = field(default_factory=list)
+    #: the sink's output goes to the driver (False: a run that only fills caches)
+    collect: bool = True
+    #: the schema of each cache the job fills, where known before running
+    cache_schemas: dict[str, pa.Schema | None] = field(default_factory=dict)
 
     @property
     def slots_needed(self) -> int:
@@ -82,6 +95,12 @@ class Plan:
         """Vertex names, producers first."""
         return [self.graph.vertices[v].name for v in self.graph.topological_order()]
 
+    def cache_reads(self) -> list[JobVertex]:
+        return [v for v in self.graph.vertices.values() if v.cache_read is not None]
+
+    def cache_fills(self) -> list[JobVertex]:
+        return [v for v in self.graph.vertices.values() if v.cache_fill is not None]
+
     def region_of(self, task: TaskKey) -> Region:
         for region in self.regions:
             if task in region.tasks:
@@ -101,6 +120,7 @@ class Plan:
             lines.append(
                 f"  {v.name:<24} parallelism {v.describe_parallelism():<3} "
                 f"region {self.vertex_region[vid]:<4} ops: {ops}{self._memory(v)}"
+                f"{_cache_role(v)}"
             )
         lines.append("edges:")
         for e in g.edges:
@@ -118,6 +138,7 @@ class Plan:
                 f"mode {e.mode} ({e.mode_origin}), partitions {_partitions(dst)}, region {region}"
                 f"{service}{keeps}"
             )
+        lines.extend(f"note: {n}" for n in self.notes)
         lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
 
@@ -134,6 +155,18 @@ class Plan:
         return f", operator memory {format_size(memory)} ({each})"
 
 
+def _cache_role(vertex: JobVertex) -> str:
+    """For explain: the cache a vertex fills (its output is kept after the job) or
+    reads (instead of computing its lineage)."""
+    if vertex.cache_fill is not None:
+        return f", fills {vertex.cache_fill.describe()}"
+    if vertex.cache_read is not None:
+        cache = vertex.cache_read
+        first = "" if cache.readable else f": job '{cache.job.name}' fills it first"
+        return f", reads {cache.describe()}{first}"
+    return ""
+
+
 def _read_of(columns: Columns, schema: pa.Schema | None) -> Columns:
     """A source's columns that are read: the pruning answer within its schema."""
     if columns is None or schema is None:
@@ -148,17 +181,22 @@ def _partitions(consumer: JobVertex) -> str:
 def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Plan:
     nodes = reachable(sink)
     overrides = config.edges_for(job_name)
-    auto = _resolve_parallelism(nodes, config, overrides)
+    elided = _elided_exchanges(nodes, overrides)
+    auto = _resolve_parallelism(nodes, config, overrides, elided)
     schemas = _check_schemas(nodes)
     needs = prune_columns(nodes, sink, schemas)
-    graph, warnings = _build_graph(job_name, nodes, sink, config, overrides, needs, auto)
-    config.check_job(job_name, [e.name for e in graph.edges])
+    graph, warnings = _build_graph(job_name, nodes, sink, config, overrides, needs, auto, elided)
+    names = [e.name for e in graph.edges]
+    # an exchange left out is still an edge the YAML may name (it has no effect)
+    config.check_job(job_name, names + [e.edge for e in elided.values() if e.edge])
     regions = pipelined_regions(graph)
     vertex_region = vertex_regions(graph)
     sources = {
         n.id: _read_of(needs.outputs.get(n.id), n.source_schema) for n in nodes if n.is_source
     }
     plan = Plan(graph, regions, vertex_region, slots, config, schemas[sink.id], sources, warnings)
+    plan.notes = [e.note() for e in elided.values()]
+    plan.cache_schemas = {n.cache.name: schemas[n.id] for n in nodes if n.fills_cache and n.cache}
     check_slots(regions, vertex_region, graph, slots)
     return plan
 
@@ -183,17 +221,109 @@ def _edge_partitions(spec: ExchangeSpec, overrides: Any) -> int | str | None:
     return spec.partitions
 
 
-def _resolve_parallelism(nodes: list[LogicalNode], config: Config, overrides: Any) -> set[int]:
+@dataclass(frozen=True)
+class _Elided:
+    """An exchange left out: its input is already partitioned the way it would be."""
+
+    node: str
+    #: the exchange's edge name, if the user gave one
+    edge: str | None
+    partitioning: HashPartitioning
+    cache: str
+
+    def note(self) -> str:
+        edge = f" (edge '{self.edge}')" if self.edge else ""
+        return (
+            f"'{self.node}' needs no exchange on {', '.join(self.partitioning.keys)}{edge}: "
+            f"it reads cache '{self.cache}' as it is partitioned, "
+            f"{self.partitioning.describe()}"
+        )
+
+
+#: (node id, input index) -> the exchange left out there
+_ElidedInputs = dict[tuple[int, int], _Elided]
+
+
+def _elided_exchanges(nodes: list[LogicalNode], overrides: Any) -> _ElidedInputs:
+    """The hash exchanges whose input comes out of a cache read already partitioned on
+    their keys into as many partitions as their consumer asks for (``None``: whatever
+    the cache has).  A node's exchanges are left out together, and only if every other
+    input of the node lands in the same partitions (``plan.partitioning``)."""
+    known: dict[int, tuple[HashPartitioning, str] | None] = {}
+    elided: _ElidedInputs = {}
+
+    def hashes_as(spec: ExchangeSpec, p: HashPartitioning) -> bool:
+        wanted = _edge_partitions(spec, overrides)
+        return (
+            spec.partitioner.kind is PartitionerKind.HASH
+            and tuple(spec.partitioner.keys) == p.keys
+            and wanted in (None, p.count)
+        )
+
+    def after(node: LogicalNode, found: tuple[HashPartitioning, str]) -> None:
+        assert node.operator is not None
+        p = through(found[0], [node.operator])
+        known[node.id] = None if p is None else (p, found[1])
+
+    for node in nodes:
+        known[node.id] = None
+        if node.reads_cache:
+            assert node.cache is not None
+            partitioning = node.cache.layout.partitioning
+            if partitioning is not None:
+                after(node, (partitioning, node.cache.name))
+            continue
+        if node.operator is None or not node.inputs:
+            continue
+        ins = [(i, spec, known.get(up.id)) for i, (up, spec) in enumerate(node.inputs)]
+        candidates = {
+            i: k
+            for i, spec, k in ins
+            if spec is not None and k is not None and hashes_as(spec, k[0])
+        }
+        targets = {k[0] for k in candidates.values()}
+        if len(targets) == 1:
+            target = targets.pop()
+            if all(
+                i in candidates
+                or (spec is None and k is not None and k[0] == target)
+                or (spec is not None and hashes_as(spec, target))
+                for i, spec, k in ins
+            ):
+                for i, (p, cache) in candidates.items():
+                    spec = node.inputs[i][1]
+                    assert spec is not None
+                    elided[(node.id, i)] = _Elided(node.name, spec.edge, p, cache)
+                after(node, next(iter(candidates.values())))
+                continue
+        forwarded = {k for _, spec, k in ins if spec is None}
+        if len(forwarded) == 1 and all(spec is None for _, spec, _ in ins):
+            found = forwarded.pop()
+            if found is not None:
+                after(node, found)
+    return elided
+
+
+def _resolve_parallelism(
+    nodes: list[LogicalNode], config: Config, overrides: Any, elided: _ElidedInputs
+) -> set[int]:
     """Every node's parallelism; returns the ids of the nodes whose exchanges ask for
-    ``auto`` (planned with the configured count, decided at run time if they can be)."""
+    ``auto`` (planned with the configured count, decided at run time if they can be).
+    A cache read has the cache's; an exchange left out (``elided``) counts as forward."""
     auto: set[int] = set()
     for node in nodes:
+        if node.reads_cache:
+            assert node.cache is not None
+            node.parallelism = node.cache.layout.parallelism
+            continue
         if node.parallelism is not None and node.is_source:
             continue
-        exchanged = [
-            _edge_partitions(spec, overrides) for _, spec in node.inputs if spec is not None
+        ins = [
+            (up, None if (node.id, i) in elided else spec)
+            for i, (up, spec) in enumerate(node.inputs)
         ]
-        forwarded = [up.parallelism for up, spec in node.inputs if spec is None]
+        exchanged = [_edge_partitions(spec, overrides) for _, spec in ins if spec is not None]
+        forwarded = [up.parallelism for up, spec in ins if spec is None]
         if exchanged and not forwarded:
             wanted = {p for p in exchanged if p is not None}
             if len(wanted) > 1:
@@ -240,6 +370,10 @@ def _check_schemas(nodes: list[LogicalNode]) -> dict[int, pa.Schema | None]:
     """Every node's output schema where it is known; raises on missing key columns."""
     schemas: dict[int, pa.Schema | None] = {}
     for node in nodes:
+        if node.reads_cache:
+            assert node.cache is not None
+            schemas[node.id] = node.cache.layout.schema
+            continue
         if node.is_source:
             schemas[node.id] = node.source_schema
             continue
@@ -262,6 +396,7 @@ def _build_graph(
     overrides: Any,
     needs: ColumnNeeds,
     auto: set[int],
+    elided: _ElidedInputs,
 ) -> tuple[JobGraph, list[str]]:
     """The graph, with modes decided (the output-on-EOF rule's warnings beside it)."""
     consumers: dict[int, int] = defaultdict(int)
@@ -276,29 +411,41 @@ def _build_graph(
     def new_vertex(node: LogicalNode) -> JobVertex:
         assert node.parallelism is not None
         v = JobVertex(VertexId(next(ids)), node.name, node.parallelism, [], node.source_splits)
+        if node.reads_cache:
+            v.cache_read = node.cache
         vertices[v.id] = v
         return v
 
     for node in nodes:
         chainable = (
             len(node.inputs) == 1
-            and node.inputs[0][1] is None
+            and (node.inputs[0][1] is None or (node.id, 0) in elided)
             and consumers[node.inputs[0][0].id] == 1
             and node.inputs[0][0].parallelism == node.parallelism
+            and not node.inputs[0][0].fills_cache  # the cache's partitions end its vertex
         )
         if chainable:
             vertex = vertex_of[node.inputs[0][0].id]
             vertex.name = f"{vertex.name}->{node.name}"
+            combiner = node.inputs[0][1].combiner if node.inputs[0][1] is not None else None
+            if combiner is not None:  # an exchange left out: its combiner stays in front
+                vertex.operators.append(combiner)
         else:
             vertex = new_vertex(node)
         vertex_of[node.id] = vertex
         if node.operator is not None:
             vertex.operators.append(node.operator)
+        if node.fills_cache:
+            vertex.cache_fill = node.cache
         if chainable:
             continue
         for input_index, (up, spec) in enumerate(node.inputs):
             producer = vertex_of[up.id]
-            if spec is None:  # a forward input that could not be chained
+            if spec is not None and (node.id, input_index) in elided:
+                spec = ExchangeSpec(
+                    Partitioner(PartitionerKind.FORWARD), spec.edge, spec.mode, None, spec.combiner
+                )
+            elif spec is None:  # a forward input that could not be chained
                 kind = (
                     PartitionerKind.FORWARD
                     if producer.parallelism == vertex.parallelism

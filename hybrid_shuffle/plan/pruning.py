@@ -14,7 +14,8 @@ never leave out one an operator reads.  Two places apply them: the producer
 side of every exchange (``JobEdge.columns``, before a combiner and before
 partitioning, so fewer bytes are hashed, copied and stored) and ``from_spark``
 sources (``Plan.source_columns``: Spark selects the columns before it converts
-anything to Arrow).
+anything to Arrow).  A cache being filled keeps every column, as the sink does:
+the jobs that will read it are not known yet.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def prune_columns(
     of it would be dropped, so ``explain()`` names only exchanges that really prune."""
     needs = ColumnNeeds()
     needs.outputs[sink.id] = None  # the job's result keeps every column
+    for node in nodes:
+        if node.fills_cache:  # and so does a cache: later jobs may read any column
+            needs.outputs[node.id] = None
     for node in reversed(nodes):
         if node.operator is None:  # a source
             continue

@@ -6,14 +6,20 @@ over), this builds FLIP-31's descriptors for one task: a
 ``PartitionDescriptor`` per output, an ``InputGateDescriptor`` per input with
 one ``ConsumerDescriptor`` per producer, and the ``TaskDeployment`` around them.
 Every job's sink writes one extra blocking partition, the *result edge*, which
-the driver reads.  Plain Python, no Ray.
+the driver reads (unless the run only fills caches).  A vertex that fills a
+cache writes one more, blocking-persistent, per subtask: the cache's partition.
+A vertex that reads a cache gets a gate whose one channel reads the cache's
+partition of its subtask; the channel is not counted by the tracker, since
+reading a cache never releases it.  Plain Python, no Ray.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 
-from hybrid_shuffle.plan.graph import JobEdge, JobGraph
+from hybrid_shuffle.operators.base import Columns, Operator
+from hybrid_shuffle.plan.cache import cache_edge
+from hybrid_shuffle.plan.graph import JobEdge, JobGraph, JobVertex
 from hybrid_shuffle.plan.regions import TaskKey
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.task import TaskDeployment
@@ -24,7 +30,7 @@ from hybrid_shuffle.shuffle.api import (
     PartitionId,
     RangeRead,
 )
-from hybrid_shuffle.shuffle.partition_type import partition_type
+from hybrid_shuffle.shuffle.partition_type import BLOCKING_PERSISTENT, partition_type
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 __all__ = ["RESULT_EDGE", "Deployer", "producers_of", "subpartitions_of"]
@@ -59,8 +65,11 @@ class Deployer:
         wait_timeout: float,
         result_service: str = "executor-local",
         operator_memory: int = 512 << 20,
+        collect: bool = True,
     ) -> None:
         self.graph = graph
+        #: the sink writes the result partition the driver reads
+        self.collect = collect
         #: ``operators.memory``, shipped with every task
         self.operator_memory = operator_memory
         #: the service of the sink's result partitions (the session's default)
@@ -78,7 +87,9 @@ class Deployer:
         vertex = self.graph.vertices[vid]
         attempt = self.attempts.get(task, 0)
         out = [self._partition(edge, subtask, attempt) for edge in vertex.outputs]
-        if vid == self.graph.sink:
+        if vertex.cache_fill is not None:
+            out.append(self.cache_partition(vertex, subtask, attempt))
+        if vid == self.graph.sink and self.collect:
             out.append(self.result_partition(subtask, attempt))
         return out
 
@@ -94,6 +105,25 @@ class Deployer:
             1,
             1,
             partition_type("blocking"),
+            Partitioner(PartitionerKind.FORWARD),
+            self.result_service,
+            attempt,
+        )
+
+    def cache_partition(
+        self, vertex: JobVertex, subtask: int, attempt: int = 0
+    ) -> PartitionDescriptor:
+        """Subtask ``subtask``'s partition of the cache ``vertex`` fills."""
+        assert vertex.cache_fill is not None
+        edge = cache_edge(vertex.cache_fill.name)
+        return PartitionDescriptor(
+            self._id(edge, subtask, attempt),
+            self.job_id,
+            edge,
+            subtask,
+            1,
+            1,
+            BLOCKING_PERSISTENT,
             Partitioner(PartitionerKind.FORWARD),
             self.result_service,
             attempt,
@@ -128,11 +158,18 @@ class Deployer:
         vid, subtask = task
         vertex = self.graph.vertices[vid]
         gates = [self.gate(task, edge, subtask) for edge in vertex.inputs]
+        if vertex.cache_read is not None:
+            gates.append(self.cache_gate(vertex, subtask))
         outputs = [self.tracker.descriptor(self.job_id, e.name, subtask) for e in vertex.outputs]
-        combiners = [e.combiner for e in vertex.outputs]
-        columns = [e.columns for e in vertex.outputs]
-        if vid == self.graph.sink:
-            outputs.append(self.tracker.descriptor(self.job_id, RESULT_EDGE, subtask))
+        combiners: list[Operator | None] = [e.combiner for e in vertex.outputs]
+        columns: list[Columns] = [e.columns for e in vertex.outputs]
+        extra = []
+        if vertex.cache_fill is not None:
+            extra.append(cache_edge(vertex.cache_fill.name))
+        if vid == self.graph.sink and self.collect:
+            extra.append(RESULT_EDGE)
+        for name in extra:  # written whole: no combiner, every column
+            outputs.append(self.tracker.descriptor(self.job_id, name, subtask))
             combiners.append(None)
             columns.append(None)
         return TaskDeployment(
@@ -179,6 +216,13 @@ class Deployer:
         return InputGateDescriptor(
             edge.target_input, edge.name, consumer, tuple(channels), range_read
         )
+
+    def cache_gate(self, vertex: JobVertex, subtask: int) -> InputGateDescriptor:
+        """Subtask ``subtask`` of a cache-reading vertex reads partition ``subtask``."""
+        cache = vertex.cache_read
+        assert cache is not None
+        channel = ConsumerDescriptor(cache.partitions[subtask], subtask, 0, 0)
+        return InputGateDescriptor(0, cache_edge(cache.name), subtask, (channel,))
 
     def result_gate(self, subtask: int) -> InputGateDescriptor:
         """The driver's gate into the sink's result partition ``subtask``."""

@@ -7,7 +7,9 @@ of the object store so the result pins nothing.  If a sink's partition is lost
 while it is read (its holder died after the job ended), the scheduler recovers
 it like any failover and the read starts again.  Whatever happens, every
 partition of the job is released afterwards (in the background: the next job
-and the leak checks wait for the releases).
+and the leak checks wait for the releases), except, when the job succeeded, the
+partitions of the caches it filled: those are promoted to outlive it, and
+``Executed.cache_partitions`` says which they are.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from hybrid_shuffle.errors import ExecutorLostError, PartitionNotFoundError
+from hybrid_shuffle.plan.cache import cache_edge
+from hybrid_shuffle.plan.graph import VertexId
 from hybrid_shuffle.plan.planner import Plan
 from hybrid_shuffle.runtime.deployment import Deployer
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
@@ -27,7 +31,7 @@ from hybrid_shuffle.runtime.scheduler import Scheduler
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool
 from hybrid_shuffle.runtime.task import TaskReport
 from hybrid_shuffle.runtime.transport import TaskTransport
-from hybrid_shuffle.shuffle.api import ShuffleEnvironment, ShuffleMaster
+from hybrid_shuffle.shuffle.api import ShuffleDescriptor, ShuffleEnvironment, ShuffleMaster
 
 __all__ = ["Executed", "execute"]
 
@@ -42,6 +46,8 @@ class Executed:
     reports: list[TaskReport]
     #: how many times regions were restarted (``JobResult.restarts``)
     restarts: int = 0
+    #: the vertices that filled a cache -> the cache's partitions, one per subtask
+    cache_partitions: dict[VertexId, list[ShuffleDescriptor]] = field(default_factory=dict)
 
 
 def execute(
@@ -72,9 +78,10 @@ def execute(
         timeout,
         shuffle.service,
     )
+    table = None
     try:
         reports = scheduler.run()
-        for attempt in range(plan.config.failover.max_attempts):
+        for attempt in range(plan.config.failover.max_attempts if plan.collect else 0):
             try:
                 table = _read_result(reader, scheduler.deployer, plan)
                 break
@@ -84,9 +91,24 @@ def execute(
                 if attempt + 1 == plan.config.failover.max_attempts:
                     raise
                 reports = scheduler.recover(e)
+        caches = _promote_caches(plan, job_id, tracker)
     finally:
         tracker.release_job(job_id)
-    return Executed(job_id, table, reports, scheduler.restarts)
+    return Executed(job_id, table, reports, scheduler.restarts, caches)
+
+
+def _promote_caches(
+    plan: Plan, job_id: str, tracker: PartitionTracker
+) -> dict[VertexId, list[ShuffleDescriptor]]:
+    """The partitions of the caches the job filled, kept past its end."""
+    filled = {}
+    for vertex in plan.cache_fills():
+        assert vertex.cache_fill is not None
+        edge = cache_edge(vertex.cache_fill.name)
+        descriptors = [tracker.descriptor(job_id, edge, i) for i in range(vertex.parallelism)]
+        tracker.promote([d.partition.partition_id for d in descriptors])
+        filled[vertex.id] = descriptors
+    return filled
 
 
 def _read_result(reader: ShuffleEnvironment, deployer: Deployer, plan: Plan) -> pa.Table | None:

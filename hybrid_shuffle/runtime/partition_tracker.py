@@ -11,7 +11,11 @@ Release rules (Flink's region release strategy):
 - a partition is released once every consumer channel reading it belongs to a
   finished consumer (channels are counted as a set, so a consumer that runs again
   never counts twice);
-- whatever is left of a job is released when the job ends (``release_job``).
+- whatever is left of a job is released when the job ends (``release_job``),
+  except the partitions ``promote``d first: a cache's blocking-persistent
+  partitions of a job that succeeded.  They stop belonging to the job (Flink's
+  cluster partitions) and are released only by ``release`` (the cache is
+  invalidated or lost) or by the master's close; losses mark them as any other.
 
 Handed-over buffers (``HandedOver``: a finished partition's refs, for consumers
 that deploy later and read without polling) are kept only until every consumer
@@ -83,6 +87,8 @@ class PartitionTracker:
         self._reads: dict[tuple[str, Hashable], list[tuple[PartitionId, _ChannelKey]]] = (
             defaultdict(list)
         )
+        #: partitions that outlive their job (``promote``)
+        self._promoted: set[PartitionId] = set()
 
     # -- producers -------------------------------------------------------------------------
 
@@ -113,6 +119,8 @@ class PartitionTracker:
                 continue
             tracked.state = TrackedState.PRODUCED
             ready = handed.get(pid)
+            if tracked.descriptor.partition.partition_type.persistent:
+                continue  # read by later jobs, by polling: nothing is pinned for them
             if ready is not None and len(tracked.channels) < tracked.readers:
                 tracked.handed_over = ready
 
@@ -224,10 +232,28 @@ class PartitionTracker:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def promote(self, partition_ids: list[PartitionId]) -> None:
+        """These (persistent, produced) partitions outlive their job: ``release_job``
+        leaves them, ``release`` frees them."""
+        self._promoted.update(partition_ids)
+
+    def release(self, partition_ids: list[PartitionId]) -> None:
+        """Release promoted partitions (a cache invalidated or lost)."""
+        self._promoted.difference_update(partition_ids)
+        self._release(partition_ids)
+
+    def states(self, partition_ids: list[PartitionId]) -> list[TrackedState]:
+        return [self.state(pid) for pid in partition_ids]
+
     def release_job(self, job_id: str) -> None:
-        """Release every partition of ``job_id`` still held (the job ended)."""
+        """Release every partition of ``job_id`` still held (the job ended), except the
+        promoted ones."""
         self._release(
-            [p for p, t in self._partitions.items() if t.descriptor.partition.job_id == job_id]
+            [
+                p
+                for p, t in self._partitions.items()
+                if t.descriptor.partition.job_id == job_id and p not in self._promoted
+            ]
         )
         indexes: tuple[dict[Any, Any], ...] = (self._reads, self._by_edge, self._by_producer)
         for index in indexes:
@@ -237,6 +263,7 @@ class PartitionTracker:
     def _release(self, partition_ids: list[PartitionId]) -> None:
         descriptors = []
         for pid in partition_ids:
+            self._promoted.discard(pid)
             tracked = self._partitions.pop(pid, None)
             if tracked is not None:
                 tracked.state = TrackedState.RELEASED

@@ -44,6 +44,7 @@ from typing import Any
 
 from hybrid_shuffle.config import FailoverConfig
 from hybrid_shuffle.errors import (
+    CacheLostError,
     ExecutorLostError,
     HybridShuffleError,
     JobFailedError,
@@ -61,7 +62,7 @@ from hybrid_shuffle.runtime.failover import (
     classify,
 )
 from hybrid_shuffle.runtime.failures import first_line, root_cause, to_error
-from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
+from hybrid_shuffle.runtime.partition_tracker import PartitionTracker, TrackedState
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool, SlotAllocation
 from hybrid_shuffle.runtime.task import TaskReport, TaskState, attempt_key
 from hybrid_shuffle.runtime.transport import TaskRef, TaskTransport
@@ -118,6 +119,7 @@ class Scheduler:
             wait_timeout,
             result_service,
             plan.config.operators.memory,
+            plan.collect,
         )
         self.slots = SlotAllocation(len(pool.executors))
         self.finished: set[TaskKey] = set()
@@ -388,11 +390,26 @@ class Scheduler:
             log.warning("job %s: executor %d died; replaced", self.job_id, index)
             self.tracker.executor_lost(index)
         self.tracker.poll_lost()
+        self._check_cache_reads()
         producers = self.tracker.lost_producers(self.job_id)
         region_of: dict[Any, int] = dict(self._topology.region_of)
         regions = {region_of[t] for t in producers if t in region_of}
         if regions:
             self._restart(regions, f"{len(producers)} partitions were lost with their holder")
+
+    def _check_cache_reads(self) -> None:
+        """A cache this job reads lost a partition: no region of this job can produce it
+        again, so the job stops here and ``Job.run`` fills the cache from its lineage
+        and runs the job again (FLIP-205's fallback)."""
+        for vertex in self.plan.cache_reads():
+            cache = vertex.cache_read
+            assert cache is not None
+            pids = [d.partition.partition_id for d in cache.partitions]
+            if any(s is not TrackedState.PRODUCED for s in self.tracker.states(pids)):
+                raise CacheLostError(
+                    f"job '{self.graph.job_name}': a partition of cache '{cache.name}' was lost "
+                    "with its holder"
+                )
 
     def _restart(self, failed: set[int], cause: str) -> None:
         regions = self._topology.to_restart(
@@ -500,6 +517,7 @@ class Scheduler:
             self.pool.replace(index)
         except HybridShuffleError as e:  # the next job fails with it if it matters
             log.warning("job %s: could not replace executor %d: %s", self.job_id, index, e)
+        self.tracker.executor_lost(index)  # what it held (a cache's partitions) went with it
 
     # -- failing for good -------------------------------------------------------------------
 

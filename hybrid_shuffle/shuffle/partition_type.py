@@ -8,10 +8,12 @@ branch in every caller.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 
 __all__ = [
+    "BLOCKING_PERSISTENT",
     "MODES",
     "ConsumingConstraint",
     "Mode",
@@ -55,6 +57,9 @@ class ResultPartitionType:
     ``spills``: buffers beyond the memory budget go to disk instead of waiting.
     ``persist_all``: every buffer is also written to disk, so the partition stays
     re-readable after its in-memory copies were consumed.
+    ``persistent``: the partition outlives its job (FLIP-205's BLOCKING_PERSISTENT, a
+    cache): the job's end does not release it, only ``invalidate()`` or the session's
+    close does.
     """
 
     mode: Mode
@@ -64,6 +69,7 @@ class ResultPartitionType:
     bounded: bool
     spills: bool
     persist_all: bool
+    persistent: bool = False
 
     def can_be_pipelined(self) -> bool:
         return self.consuming is not ConsumingConstraint.BLOCKING
@@ -121,6 +127,10 @@ _TYPES: dict[str, ResultPartitionType] = {
 }
 
 MODES: tuple[str, ...] = tuple(m.value for m in Mode)
+
+#: a cache's partitions (``Stream.cache``): blocking, and kept after the job that wrote
+#: them ended.  Not a mode a user names for an edge: ``mode`` is ``blocking``.
+BLOCKING_PERSISTENT = dataclasses.replace(_TYPES[Mode.BLOCKING], persistent=True)
 
 
 def partition_type(mode: str) -> ResultPartitionType:

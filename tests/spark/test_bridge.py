@@ -112,3 +112,24 @@ def test_main_job_matches_plain_pyspark_row_for_row_with_exact_types(
     assert ours.schema.simpleString() == theirs.schema.simpleString()
     assert [tuple(r) for r in ours.collect()] == [tuple(r) for r in theirs.collect()]
     assert session.partitions_occupying_local_resources() == {0: set(), 1: set()}
+
+
+def test_a_cache_filled_from_spark_lets_later_jobs_skip_the_hand_off(
+    session: hs.Session,
+) -> None:
+    """The Spark -> Arrow conversion runs once, for the fill; a later job that reads the
+    cache fetches nothing from Spark (``sources_seconds`` is 0) and sees the same rows."""
+    df = session.spark.range(0, 50_000, numPartitions=2).selectExpr("id", "id % 97 as k")
+    prep = session.job("spark-prep")
+    cached = prep.from_spark(df, name="in").cache("spark-rows")
+    filled = cached.fill()
+    assert filled.rows == 50_000 and filled.fills == 1
+
+    report = session.job("spark-report")
+    counts = report.from_cache(cached).key_by("k").aggregate({"id": "count"}).collect()
+    assert counts.caches == {"spark-rows": "read"} and counts.sources_seconds == 0.0
+    got = {r["k"]: r["id_count"] for r in counts.table.to_pylist()}
+    want = {r["k"]: r["count"] for r in df.groupBy("k").count().collect()}
+    assert got == want
+    cached.invalidate()
+    assert session.partitions_occupying_local_resources() == {0: set(), 1: set()}

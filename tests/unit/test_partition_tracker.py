@@ -10,7 +10,7 @@ from hybrid_shuffle.shuffle.api import (
     PartitionId,
     ProducerDescriptor,
 )
-from hybrid_shuffle.shuffle.partition_type import partition_type
+from hybrid_shuffle.shuffle.partition_type import BLOCKING_PERSISTENT, partition_type
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 from .fakes import RecordingMaster
@@ -124,3 +124,50 @@ def test_services_report_lost_partitions_through_the_master() -> None:
     master.lost.append(PartitionId("j/e/0"))
     assert tracker.poll_lost() == ["j/e/0"]
     assert tracker.state(PartitionId("j/e/0")) is TrackedState.LOST
+
+
+def persistent(subtask: int, job: str = "j") -> PartitionDescriptor:
+    return PartitionDescriptor(
+        PartitionId(f"{job}/cache:c/{subtask}"),
+        job,
+        "cache:c",
+        subtask,
+        1,
+        1,
+        BLOCKING_PERSISTENT,
+        Partitioner(PartitionerKind.FORWARD),
+    )
+
+
+def test_a_promoted_cache_partition_outlives_its_job_until_it_is_released() -> None:
+    master = RecordingMaster()
+    tracker = PartitionTracker(master)
+    tracker.register(("p", 0), persistent(0), ProducerDescriptor(1, "ex"))
+    handed = HandedOver([[BufferRef(0, "ref", 1, 8)]], None, 1.0)
+    tracker.producer_finished("j", ("p", 0), {PartitionId("j/cache:c/0"): handed})
+    tracker.promote([PartitionId("j/cache:c/0")])
+    tracker.release_job("j")
+    assert master.released == []
+    assert tracker.state(PartitionId("j/cache:c/0")) is TrackedState.PRODUCED
+    # later readers poll: nothing of the partition is pinned in the driver for them
+    assert tracker._partitions[PartitionId("j/cache:c/0")].handed_over is None
+    tracker.release([PartitionId("j/cache:c/0")])
+    assert master.released == ["j/cache:c/0"]
+
+
+def test_a_cache_partition_not_promoted_goes_with_its_failed_job() -> None:
+    master = RecordingMaster()
+    tracker = PartitionTracker(master)
+    tracker.register(("p", 0), persistent(0), ProducerDescriptor(1, "ex"))
+    tracker.release_job("j")
+    assert master.released == ["j/cache:c/0"]
+
+
+def test_a_promoted_partition_is_lost_with_its_executor() -> None:
+    tracker = PartitionTracker(RecordingMaster())
+    tracker.register(("p", 0), persistent(0), ProducerDescriptor(1, "ex"))
+    tracker.producer_finished("j", ("p", 0), {})
+    tracker.promote([PartitionId("j/cache:c/0")])
+    tracker.release_job("j")
+    assert tracker.executor_lost(1) == [PartitionId("j/cache:c/0")]
+    assert tracker.states([PartitionId("j/cache:c/0")]) == [TrackedState.LOST]
