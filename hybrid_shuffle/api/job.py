@@ -190,10 +190,10 @@ class Job:
             lazy = [
                 n for n in reachable(stream.node) if n.load is not None and n.source_splits is None
             ]
-            fetching = time.perf_counter()
-            _resolve_all(lazy, plan)
-            sources_seconds += time.perf_counter() - fetching
             if lazy:  # the vertices must carry the fetched splits
+                fetching = time.perf_counter()
+                _resolve_all(lazy, plan)
+                sources_seconds += time.perf_counter() - fetching
                 plan = self.plan(stream)
             plan.collect = collect
             try:

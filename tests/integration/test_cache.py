@@ -8,6 +8,7 @@ session's leak check once its caches are invalidated.
 
 from __future__ import annotations
 
+import runpy
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -292,3 +293,9 @@ def test_a_read_and_a_fill_in_one_run_of_two_branches(session: hs.Session, tmp_p
     derived.invalidate()
     base.invalidate()
     assert_no_leaks(session)
+
+
+def test_the_cache_example_runs_and_checks_its_answers(local_ray: None) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "cache_across_jobs.py"
+    main = runpy.run_path(str(example), run_name="example")["main"]
+    assert main(["--rows", "20000"]) == 0
