@@ -20,7 +20,7 @@ import ray
 import hybrid_shuffle as hs
 
 from .conftest import assert_closed_cleanly, assert_no_leaks, wait_until
-from .data import orders
+from .data import customers, orders
 from .phases import gate, kill_at
 
 MODES = ["pipelined", "blocking", "hybrid-selective", "hybrid-full"]
@@ -150,6 +150,25 @@ def test_a_key_by_on_the_keys_a_cache_is_partitioned_by_needs_no_exchange(
     assert "needs no exchange" not in again.explain()
     other = job.from_cache(cached).key_by("customer", partitions=3).aggregate({"amount_sum": "sum"})
     assert "needs no exchange" not in other.explain()
+    cached.invalidate()
+    assert_no_leaks(session)
+
+
+def test_a_join_of_a_cache_with_another_stream_hashes_only_the_other_side(
+    session: hs.Session, tmp_path: Path
+) -> None:
+    cached = prepared(session, tmp_path / "calls")
+    cached.fill()
+    job = session.job("segments")
+    joined = job.from_cache(cached).join(
+        job.from_arrow(customers(), name="customers", parallelism=3), on="customer", how="left"
+    )
+    assert "needs no exchange on customer" in joined.explain()
+    result = joined.collect()
+    expected = per_customer(orders(ROWS)).join(customers(), "customer", join_type="left outer")
+    got = result.table.select(expected.column_names).sort_by("customer")
+    assert got.num_rows == expected.num_rows
+    assert got.column("segment").equals(expected.sort_by("customer").column("segment"))
     cached.invalidate()
     assert_no_leaks(session)
 

@@ -7,7 +7,14 @@ from typing import Any
 import pyarrow as pa
 
 from hybrid_shuffle.config import load_config
-from hybrid_shuffle.operators import HashAggregate, Identity, PartialAggregate, Rename, Select
+from hybrid_shuffle.operators import (
+    HashAggregate,
+    HashJoin,
+    Identity,
+    PartialAggregate,
+    Rename,
+    Select,
+)
 from hybrid_shuffle.plan.cache import Cache, CacheLayout
 from hybrid_shuffle.plan.graph import JobGraph, JobVertex, VertexId
 from hybrid_shuffle.plan.partitioning import HashPartitioning, vertex_partitioning
@@ -138,3 +145,26 @@ def test_a_cache_read_vertex_takes_its_partitioning_through_its_chain() -> None:
     assert vertex_partitioning(graph, vertex.id, {vertex.id: CUSTOMER}) is None
     vertex.operators = [Identity("c")]
     assert vertex_partitioning(graph, vertex.id, {vertex.id: CUSTOMER}) == CUSTOMER
+
+
+def test_a_join_reads_its_cached_side_in_place_and_hashes_the_other_side_to_match() -> None:
+    b = Builder()
+    cache = cached(b, totals(b))
+    fill(cache, CacheLayout(2, TOTALS, CUSTOMER))
+    dimension = b.source("customers", 3)
+    hashed = Partitioner(PartitionerKind.HASH, ("customer",))
+    join = LogicalNode(
+        next(b.ids),
+        "joined",
+        HashJoin(["customer"], "inner", "joined"),
+        [(cache, ExchangeSpec(hashed, "joined.left")), (dimension, ExchangeSpec(hashed))],
+    )
+    p = plan(join)
+    edges = {
+        e.name: (e.partitioner.kind, p.graph.vertices[e.target].parallelism) for e in p.graph.edges
+    }
+    assert edges == {
+        "joined.left": (PartitionerKind.FORWARD, 2),  # the cache's partitions, where they are
+        "customers->joined": (PartitionerKind.HASH, 2),  # the other side, into as many
+    }
+    assert len(p.notes) == 1 and "(edge 'joined.left')" in p.notes[0]
