@@ -181,7 +181,7 @@ class Session:
     # -- leak probes -----------------------------------------------------------------------
 
     def partitions_occupying_local_resources(self) -> dict[int, set[str]]:
-        """Per executor, the partitions it still holds (empty after every job)."""
+        """Per executor, the partitions it still holds (after every job: only the caches')."""
         sets = self._ask_executors("partitions_occupying_local_resources")
         return {i: set(s) for i, s in enumerate(sets)}
 
@@ -200,7 +200,7 @@ class Session:
 
     def stored_partitions(self) -> dict[str, set[str]]:
         """Per partition store (``shuffle.service: external``), the partitions it still
-        holds (empty after every job; no entry without stores)."""
+        holds (after every job: only the caches'; no entry without stores)."""
         return dict(zip(*self._ask_stores("partitions_occupying_local_resources"), strict=True))
 
     def stored_objects(self) -> dict[str, int]:

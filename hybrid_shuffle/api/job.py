@@ -255,7 +255,6 @@ class Job:
     def _record_caches(self, plan: Plan, executed: Executed, statuses: dict[str, str]) -> None:
         """After a run: the caches it filled are filled, the ones it read had a hit."""
         catalog = self.session.cache_catalog
-        reads = {v.id: v.cache_read.layout.partitioning for v in plan.cache_reads() if v.cache_read}
         for vertex in plan.cache_fills():
             cache = vertex.cache_fill
             assert cache is not None
@@ -265,16 +264,16 @@ class Job:
             layout = CacheLayout(
                 vertex.parallelism,
                 schema or plan.cache_schemas.get(cache.name),
-                vertex_partitioning(plan.graph, vertex.id, reads),
+                vertex_partitioning(plan.graph, vertex.id),
             )
             statuses[cache.name] = "recomputed" if cache.fills else "filled"
             catalog.filled(cache, executed.cache_partitions[vertex.id], layout, executed.reports)
         for vertex in plan.cache_reads():
             cache = vertex.cache_read
             assert cache is not None
-            if cache.name not in statuses:
+            if cache.name not in statuses:  # not filled for this run: a hit
                 statuses[cache.name] = "read"
-                cache.hits += 1
+                catalog.hit(cache)
 
 
 def _stream(cache: Cache) -> Stream:
@@ -286,11 +285,10 @@ def _expected_layout(cache: Cache) -> CacheLayout:
     """What a cache not filled yet will look like: planned from its lineage."""
     plan = cache.job.plan(_stream(cache))
     sink = plan.graph.sink
-    reads = {v.id: v.cache_read.layout.partitioning for v in plan.cache_reads() if v.cache_read}
     return CacheLayout(
         plan.graph.vertices[sink].parallelism,
         plan.output_schema,
-        vertex_partitioning(plan.graph, sink, reads),
+        vertex_partitioning(plan.graph, sink),
     )
 
 

@@ -15,7 +15,8 @@ That is FLIP-205's fallback ("re-submit the original job as if the cache had
 not been created").
 
 Plain data: the session's ``CacheCatalog`` (``runtime.cache_catalog``) changes
-the state; the planner reads it.
+its state and counters, ``Job.plan`` sets ``expected`` (the layout of a cache
+not filled yet, for ``explain()``), and the planner reads it.
 """
 
 from __future__ import annotations

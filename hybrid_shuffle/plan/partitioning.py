@@ -52,21 +52,20 @@ def through(
     return partitioning
 
 
-def vertex_partitioning(
-    graph: JobGraph, vertex_id: VertexId, read: dict[VertexId, HashPartitioning | None]
-) -> HashPartitioning | None:
+def vertex_partitioning(graph: JobGraph, vertex_id: VertexId) -> HashPartitioning | None:
     """How vertex ``vertex_id``'s output is partitioned, once it ran (its parallelism is
-    the one it ran with).  ``read`` gives the partitioning of the cache-read vertices.
+    the one it ran with).
 
-    Each input says where its rows are: a hash edge on K puts them by K into the
-    vertex's subtasks (unless the vertex is adaptive: each of its subtasks reads a
-    range of subpartitions), a forward edge keeps the producer's partitioning;
-    anything else (round-robin, range, broadcast) is unknown.  All inputs must agree; then
+    A cache read starts from the cache's partitioning.  Otherwise each input says
+    where its rows are: a hash edge on K puts them by K into the vertex's subtasks
+    (unless the vertex is adaptive: each of its subtasks reads a range of
+    subpartitions), a forward edge keeps the producer's partitioning; anything
+    else (round-robin, range, broadcast) is unknown.  All inputs must agree; then
     the chain's operators decide what survives.
     """
     vertex = graph.vertices[vertex_id]
-    if vertex_id in read:
-        partitioning = read[vertex_id]
+    if vertex.cache_read is not None:
+        partitioning = vertex.cache_read.layout.partitioning
     elif not vertex.inputs:
         return None
     else:
@@ -78,7 +77,7 @@ def vertex_partitioning(
             if kind is PartitionerKind.HASH:
                 found.add(HashPartitioning(edge.partitioner.keys, vertex.parallelism))
             elif kind is PartitionerKind.FORWARD:
-                found.add(vertex_partitioning(graph, edge.source, read))
+                found.add(vertex_partitioning(graph, edge.source))
             else:
                 return None
         partitioning = found.pop() if len(found) == 1 else None

@@ -10,6 +10,7 @@ themselves (promoted past their job, ``PartitionTracker.promote``):
   with a partition the tracker saw lost (its executor died or was replaced, its
   store died) is marked ``lost`` and its surviving partitions are released, so
   the run fills it again from its lineage;
+- ``hit`` counts a run that read the cache instead of computing it;
 - ``invalidate`` releases the partitions and empties the cache;
 - ``close`` empties every cache (the shuffle master releases what it holds).
 
@@ -114,6 +115,10 @@ class CacheCatalog:
             sum(w.spilled_bytes for w in writes),
         )
         self.check(cache)  # a holder may have died between the end of the job and now
+
+    def hit(self, cache: Cache) -> None:
+        """A run read ``cache`` instead of computing it."""
+        cache.hits += 1
 
     def invalidate(self, cache: Cache) -> None:
         self._tracker.release(_ids(cache.clear()))

@@ -134,17 +134,21 @@ def test_an_adaptive_vertex_has_no_hash_partitioning_to_keep() -> None:
     p = plan(b.agg(b.source("orders", 2), "totals", partitions="auto"))
     sink = p.graph.sink
     assert p.graph.vertices[sink].adaptive is not None
-    assert vertex_partitioning(p.graph, sink, {}) is None
+    assert vertex_partitioning(p.graph, sink) is None
     q = plan(b.agg(b.source("orders", 2), "totals2", partitions=4))
-    assert vertex_partitioning(q.graph, q.graph.sink, {}) == HashPartitioning(("customer",), 4)
+    assert vertex_partitioning(q.graph, q.graph.sink) == HashPartitioning(("customer",), 4)
 
 
 def test_a_cache_read_vertex_takes_its_partitioning_through_its_chain() -> None:
+    b = Builder()
+    cache = cached(b, totals(b))
+    fill(cache, CacheLayout(2, TOTALS, CUSTOMER))
     vertex = JobVertex(VertexId(0), "read", 2, [Identity("c"), Select(["amount"], "s")])
+    vertex.cache_read = cache.cache
     graph = JobGraph("j", {vertex.id: vertex}, [], vertex.id)
-    assert vertex_partitioning(graph, vertex.id, {vertex.id: CUSTOMER}) is None
+    assert vertex_partitioning(graph, vertex.id) is None
     vertex.operators = [Identity("c")]
-    assert vertex_partitioning(graph, vertex.id, {vertex.id: CUSTOMER}) == CUSTOMER
+    assert vertex_partitioning(graph, vertex.id) == CUSTOMER
 
 
 def test_a_join_reads_its_cached_side_in_place_and_hashes_the_other_side_to_match() -> None:
