@@ -23,23 +23,31 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
-from hybrid_shuffle.plan.partitioning import HashPartitioning
 from hybrid_shuffle.shuffle.api import ShuffleDescriptor
 
-if TYPE_CHECKING:
-    from hybrid_shuffle.plan.logical import LogicalNode
-
-__all__ = ["Cache", "CacheLayout", "CacheState", "cache_edge"]
+__all__ = ["Cache", "CacheLayout", "CacheState", "HashPartitioning", "cache_edge"]
 
 
 def cache_edge(name: str) -> str:
     """The edge name a cache's partitions are tracked under (the prefix keeps it apart
     from the job's own edges in the partition tracker and the metrics)."""
     return f"cache:{name}"
+
+
+@dataclass(frozen=True)
+class HashPartitioning:
+    """Rows whose ``keys`` hash to ``i`` (the exchange hash, modulo ``count``) are all in
+    partition ``i``, and only they are."""
+
+    keys: tuple[str, ...]
+    count: int
+
+    def describe(self) -> str:
+        return f"hash({', '.join(self.keys)}) into {self.count}"
 
 
 class CacheState(enum.StrEnum):
@@ -64,9 +72,10 @@ class CacheLayout:
 class Cache:
     name: str
     session_id: str
-    #: the cache node, in its own job: its inputs are the lineage
-    node: LogicalNode
-    #: that job (``api.job.Job``: the fill runs there, with its config and sources)
+    #: the lineage, opaque to the planner: the cache node (a ``LogicalNode`` whose
+    #: inputs are the lineage) and its job (``api.job.Job``: a fill runs there, with
+    #: that job's config and sources)
+    node: Any
     job: Any
     state: CacheState = CacheState.EMPTY
     #: per partition (= per subtask of the vertex that filled it): where it is held

@@ -18,25 +18,13 @@ written, so the plans of existing jobs do not change.  Plain Python.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.plan.cache import HashPartitioning
 from hybrid_shuffle.plan.graph import JobGraph, VertexId
 from hybrid_shuffle.shuffle.routing import PartitionerKind
 
-__all__ = ["HashPartitioning", "through", "vertex_partitioning"]
-
-
-@dataclass(frozen=True)
-class HashPartitioning:
-    """Rows whose ``keys`` hash to ``i`` (the exchange hash, modulo ``count``) are all in
-    partition ``i``, and only they are."""
-
-    keys: tuple[str, ...]
-    count: int
-
-    def describe(self) -> str:
-        return f"hash({', '.join(self.keys)}) into {self.count}"
+__all__ = ["through", "vertex_partitioning"]
 
 
 def through(

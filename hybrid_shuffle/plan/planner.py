@@ -26,6 +26,7 @@ from hybrid_shuffle.config import AUTO, Config, format_size
 from hybrid_shuffle.errors import ConfigError, PlanError
 from hybrid_shuffle.operators.base import Columns
 from hybrid_shuffle.operators.columns import require_key_columns
+from hybrid_shuffle.plan.cache import HashPartitioning
 from hybrid_shuffle.plan.graph import (
     AdaptiveParallelism,
     EdgeName,
@@ -37,7 +38,7 @@ from hybrid_shuffle.plan.graph import (
 )
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
 from hybrid_shuffle.plan.output_on_eof import apply_output_on_eof
-from hybrid_shuffle.plan.partitioning import HashPartitioning, through
+from hybrid_shuffle.plan.partitioning import through
 from hybrid_shuffle.plan.pruning import ColumnNeeds, prune_columns
 from hybrid_shuffle.plan.regions import (
     Region,

@@ -15,9 +15,9 @@ from hybrid_shuffle.operators import (
     Rename,
     Select,
 )
-from hybrid_shuffle.plan.cache import Cache, CacheLayout
+from hybrid_shuffle.plan.cache import Cache, CacheLayout, HashPartitioning
 from hybrid_shuffle.plan.graph import JobGraph, JobVertex, VertexId
-from hybrid_shuffle.plan.partitioning import HashPartitioning, vertex_partitioning
+from hybrid_shuffle.plan.partitioning import vertex_partitioning
 from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, Plan, plan_job
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
