@@ -14,6 +14,12 @@ themselves (promoted past their job, ``PartitionTracker.promote``):
 - ``invalidate`` releases the partitions and empties the cache;
 - ``close`` empties every cache (the shuffle master releases what it holds).
 
+The catalog holds its caches weakly.  A cache stays as long as something can
+read it: its ``CachedStream``, or a job with a node that fills or reads it (the
+cache holds its lineage, and the lineage its sources).  Once the garbage
+collector takes it, its partitions are released at the catalog's next call and
+its name is free again.
+
 Cached bytes live in the holders' result-partition memory (``shuffle.memory_budget``),
 so they count against it and spill to disk beyond it, as a blocking partition does.
 Plain Python.
@@ -22,6 +28,7 @@ Plain Python.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +38,7 @@ from hybrid_shuffle.plan.cache import Cache, CacheLayout, CacheState, cache_edge
 from hybrid_shuffle.plan.logical import LogicalNode
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker, TrackedState
 from hybrid_shuffle.runtime.task import TaskReport
-from hybrid_shuffle.shuffle.api import ShuffleDescriptor
+from hybrid_shuffle.shuffle.api import PartitionId, ShuffleDescriptor
 
 __all__ = ["CacheCatalog", "CacheInfo"]
 
@@ -66,20 +73,29 @@ class CacheCatalog:
     def __init__(self, session_id: str, tracker: PartitionTracker) -> None:
         self.session_id = session_id
         self._tracker = tracker
-        self._caches: dict[str, Cache] = {}
+        #: name -> the cache, weakly: a cache no one can read any more (its
+        #: ``CachedStream`` and every job reading it are gone) must not keep its lineage,
+        #: and with it the lineage's source tables, alive for the session's life
+        self._caches: dict[str, weakref.ref[Cache]] = {}
+        #: ``id(cache)`` -> the partitions a live cache holds, for its finalizer
+        self._held: dict[int, list[PartitionId]] = {}
+        #: partitions of caches collected since the last call, released by the next one
+        #: (a finalizer runs inside whatever code the garbage collector interrupted)
+        self._orphans: list[PartitionId] = []
 
     def new_name(self, name: str | None, default: str) -> str:
         """``name`` if free (a taken one is an error), else ``default`` or the first of
         ``default_2``, ``default_3``, ... that is free."""
+        taken = {c.name for c in self._live()}
         if name is not None:
-            if name in self._caches:
+            if name in taken:
                 raise PlanError(
                     f"cache name '{name}' is taken in this session; invalidate() that cache "
                     "and use another name, or leave name= out for a generated one"
                 )
             return name
         name, n = default, 1
-        while name in self._caches:
+        while name in taken:
             n += 1
             name = f"{default}_{n}"
         return name
@@ -87,15 +103,18 @@ class CacheCatalog:
     def create(self, name: str, node: LogicalNode, job: Any) -> Cache:
         """A new, empty cache (``name`` from ``new_name``) for ``node`` in ``job``."""
         cache = Cache(name, self.session_id, node, job)
-        self._caches[name] = cache
+        self._caches[name] = weakref.ref(cache)
+        self._held[id(cache)] = []
+        weakref.finalize(cache, self._collected, id(cache))
         return cache
 
     def check(self, cache: Cache) -> None:
         """Mark a filled cache ``lost`` if the tracker lost one of its partitions, and
         release the others (the next run fills it again)."""
+        self._release_orphans()
         if cache.readable and not self._all_held(cache.partitions):
             log.warning("cache '%s': a partition was lost with its holder", cache.name)
-            self._tracker.release(_ids(cache.clear(CacheState.LOST)))
+            self._release(cache, CacheState.LOST)
 
     def filled(
         self,
@@ -114,6 +133,7 @@ class CacheCatalog:
             sum(w.bytes for w in writes),
             sum(w.spilled_bytes for w in writes),
         )
+        self._held[id(cache)] = _ids(partitions)
         self.check(cache)  # a holder may have died between the end of the job and now
 
     def hit(self, cache: Cache) -> None:
@@ -121,25 +141,51 @@ class CacheCatalog:
         cache.hits += 1
 
     def invalidate(self, cache: Cache) -> None:
-        self._tracker.release(_ids(cache.clear()))
+        self._release_orphans()
+        self._release(cache, CacheState.EMPTY)
 
     def caches(self) -> list[CacheInfo]:
         self._tracker.poll_lost()
-        for cache in self._caches.values():
+        live = self._live()
+        for cache in live:
             self.check(cache)
-        return [_info(c) for c in self._caches.values()]
+        return [_info(c) for c in live]
 
     def close(self) -> None:
         """The session closes: its shuffle master releases every partition."""
-        for cache in self._caches.values():
+        for cache in self._live():
             cache.clear()
+        self._held.clear()
+        self._orphans.clear()
+
+    def _release(self, cache: Cache, state: CacheState) -> None:
+        self._held[id(cache)] = []
+        self._tracker.release(_ids(cache.clear(state)))
+
+    def _live(self) -> list[Cache]:
+        self._release_orphans()
+        live = [(n, r()) for n, r in self._caches.items()]
+        for name, cache in live:
+            if cache is None:
+                del self._caches[name]
+        return [c for _, c in live if c is not None]
+
+    def _collected(self, key: int) -> None:
+        """A cache was garbage-collected: its partitions are orphans (the finalizer)."""
+        self._orphans.extend(self._held.pop(key, []))
+
+    def _release_orphans(self) -> None:
+        orphans, self._orphans = self._orphans, []
+        if orphans:
+            log.info("releasing %d partitions of caches no one can read", len(orphans))
+            self._tracker.release(orphans)
 
     def _all_held(self, partitions: list[ShuffleDescriptor]) -> bool:
         states = self._tracker.states(_ids(partitions))
         return all(s is TrackedState.PRODUCED for s in states)
 
 
-def _ids(partitions: list[ShuffleDescriptor]) -> list[Any]:
+def _ids(partitions: list[ShuffleDescriptor]) -> list[PartitionId]:
     return [d.partition.partition_id for d in partitions]
 
 

@@ -8,6 +8,7 @@ session's leak check once its caches are invalidated.
 
 from __future__ import annotations
 
+import gc
 import runpy
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -235,6 +236,22 @@ def test_an_executor_killed_while_a_job_reads_the_cache_leaves_the_result_equal(
     assert calls(log) == 2 * once
     cached.invalidate()
     assert_no_leaks(session)
+
+
+def test_a_cache_no_one_can_read_any_more_is_released_and_its_name_freed(
+    session: hs.Session, tmp_path: Path
+) -> None:
+    cached = prepared(session, tmp_path / "calls", name="dropped")
+    branch = cached.filter(pc.field("order_id_count") > 1)
+    cached.fill()
+    del cached
+    gc.collect()
+    assert "dropped" in [c.name for c in session.caches()]  # a branch still reaches it
+    del branch
+    gc.collect()
+    assert "dropped" not in [c.name for c in session.caches()]
+    assert_no_leaks(session)  # its partitions were released
+    prepared(session, tmp_path / "again", name="dropped")  # the name is free again
 
 
 def test_a_cache_beyond_the_memory_budget_spills_and_reads_back_equal(local_ray: None) -> None:
