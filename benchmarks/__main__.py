@@ -5,8 +5,10 @@
     python -m benchmarks --workloads mainjob --scales 0.1,1,5,20 --name main-job
     python -m benchmarks --workloads failover --rows 1e7 --runs 3 --name issue11-failover
     python -m benchmarks --workloads batch --runs 3 --name issue12-batch
+    python -m benchmarks --workloads cache --runs 3 --name issue13-cache
 
-Workloads (``--workloads``, comma-separated; default all but ``failover`` and ``batch``):
+Workloads (``--workloads``, comma-separated; default all but ``failover``, ``batch``
+and ``cache``):
 
 * ``agg``, ``repartition``: workloads 1 and 2 at ``--rows`` x ``--distributions``,
   the engine (``--engine-modes``) against Ray Data, Spark and the bounds;
@@ -30,11 +32,16 @@ Workloads (``--workloads``, comma-separated; default all but ``failover`` and ``
   (one executor of both cores, AQE off) and Ray Data (``--batch-peers``), and co_group
   against the same figures computed record at a time (``--batch-baseline-rows`` per
   side, scaled per row); in its own session and Ray, see ``benchmarks/batch_operators.py``.
-  Only when named (20-40 minutes at the default sizes).
+  Only when named (20-40 minutes at the default sizes);
+* ``cache``: issue 13, five queries (filter, top-k, join with a dimension, regroup,
+  sort) over one prepared aggregation of ``--cache-rows`` facts, with and without the
+  engine's cache (``stream.cache()``, ``job.from_cache``), against Spark's
+  ``df.cache()`` and Ray Data's ``materialize()`` (``--cache-peers``); in its own
+  session and Ray, see ``benchmarks/cache.py``.  Only when named.
 
 Writes ``benchmarks/results/<name>.json`` (workload 4's per-scale table under
 ``main_job``, the failover tables under ``failover``, issue 12's figures and targets
-under ``batch``) and ``<name>.png``.  Not part
+under ``batch``, issue 13's under ``cache``) and ``<name>.png``.  Not part
 of the test suite: absolute times drift on a shared machine, the ratios printed here
 (each system against the best engine mode, same run, same data) are the claim.
 """
@@ -53,14 +60,14 @@ import pyarrow as pa
 import ray
 
 import hybrid_shuffle as hs
-from benchmarks import batch_operators, failover, mainjob, systems
+from benchmarks import batch_operators, cache, failover, mainjob, systems
 from benchmarks.data import blocks, make_table
 from benchmarks.harness import Measurement, measure
 from benchmarks.report import print_table, ratios, write_chart
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENGINE_MODES = ["pipelined", "blocking", "hybrid-selective", "hybrid-full"]
-WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob", "failover", "batch")
+WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob", "failover", "batch", "cache")
 DEFAULT_WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob")
 #: the workloads that run in (or, for modes, next to) the shared benchmark session
 SHARED_SESSION = {"agg", "repartition", "modes", "spark"}
@@ -112,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         "--workloads",
         default=",".join(DEFAULT_WORKLOADS),
         type=parse_workloads,
-        help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all but failover, batch)",
+        help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all but failover, batch, "
+        "cache)",
     )
     parser.add_argument(
         "--scales",
@@ -171,6 +179,18 @@ def main(argv: list[str] | None = None) -> int:
         type=parse_peers,
         help="peers of the batch workload: spark, ray-data, or none",
     )
+    parser.add_argument(
+        "--cache-rows",
+        default="1e7",
+        type=parse_count,
+        help="fact rows of the cache workload (aggregated into rows / 10 keys)",
+    )
+    parser.add_argument(
+        "--cache-peers",
+        default=",".join(cache.PEERS),
+        type=parse_peers,
+        help="peers of the cache workload: spark, ray-data, or none",
+    )
     args = parser.parse_args(argv)
     workloads: set[str] = args.workloads
     distributions = args.distributions.split(",")
@@ -209,6 +229,12 @@ def main(argv: list[str] | None = None) -> int:
             peers=args.batch_peers,
         )
         results += measured
+    cache_summary: dict[str, Any] | None = None
+    if "cache" in workloads:  # its own session and Ray, like batch
+        measured, cache_summary = cache.run(
+            args.cache_rows, args.runs, object_store=args.object_store, peers=args.cache_peers
+        )
+        results += measured
     failover_summary: dict[str, Any] | None = None
     if "failover" in workloads:  # its own Ray: every session above is closed by now
         from hybrid_shuffle.sizes import parse_size
@@ -239,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         payload["failover"] = failover_summary
     if batch_summary is not None:
         payload["batch"] = batch_summary
+    if cache_summary is not None:
+        payload["cache"] = cache_summary
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.name}.json").write_text(json.dumps(payload, indent=2))
@@ -246,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table([m for m in results if m.workload not in failover.OWN_WORKLOADS])
     mainjob.print_summary(main_job)
     batch_operators.print_summary(batch_summary)
+    cache.print_summary(cache_summary)
     failover.print_summary(failover_summary)
     print(f"\nwrote {out / (args.name + '.json')} and .png")
     return 0

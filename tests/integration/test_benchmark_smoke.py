@@ -69,3 +69,28 @@ def test_tiny_batch_run_checks_every_engine_result_and_reports_the_targets(
     assert all(r["error"] is None and r["checked_runs"] == 2 for r in engine), engine
     assert all(r["memory_bytes"] > 0 and r["peak_over_memory"] is not None for r in engine)
     assert batch["targets"] and "issue 12 targets" in out.stdout
+
+
+def test_tiny_cache_run_checks_every_engine_result_and_reports_the_targets(
+    tmp_path: Path,
+) -> None:
+    """The cache workload (issue 13) at 100,000 rows, no peers: the five queries run
+    uncached and from the cache, every run matches pyarrow and reads the cache where it
+    should (a mismatch is an error), the fill is timed, the targets are printed."""
+    cmd = [
+        sys.executable, "-m", "benchmarks", "--workloads", "cache", "--runs", "1",
+        "--cache-rows", "100000", "--cache-peers", "none",
+        "--object-store", "300 MiB", "--name", "smoke-cache", "--out", str(tmp_path),
+    ]  # fmt: skip
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    cache = json.loads((tmp_path / "smoke-cache.json").read_text())["cache"]
+    engine = [r for r in cache["measurements"] if "checked_runs" in r]
+    assert {r["system"] for r in engine} == {
+        "engine uncached", "engine cached (from_cache)", "engine fill()"
+    }  # fmt: skip
+    assert len(engine) == 2 * 5 + 1  # five queries uncached and cached, and the fill
+    assert all(r["error"] is None and r["checked_runs"] == 2 for r in engine), engine
+    info = cache["engine_cache"]
+    assert (info["fills"], info["hits"], info["partitioning"]) == (2, 10, "hash(k) into 8")
+    assert cache["targets"] and "issue 13 targets" in out.stdout
