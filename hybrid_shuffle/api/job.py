@@ -206,9 +206,13 @@ class Job:
                     reader=session.reader,
                     timeout=plan.config.failover.job_timeout if timeout is None else timeout,
                 )
-            except CacheLostError:
+            except CacheLostError as e:
                 if attempt + 1 == attempts:
-                    raise
+                    raise CacheLostError(
+                        f"{e} in each of {attempts} runs (failover.max_attempts); the "
+                        "executors holding it keep dying: check their nodes' memory, or keep "
+                        "caches in the partition stores with shuffle.service: external"
+                    ) from e
                 continue  # the cache is checked, found lost and filled again
             break
         self._record_caches(plan, executed, statuses)

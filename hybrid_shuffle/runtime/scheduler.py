@@ -16,6 +16,9 @@ regions not yet deployed are then computed again, with the new subtask count.
 Failover (``runtime.failover`` decides *what*, this loop *does* it): a failed
 task, an executor Ray reports dead (the pool's watch refs wake the loop at
 once), or a partition a service reports lost restarts the affected regions.
+A lost partition of a cache the job reads is the exception: no region of the
+job can produce it, so the loop raises ``CacheLostError`` and ``Job.run`` fills
+the cache from its lineage and runs the job again.
 Their running attempts are cancelled (they become *zombies*: their slots stay
 taken until they report, and an executor whose zombie ignores the cancel for
 ``_ZOMBIE_GRACE`` seconds is replaced), their old partitions are released, and
