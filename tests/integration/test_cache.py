@@ -89,6 +89,18 @@ def equal(result: pa.Table, expected: pa.Table, by: str = "customer") -> None:
             assert a.equals(b), column
 
 
+def assert_recomputed(
+    session: hs.Session, cached: hs.CachedStream, result: hs.JobResult, log: Path, once: int
+) -> None:
+    """The run filled ``cached`` again from its lineage (one more pass upstream, ``once``
+    calls) and its rows equal pyarrow's; invalidated, the cache leaves nothing behind."""
+    equal(result.table, per_customer(orders(ROWS)))
+    assert result.caches == {cached.name: "recomputed"}
+    assert calls(log) == 2 * once
+    cached.invalidate()
+    assert_no_leaks(session)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_cache_filled_once_is_read_by_a_new_branch_and_by_another_job(
     session: hs.Session, tmp_path: Path, mode: str
@@ -189,11 +201,8 @@ def test_invalidate_releases_the_partitions_and_the_next_read_recomputes(
     assert_no_leaks(session)  # nothing of the cache is held any more
 
     result = session.job("after").from_cache(cached).collect()
-    equal(result.table, per_customer(orders(ROWS)))
-    assert result.caches == {cached.name: "recomputed"}
-    assert calls(log) == 2 * once
     assert cached.info().fills == 2
-    cached.invalidate()
+    assert_recomputed(session, cached, result, log, once)
     cached.invalidate()  # idempotent
     assert_no_leaks(session)
 
@@ -211,11 +220,7 @@ def test_an_executor_dead_between_jobs_takes_cached_partitions_and_they_are_reco
     wait_until(lambda: cached.info().state == "lost", 30, "the cache marked lost")
 
     result = session.job("after-death").from_cache(cached).collect()
-    equal(result.table, per_customer(orders(ROWS)))
-    assert result.caches == {cached.name: "recomputed"}
-    assert calls(log) == 2 * once
-    cached.invalidate()
-    assert_no_leaks(session)
+    assert_recomputed(session, cached, result, log, once)
 
 
 def test_an_executor_killed_while_a_job_reads_the_cache_leaves_the_result_equal(
@@ -231,11 +236,7 @@ def test_an_executor_killed_while_a_job_reads_the_cache_leaves_the_result_equal(
     reading = job.from_cache(cached).map_batches(gate(marker, release, 1), name="slow")
     result = reading.collect()
     killer.join(5)
-    equal(result.table, per_customer(orders(ROWS)))
-    assert result.caches == {cached.name: "recomputed"}  # lost mid-read: filled again
-    assert calls(log) == 2 * once
-    cached.invalidate()
-    assert_no_leaks(session)
+    assert_recomputed(session, cached, result, log, once)  # lost mid-read: filled again
 
 
 def test_a_cache_no_one_can_read_any_more_is_released_and_its_name_freed(
