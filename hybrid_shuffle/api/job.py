@@ -185,8 +185,11 @@ class Job:
         attempts = max(session.config.failover.max_attempts, 1)
         for attempt in range(attempts):
             session.heal()  # executors that died since the last job are replaced first
-            self._prepare_caches(stream.node, statuses, timeout)
-            plan = self.plan(stream)  # fails on a bad job before any lazy source is fetched
+            self._check_caches(stream.node)
+            # a bad job fails here, before any cache is filled or lazy source fetched
+            plan = self.plan(stream)
+            if self._fill_caches_read(stream.node, statuses, timeout):
+                plan = self.plan(stream)
             lazy = [
                 n for n in reachable(stream.node) if n.load is not None and n.source_splits is None
             ]
@@ -234,27 +237,33 @@ class Job:
 
     # -- caches --------------------------------------------------------------------------
 
-    def _prepare_caches(
-        self, sink: LogicalNode, statuses: dict[str, str], timeout: float | None
-    ) -> None:
-        """Before a run: every cache it reaches is checked (a lost one is emptied, so its
-        lineage becomes part of the run), and every empty cache it would read from
-        another job's lineage is filled now, by a run of that job."""
+    def _check_caches(self, sink: LogicalNode) -> None:
+        """Before a run: every cache it reaches is checked, and a lost one emptied, so
+        that its lineage becomes part of the run."""
         catalog = self.session.cache_catalog
         checked: set[str] = set()
         while True:  # an emptied cache uncovers its lineage, which may hold more caches
             fresh = [n for n in reachable(sink) if n.cache and n.cache.name not in checked]
             if not fresh:
-                break
+                return
             for node in fresh:
                 assert node.cache is not None
                 checked.add(node.cache.name)
                 catalog.check(node.cache)
+
+    def _fill_caches_read(
+        self, sink: LogicalNode, statuses: dict[str, str], timeout: float | None
+    ) -> bool:
+        """Fill every empty cache the run reads from another job's lineage, by a run of
+        that job; whether any was."""
+        filled_any = False
         for node in reachable(sink):
             cache = node.cache
             if cache is not None and node.reads_cache and not cache.readable:
                 filled = cache.job.run(_stream(cache), timeout, collect=False)
                 statuses.update(filled.caches)
+                filled_any = True
+        return filled_any
 
     def _record_caches(self, plan: Plan, executed: Executed, statuses: dict[str, str]) -> None:
         """After a run: the caches it filled are filled, the ones it read had a hit."""

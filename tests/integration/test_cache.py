@@ -302,6 +302,20 @@ def test_a_cache_of_another_session_is_refused_naming_both(
     cached.invalidate()
 
 
+def test_a_bad_job_reading_an_empty_cache_fails_before_the_cache_is_filled(
+    session: hs.Session,
+) -> None:
+    """The lineage's schema is known (no user function), so the reading job's missing
+    column is found by planning, before the lineage runs."""
+    job = session.job("known")
+    cached = job.from_arrow(orders(ROWS)).key_by("customer").aggregate({"amount": "sum"}).cache()
+    bad = session.job("bad").from_cache(cached).key_by("no_such_column").aggregate({"x": "sum"})
+    with pytest.raises(hs.PlanError, match="no_such_column"):
+        bad.collect()
+    assert (cached.info().state, cached.info().fills) == ("empty", 0)
+    assert_no_leaks(session)
+
+
 def test_closing_the_session_releases_its_caches(local_ray: None, tmp_path: Path) -> None:
     s = hs.Session(config(), slots=2)
     cached = prepared(s, tmp_path / "calls")
