@@ -107,6 +107,7 @@ import pyarrow.compute as pc
 
 import hybrid_shuffle as hs
 from benchmarks.batch_operators import spark_frame, spark_plan
+from benchmarks.data import blocks
 from benchmarks.harness import Measurement, measure
 
 PARALLELISM = 8
@@ -185,12 +186,6 @@ def dimension(keys: int, seed: int = 47) -> pa.Table:
             "segment": rng.integers(0, SEGMENTS, keys, dtype=np.int64),
         }
     )
-
-
-def blocks(table: pa.Table, count: int = PARALLELISM) -> list[pa.Table]:
-    """``count`` contiguous, separately owned slices (as ``benchmarks.data.blocks``)."""
-    rows = -(-table.num_rows // count)
-    return [table.slice(i * rows, rows).combine_chunks() for i in range(count)]
 
 
 # -- what runs inside the engine's tasks and Ray Data's (module level: shipped by value) -
@@ -289,14 +284,20 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6)
 
 
-def check_filter(out: pa.Table, ref: Reference, in_order: bool = True) -> str | None:
-    rows, k_sum, v_sum = ref.filtered
+def check_totals(out: pa.Table, want: tuple[int, int, float]) -> str | None:
+    """Summary rows against pyarrow's (rows, sum of ``k``, sum of ``v_sum``): the first
+    two exact, the float sum to 1e-9."""
+    rows, k_sum, v_sum = want
     got = (int(_sum(out, "rows")), int(_sum(out, "k_sum")))
     if got != (rows, k_sum):
         return f"rows, sum(k) {got} != pyarrow's {(rows, k_sum)}"
     if not _close(float(_sum(out, "v_sum")), v_sum):
         return f"sum(v_sum) {_sum(out, 'v_sum')} != pyarrow's {v_sum}"
     return None
+
+
+def check_filter(out: pa.Table, ref: Reference, in_order: bool = True) -> str | None:
+    return check_totals(out, ref.filtered)
 
 
 def check_top(out: pa.Table, ref: Reference, in_order: bool = True) -> str | None:
@@ -339,12 +340,9 @@ def check_regroup(out: pa.Table, ref: Reference, in_order: bool = True) -> str |
 def check_sort(out: pa.Table, ref: Reference, in_order: bool = True) -> str | None:
     """As ``batch_operators.check_sort`` on ``v_sum``; ``in_order=False`` (Ray Data, whose
     block order is not kept) orders the batches by their first value first."""
-    rows, k_sum, v_sum = ref.ordered
-    got = (int(_sum(out, "rows")), int(_sum(out, "k_sum")))
-    if got != (rows, k_sum):
-        return f"rows, sum(k) {got} != pyarrow's {(rows, k_sum)}"
-    if not _close(float(_sum(out, "v_sum")), v_sum):
-        return f"sum(v_sum) {_sum(out, 'v_sum')} != pyarrow's {v_sum}"
+    problem = check_totals(out, ref.ordered)
+    if problem is not None:
+        return problem
     batches = out.filter(pc.greater(out["rows"], 0))
     if not in_order:
         batches = batches.sort_by("v_first")
@@ -670,8 +668,9 @@ def _phase_engine(
     """The engine and Ray Data (Spark not started: Ray Data has both Ray CPUs)."""
     import ray
 
-    facts_refs = [ray.put(t) for t in blocks(table)]  # once, not timed (see the docstring)
-    dim_refs = [ray.put(t) for t in blocks(dim)]
+    # once, not timed (see the docstring)
+    facts_refs = [ray.put(t) for t in blocks(table, PARALLELISM)]
+    dim_refs = [ray.put(t) for t in blocks(dim, PARALLELISM)]
     _engine(b, session, facts_refs, dim_refs, ref)
     if "ray-data" in b.peers:
         _ray_data(b, facts_refs, dim_refs, ref)
@@ -821,8 +820,8 @@ def _phase_spark(
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     spark.conf.set("spark.sql.shuffle.partitions", str(PARALLELISM))
     spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
-    fact_df = spark_frame(spark, blocks(table))
-    dim_df = spark_frame(spark, blocks(dim))
+    fact_df = spark_frame(spark, blocks(table, PARALLELISM))
+    dim_df = spark_frame(spark, blocks(dim, PARALLELISM))
     prepared = fact_df.groupBy("k").agg(
         F.sum("v").alias("v_sum"), F.count("v").alias("v_count"), F.max("q").alias("q_max")
     )
