@@ -36,7 +36,7 @@ from typing import Any
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.plan.cache import Cache, CacheLayout, CacheState, cache_edge
 from hybrid_shuffle.plan.logical import LogicalNode
-from hybrid_shuffle.runtime.partition_tracker import PartitionTracker, TrackedState
+from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.task import TaskReport
 from hybrid_shuffle.shuffle.api import PartitionId, ShuffleDescriptor
 
@@ -112,7 +112,7 @@ class CacheCatalog:
         """Mark a filled cache ``lost`` if the tracker lost one of its partitions, and
         release the others (the next run fills it again)."""
         self._release_orphans()
-        if cache.readable and not self._all_held(cache.partitions):
+        if cache.readable and not self._tracker.all_produced(_ids(cache.partitions)):
             log.warning("cache '%s': a partition was lost with its holder", cache.name)
             self._release(cache, CacheState.LOST)
 
@@ -179,10 +179,6 @@ class CacheCatalog:
         if orphans:
             log.info("releasing %d partitions of caches no one can read", len(orphans))
             self._tracker.release(orphans)
-
-    def _all_held(self, partitions: list[ShuffleDescriptor]) -> bool:
-        states = self._tracker.states(_ids(partitions))
-        return all(s is TrackedState.PRODUCED for s in states)
 
 
 def _ids(partitions: list[ShuffleDescriptor]) -> list[PartitionId]:

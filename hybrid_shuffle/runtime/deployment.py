@@ -30,7 +30,11 @@ from hybrid_shuffle.shuffle.api import (
     PartitionId,
     RangeRead,
 )
-from hybrid_shuffle.shuffle.partition_type import BLOCKING_PERSISTENT, partition_type
+from hybrid_shuffle.shuffle.partition_type import (
+    BLOCKING_PERSISTENT,
+    ResultPartitionType,
+    partition_type,
+)
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 __all__ = ["RESULT_EDGE", "Deployer", "producers_of", "subpartitions_of"]
@@ -97,18 +101,7 @@ class Deployer:
         return PartitionId(f"{self.job_id}/{edge}/{subtask}.{attempt}")
 
     def result_partition(self, subtask: int, attempt: int = 0) -> PartitionDescriptor:
-        return PartitionDescriptor(
-            self._id(RESULT_EDGE, subtask, attempt),
-            self.job_id,
-            RESULT_EDGE,
-            subtask,
-            1,
-            1,
-            partition_type("blocking"),
-            Partitioner(PartitionerKind.FORWARD),
-            self.result_service,
-            attempt,
-        )
+        return self._whole(RESULT_EDGE, subtask, attempt, partition_type("blocking"))
 
     def cache_partition(
         self, vertex: JobVertex, subtask: int, attempt: int = 0
@@ -116,6 +109,13 @@ class Deployer:
         """Subtask ``subtask``'s partition of the cache ``vertex`` fills."""
         assert vertex.cache_fill is not None
         edge = cache_edge(vertex.cache_fill.name)
+        return self._whole(edge, subtask, attempt, BLOCKING_PERSISTENT)
+
+    def _whole(
+        self, edge: str, subtask: int, attempt: int, kind: ResultPartitionType
+    ) -> PartitionDescriptor:
+        """A subtask's whole output as one subpartition with one reader, in the session's
+        service: the result the driver reads, or a cache's partition."""
         return PartitionDescriptor(
             self._id(edge, subtask, attempt),
             self.job_id,
@@ -123,7 +123,7 @@ class Deployer:
             subtask,
             1,
             1,
-            BLOCKING_PERSISTENT,
+            kind,
             Partitioner(PartitionerKind.FORWARD),
             self.result_service,
             attempt,

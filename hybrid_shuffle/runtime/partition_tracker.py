@@ -242,8 +242,10 @@ class PartitionTracker:
         self._promoted.difference_update(partition_ids)
         self._release(partition_ids)
 
-    def states(self, partition_ids: list[PartitionId]) -> list[TrackedState]:
-        return [self.state(pid) for pid in partition_ids]
+    def all_produced(self, partition_ids: list[PartitionId]) -> bool:
+        """Every one of these partitions is still held whole (none lost or released):
+        whether a cache can be read."""
+        return all(self.state(pid) is TrackedState.PRODUCED for pid in partition_ids)
 
     def release_job(self, job_id: str) -> None:
         """Release every partition of ``job_id`` still held (the job ended), except the

@@ -65,7 +65,7 @@ from hybrid_shuffle.runtime.failover import (
     classify,
 )
 from hybrid_shuffle.runtime.failures import first_line, root_cause, to_error
-from hybrid_shuffle.runtime.partition_tracker import PartitionTracker, TrackedState
+from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool, SlotAllocation
 from hybrid_shuffle.runtime.task import TaskReport, TaskState, attempt_key
 from hybrid_shuffle.runtime.transport import TaskRef, TaskTransport
@@ -408,7 +408,7 @@ class Scheduler:
             cache = vertex.cache_read
             assert cache is not None
             pids = [d.partition.partition_id for d in cache.partitions]
-            if any(s is not TrackedState.PRODUCED for s in self.tracker.states(pids)):
+            if not self.tracker.all_produced(pids):
                 raise CacheLostError(
                     f"job '{self.graph.job_name}': a partition of cache '{cache.name}' was lost "
                     "with its holder"

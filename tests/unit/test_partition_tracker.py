@@ -170,4 +170,5 @@ def test_a_promoted_partition_is_lost_with_its_executor() -> None:
     tracker.promote([PartitionId("j/cache:c/0")])
     tracker.release_job("j")
     assert tracker.executor_lost(1) == [PartitionId("j/cache:c/0")]
-    assert tracker.states([PartitionId("j/cache:c/0")]) == [TrackedState.LOST]
+    assert tracker.state(PartitionId("j/cache:c/0")) is TrackedState.LOST
+    assert not tracker.all_produced([PartitionId("j/cache:c/0")])
