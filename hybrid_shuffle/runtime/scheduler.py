@@ -66,6 +66,7 @@ from hybrid_shuffle.runtime.failover import (
 )
 from hybrid_shuffle.runtime.failures import first_line, root_cause, to_error
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
+from hybrid_shuffle.runtime.placement import place
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool, SlotAllocation
 from hybrid_shuffle.runtime.task import TaskReport, TaskState, attempt_key
 from hybrid_shuffle.runtime.transport import TaskRef, TaskTransport
@@ -300,13 +301,9 @@ class Scheduler:
 
     def _deploy(self, region: Region) -> None:
         slots = self.slots.acquire(region.slots, later=self.pool.starting())
-        # slot sharing: the n-th subtask of every vertex of the region goes to the n-th slot
-        seen: dict[Any, int] = {}
-        placed: dict[TaskKey, int] = {}
-        for task in region.tasks:
-            nth = seen.get(task[0], 0)
-            seen[task[0]] = nth + 1
-            placed[task] = slots[nth]
+        # slot sharing, balanced: at most one subtask of a vertex per slot, no slot with
+        # more than its share of the region's tasks (``runtime.placement``)
+        placed = place(region.tasks, slots)
         # register every partition of the region first: its consumers need the descriptors
         for task, executor in placed.items():
             producer = ProducerDescriptor(

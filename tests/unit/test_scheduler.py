@@ -228,3 +228,19 @@ def test_a_hung_zombie_gets_its_executor_replaced_and_tasks_beside_it_run_again(
     assert scheduler._running == {}
     assert task not in scheduler._deployed and scheduler.restarts == 1
     assert scheduler.slots.free == 2
+
+
+def test_narrow_vertices_fill_the_slots_wide_ones_leave_and_no_slot_takes_more_than_its_share(
+) -> None:
+    """Three sources of parallelism 1, their union and an aggregate of 4, pipelined on 4
+    slots: 8 tasks, 2 a slot (Flink's subtask-i-to-slot-i put 5 on the first)."""
+    b = Builder()
+    sources = [b.source(f"s{i}", 1) for i in range(3)]
+    union = b.union(*sources)
+    sink = b.agg(union, "totals", "by_customer", "pipelined", partitions=4)
+    transport = FakeTransport()
+    run(plan(sink, slots=4), 4, transport)
+    per_executor: dict[object, int] = {}
+    for submitted in transport.submitted:
+        per_executor[submitted.executor] = per_executor.get(submitted.executor, 0) + 1
+    assert sorted(per_executor.values()) == [2, 2, 2, 2]
