@@ -319,6 +319,36 @@ class Stream:
             "sort", name, lambda n: SortPartition(keys, descending, n), [(self, spec)]
         )
 
+    # -- placement ------------------------------------------------------------------------
+
+    def slot_sharing_group(self, name: str) -> Stream:
+        """Run this operator in slot sharing group ``name`` (Flink's ``slotSharingGroup``):
+        tasks of different groups never share an executor, and a pipelined region needs,
+        per group, as many slots as that group's widest vertex.  The operators after it
+        inherit the group unless they set their own (an operator whose inputs are in
+        different groups is in ``default``).  An operator is never chained to one of
+        another group.  Returns this stream."""
+        if not isinstance(name, str) or not name.strip():
+            raise PlanError(f"slot_sharing_group: name must be a non-empty string, got {name!r}")
+        self.node.slot_sharing_group = name
+        return self
+
+    def co_locate_with(self, other: Stream) -> Stream:
+        """Run subtask i of this operator on the executor of subtask i of ``other``'s
+        (Flink's co-location constraint): both need the same parallelism and slot
+        sharing group, or planning raises a ``PlanError``.  Returns this stream."""
+        if other.job is not self.job:
+            raise PlanError("co_locate_with: both streams must belong to the same job")
+        mine, theirs = self.node.co_location, other.node.co_location
+        if mine is not None and theirs is not None and mine != theirs:
+            raise PlanError(
+                f"co_locate_with: '{self.node.name}' and '{other.node.name}' are each "
+                "co-located with other operators already; co-locate them all with one"
+            )
+        key = mine or theirs or f"with {other.node.name}"
+        self.node.co_location = other.node.co_location = key
+        return self
+
     # -- caching --------------------------------------------------------------------------
 
     def cache(self, name: str | None = None) -> CachedStream:

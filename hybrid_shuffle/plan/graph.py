@@ -88,6 +88,10 @@ class JobVertex:
     cache_fill: Cache | None = None
     #: the cache it reads instead of a lineage: subtask i reads partition i
     cache_read: Cache | None = None
+    #: tasks of different slot sharing groups never share an executor
+    slot_sharing_group: str = "default"
+    #: vertices with the same key run subtask i on the same executor
+    co_location: str | None = None
 
     @property
     def is_source(self) -> bool:

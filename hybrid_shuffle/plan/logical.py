@@ -54,6 +54,11 @@ class LogicalNode:
     #: the cache this node fills (built by ``Stream.cache``: it has a lineage) or reads
     #: (built by ``Job.from_cache``: no lineage)
     cache: Cache | None = None
+    #: the slot sharing group set in code (``Stream.slot_sharing_group``); unset, a node
+    #: inherits its inputs' group when they agree (Flink's rule)
+    slot_sharing_group: str | None = None
+    #: nodes with the same key run subtask i on the same executor (``co_locate_with``)
+    co_location: str | None = None
 
     @property
     def reads_cache(self) -> bool:

@@ -41,6 +41,7 @@ from hybrid_shuffle.plan.output_on_eof import apply_output_on_eof
 from hybrid_shuffle.plan.partitioning import through
 from hybrid_shuffle.plan.pruning import ColumnNeeds, prune_columns
 from hybrid_shuffle.plan.regions import (
+    DEFAULT_GROUP,
     Region,
     TaskKey,
     check_slots,
@@ -121,7 +122,7 @@ class Plan:
             lines.append(
                 f"  {v.name:<24} parallelism {v.describe_parallelism():<3} "
                 f"region {self.vertex_region[vid]:<4} ops: {ops}{self._memory(v)}"
-                f"{_cache_role(v)}"
+                f"{_cache_role(v)}{_placement(v)}"
             )
         lines.append("edges:")
         for e in g.edges:
@@ -156,6 +157,15 @@ class Plan:
         return f", operator memory {format_size(memory)} ({each})"
 
 
+def _placement(vertex: JobVertex) -> str:
+    """For explain: a slot sharing group other than the default, and co-location."""
+    group = vertex.slot_sharing_group
+    out = "" if group == DEFAULT_GROUP else f", slot sharing group '{group}'"
+    if vertex.co_location is not None:
+        out += f", co-located ({vertex.co_location})"
+    return out
+
+
 def _cache_role(vertex: JobVertex) -> str:
     """For explain: the cache a vertex fills (its output is kept after the job) or
     reads (instead of computing its lineage)."""
@@ -186,7 +196,11 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
     auto = _resolve_parallelism(nodes, config, overrides, elided)
     schemas = _check_schemas(nodes)
     needs = prune_columns(nodes, sink, schemas)
-    graph, warnings = _build_graph(job_name, nodes, sink, config, overrides, needs, auto, elided)
+    groups = _slot_sharing_groups(nodes)
+    graph, warnings = _build_graph(
+        job_name, nodes, sink, config, overrides, needs, auto, elided, groups
+    )
+    _check_co_locations(graph)
     names = [e.name for e in graph.edges]
     # an exchange left out is still an edge the YAML may name (it has no effect)
     config.check_job(job_name, names + [e.edge for e in elided.values() if e.edge])
@@ -398,6 +412,7 @@ def _build_graph(
     needs: ColumnNeeds,
     auto: set[int],
     elided: _ElidedInputs,
+    groups: dict[int, str],
 ) -> tuple[JobGraph, list[str]]:
     """The graph, with modes decided (the output-on-EOF rule's warnings beside it)."""
     consumers: dict[int, int] = defaultdict(int)
@@ -414,6 +429,7 @@ def _build_graph(
         v = JobVertex(VertexId(next(ids)), node.name, node.parallelism, [], node.source_splits)
         if node.reads_cache:
             v.cache_read = node.cache
+        v.slot_sharing_group = groups[node.id]
         vertices[v.id] = v
         return v
 
@@ -424,6 +440,7 @@ def _build_graph(
             and consumers[node.inputs[0][0].id] == 1
             and node.inputs[0][0].parallelism == node.parallelism
             and not node.inputs[0][0].fills_cache  # the cache's partitions end its vertex
+            and groups[node.inputs[0][0].id] == groups[node.id]  # a task is in one group
         )
         if chainable:
             vertex = vertex_of[node.inputs[0][0].id]
@@ -438,6 +455,13 @@ def _build_graph(
             vertex.operators.append(node.operator)
         if node.fills_cache:
             vertex.cache_fill = node.cache
+        if node.co_location is not None:
+            if vertex.co_location not in (None, node.co_location):
+                raise PlanError(
+                    f"'{node.name}' is chained into '{vertex.name}', which is co-located with "
+                    "other operators already; co-locate the first operator of the chain only"
+                )
+            vertex.co_location = node.co_location
         if chainable:
             continue
         for input_index, (up, spec) in enumerate(node.inputs):
@@ -483,6 +507,45 @@ def _build_graph(
             f"'{job_name}'; give each exchange its own edge= name"
         )
     return graph, warnings
+
+
+def _slot_sharing_groups(nodes: list[LogicalNode]) -> dict[int, str]:
+    """Every node's slot sharing group: the one set in code, else its inputs' when they
+    all have the same, else ``default`` (Flink's rule)."""
+    groups: dict[int, str] = {}
+    for node in nodes:
+        if node.slot_sharing_group is not None:
+            groups[node.id] = node.slot_sharing_group
+            continue
+        inherited = {groups[up.id] for up, _ in node.inputs}
+        groups[node.id] = inherited.pop() if len(inherited) == 1 else DEFAULT_GROUP
+    return groups
+
+
+def _check_co_locations(graph: JobGraph) -> None:
+    """Co-located vertices run subtask i together: they need the same parallelism (fixed
+    at plan time) and the same slot sharing group."""
+    by_key: dict[str, list[JobVertex]] = defaultdict(list)
+    for vertex in graph.vertices.values():
+        if vertex.co_location is not None:
+            by_key[vertex.co_location].append(vertex)
+    for vertices in by_key.values():
+        first = vertices[0]
+        for other in vertices[1:]:
+            if other.parallelism != first.parallelism or first.adaptive or other.adaptive:
+                raise PlanError(
+                    f"co_locate_with: '{first.name}' runs {first.describe_parallelism()} "
+                    f"subtasks and '{other.name}' {other.describe_parallelism()}; co-located "
+                    "operators run subtask i together, so give them the same fixed "
+                    "parallelism (partitions=)"
+                )
+            if other.slot_sharing_group != first.slot_sharing_group:
+                raise PlanError(
+                    f"co_locate_with: '{first.name}' is in slot sharing group "
+                    f"'{first.slot_sharing_group}' and '{other.name}' in "
+                    f"'{other.slot_sharing_group}'; co-located operators share slots, so put "
+                    "them in one group"
+                )
 
 
 def _unused(name: str, taken: Collection[str]) -> str:

@@ -10,37 +10,57 @@ rejected before anything runs, naming the edges to switch.  Plain Python.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hybrid_shuffle.errors import SlotsExceededError
 from hybrid_shuffle.plan.graph import JobEdge, JobGraph, VertexId
 
-__all__ = ["Region", "TaskKey", "check_slots", "pipelined_regions", "vertex_regions"]
+__all__ = [
+    "DEFAULT_GROUP",
+    "Region",
+    "TaskKey",
+    "check_slots",
+    "pipelined_regions",
+    "vertex_regions",
+]
 
 TaskKey = tuple[VertexId, int]
+
+#: the slot sharing group of a vertex no code or YAML put in one
+DEFAULT_GROUP = "default"
 
 
 @dataclass
 class Region:
     """Subtasks that must run at the same time.
 
-    Slot sharing, as Flink's default group: one slot holds at most one subtask
-    of each vertex, so a region needs as many slots as its widest vertex has
-    subtasks in it, not one per task.
+    Slot sharing, as Flink's: one slot holds at most one subtask of each vertex,
+    and only tasks of one slot sharing group, so a region needs, for each of its
+    groups, as many slots as that group's widest vertex has subtasks in it.
     """
 
     id: int
     tasks: list[TaskKey]
     #: the pipelined edges that glue it together
     edges: list[str]
+    #: vertex -> its slot sharing group (absent: ``default``)
+    groups: dict[VertexId, str] = field(default_factory=dict)
 
-    @property
-    def slots(self) -> int:
+    def group_slots(self) -> dict[str, int]:
+        """Group -> the slots it needs (its widest vertex's subtasks in the region)."""
         counts: dict[VertexId, int] = defaultdict(int)
         for vid, _ in self.tasks:
             counts[vid] += 1
-        return max(counts.values())
+        need: dict[str, int] = {}
+        for vid, count in counts.items():
+            group = self.groups.get(vid, DEFAULT_GROUP)
+            need[group] = max(need.get(group, 0), count)
+        return need
+
+    @property
+    def slots(self) -> int:
+        return sum(self.group_slots().values())
 
 
 def _task_pairs(graph: JobGraph, edge: JobEdge) -> list[tuple[TaskKey, TaskKey]]:
@@ -92,7 +112,8 @@ def pipelined_regions(graph: JobGraph) -> list[Region]:
     for n, tasks in enumerate(groups):
         inside = {v for v, _ in tasks}
         names = [str(e.name) for e in pipelined if e.source in inside and e.target in inside]
-        regions.append(Region(n, tasks, names))
+        group_of = {v: graph.vertices[v].slot_sharing_group for v in inside}
+        regions.append(Region(n, tasks, names, group_of))
     return regions
 
 
@@ -124,8 +145,15 @@ def check_slots(
             counts[vid] += 1
         parts = ", ".join(f"{graph.vertices[v].name} x{n}" for v, n in counts.items())
         label = vertex_region[region.tasks[0][0]]
+        need = region.group_slots()
+        groups, fewer = "", ""
+        if len(need) > 1:  # slot sharing groups never share a slot: say what each needs
+            each = ", ".join(f"'{g}' {n}" for g, n in need.items())
+            groups = f" (slot sharing groups {each}: groups never share a slot)"
+            fewer = ", put its vertices in fewer slot sharing groups"
         raise SlotsExceededError(
-            f"pipelined region {label} ({parts}) needs {region.slots} slots at once but "
-            f"the session has {slots}; set edges {', '.join(region.edges)} to "
-            "hybrid-selective or blocking (edges.<name>.mode in the YAML), or raise slots"
+            f"pipelined region {label} ({parts}) needs {region.slots} slots at once{groups} "
+            f"but the session has {slots}; set edges {', '.join(region.edges)} to "
+            f"hybrid-selective or blocking (edges.<name>.mode in the YAML){fewer}, or raise "
+            "slots"
         )

@@ -1,51 +1,112 @@
-"""Which slot each task of a region runs in: task-balanced, locality kept where free.
+"""Which slot each task of a region runs in: groups apart, tasks balanced, locality kept.
 
 Flink's default slot sharing puts subtask i of every vertex of a region into slot
 i, which keeps the subtasks joined by forward edges together but piles every
 vertex of parallelism 1 onto the first slot: three sources, a union and an
 aggregate of parallelism 4 on 4 slots put 5 of their 8 tasks on one executor.
 FLIP-370's task-balanced scheduling counts tasks instead.  ``place`` does both:
-vertices are placed widest first, and each subtask goes to its slot i unless
-another slot it may use (a slot holds at most one subtask of a vertex) carries
-fewer tasks, in which case it goes to the least loaded one.  Wide vertices
-therefore keep their alignment, narrow ones fill the gaps, and no slot holds
-more than ``ceil(tasks / slots)`` tasks of the region.  Plain Python.
+
+- each slot sharing group gets slots of its own (as many as its widest vertex
+  has subtasks in the region: ``Region.group_slots``), so tasks of different
+  groups never share an executor;
+- inside a group, vertices are placed widest first, and each subtask goes to its
+  slot i unless another slot it may use (a slot holds at most one subtask of a
+  vertex) carries fewer tasks, in which case it goes to the least loaded one.
+  Wide vertices keep their alignment, narrow ones fill the gaps, and no slot
+  holds more than ``ceil(tasks / slots)`` of the group's tasks;
+- co-located vertices (``Stream.co_locate_with``) are placed as one: subtask i
+  of each goes to the same slot; a co-located subtask whose partner ran in an
+  earlier region is *pinned* to that executor (the scheduler waits for it).
+
+Plain Python.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 from hybrid_shuffle.plan.graph import VertexId
-from hybrid_shuffle.plan.regions import TaskKey
+from hybrid_shuffle.plan.regions import DEFAULT_GROUP, TaskKey
 
 __all__ = ["place"]
 
 
-def place(tasks: Sequence[TaskKey], slots: Sequence[int]) -> dict[TaskKey, int]:
-    """The slot (an executor index from ``slots``) of every task of one region; the
-    region needs no more slots than ``len(slots)`` (its widest vertex)."""
-    by_vertex: dict[VertexId, list[int]] = defaultdict(list)
-    order: list[VertexId] = []
-    for vertex, subtask in tasks:
-        if vertex not in by_vertex:
-            order.append(vertex)
-        by_vertex[vertex].append(subtask)
-    # widest first; among equals, in the region's (topological) order
-    order.sort(key=lambda v: -len(by_vertex[v]))
-    load = dict.fromkeys(range(len(slots)), 0)
+def place(
+    tasks: Sequence[TaskKey],
+    slots: Sequence[int],
+    groups: Mapping[VertexId, str] | None = None,
+    units: Mapping[VertexId, Hashable] | None = None,
+    pinned: Mapping[TaskKey, int] | None = None,
+) -> dict[TaskKey, int]:
+    """The slot (an executor index from ``slots``) of every task of one region.
+
+    ``groups`` maps a vertex to its slot sharing group (absent: ``default``),
+    ``units`` a vertex to its co-location key (absent: placed on its own), and
+    ``pinned`` a task to the slot it must take (a co-located subtask whose partner
+    ran in an earlier region; the caller acquired those slots).  The caller acquired
+    as many slots as the groups need together."""
+    groups = groups or {}
+    units = units or {}
+    pinned = pinned or {}
+    # group -> unit -> subtask -> the tasks placed together
+    members: dict[str, dict[Hashable, dict[int, list[TaskKey]]]] = defaultdict(dict)
+    for task in tasks:
+        vertex, subtask = task
+        unit = units.get(vertex, vertex)
+        by_subtask = members[groups.get(vertex, DEFAULT_GROUP)].setdefault(unit, {})
+        by_subtask.setdefault(subtask, []).append(task)
+    # every group gets the slots its pinned tasks need, then the rest in order
+    own: dict[str, list[int]] = {g: [] for g in members}
+    taken: set[int] = set()
+    for task, slot in pinned.items():
+        group = groups.get(task[0], DEFAULT_GROUP)
+        if group in own and slot in slots and slot not in taken:
+            own[group].append(slot)
+            taken.add(slot)
+    spare = [s for s in slots if s not in taken]
     placed: dict[TaskKey, int] = {}
-    for vertex in order:
-        free = set(load)
-        for subtask in sorted(by_vertex[vertex]):
-            preferred = subtask % len(slots)
-            least = min(load[s] for s in free)
-            if preferred in free and load[preferred] == least:
-                chosen = preferred
-            else:
-                chosen = min(s for s in free if load[s] == least)
-            free.discard(chosen)
-            load[chosen] += 1
-            placed[(vertex, subtask)] = slots[chosen]
+    for group, group_units in members.items():  # groups in the order of their first task
+        width = max(len(by_subtask) for by_subtask in group_units.values())
+        while len(own[group]) < width:
+            own[group].append(spare.pop(0))
+        _place_group(group_units, own[group], pinned, placed)
     return placed
+
+
+def _place_group(
+    group_units: dict[Hashable, dict[int, list[TaskKey]]],
+    slots: list[int],
+    pinned: Mapping[TaskKey, int],
+    placed: dict[TaskKey, int],
+) -> None:
+    load = dict.fromkeys(range(len(slots)), 0)
+    index = {slot: i for i, slot in enumerate(slots)}
+    ordered = sorted(group_units.values(), key=lambda u: -len(u))  # widest first
+    used: list[set[int]] = [set() for _ in ordered]
+    todo: list[list[int]] = [sorted(by_subtask) for by_subtask in ordered]
+
+    def put(n: int, subtask: int, chosen: int) -> None:
+        members = ordered[n][subtask]
+        used[n].add(chosen)
+        load[chosen] += len(members)
+        for task in members:
+            placed[task] = slots[chosen]
+
+    for n, by_subtask in enumerate(ordered):  # pinned subtasks first: they have no choice
+        for subtask in list(todo[n]):
+            pin = next((pinned[t] for t in by_subtask[subtask] if t in pinned), None)
+            if pin in index and index[pin] not in used[n]:
+                put(n, subtask, index[pin])
+                todo[n].remove(subtask)
+    for n in range(len(ordered)):
+        for subtask in todo[n]:
+            free = [s for s in load if s not in used[n]]
+            least = min(load[s] for s in free)
+            preferred = subtask % len(slots)
+            chosen = (
+                preferred
+                if preferred in free and load[preferred] == least
+                else min(s for s in free if load[s] == least)
+            )
+            put(n, subtask, chosen)

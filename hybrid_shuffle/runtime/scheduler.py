@@ -141,6 +141,9 @@ class Scheduler:
         self._failures: dict[TaskKey, list[tuple[int, str]]] = defaultdict(list)
         self._topology = FailoverTopology(self.graph, plan.regions)
         self._deadline = None if timeout is None else time.monotonic() + timeout
+        #: (co-location key, subtask) -> the executor its first task ran on: its partners
+        #: in later regions run there too
+        self._pinned: dict[tuple[str, int], int] = {}
 
     @property
     def reports(self) -> list[TaskReport]:
@@ -258,6 +261,8 @@ class Scheduler:
             return False
         if region.slots > self.slots.free:
             return False
+        if not all(self.slots.is_free(e) for e in self._pins(region).values()):
+            return False  # a co-located partner's executor is still busy: wait for it
         now = time.monotonic()
         if any(self._not_before.get(t, 0.0) > now for t in region.tasks):
             return False
@@ -299,11 +304,29 @@ class Scheduler:
         self._topology = FailoverTopology(self.graph, regions)
         self._pending = [r for r in regions if not any(t in self._deployed for t in r.tasks)]
 
+    def _pins(self, region: Region) -> dict[TaskKey, int]:
+        """The region's co-located tasks whose partners ran already: task -> executor."""
+        pins = {}
+        for vid, subtask in region.tasks:
+            key = self.graph.vertices[vid].co_location
+            if key is not None and (key, subtask) in self._pinned:
+                pins[(vid, subtask)] = self._pinned[(key, subtask)]
+        return pins
+
     def _deploy(self, region: Region) -> None:
-        slots = self.slots.acquire(region.slots, later=self.pool.starting())
-        # slot sharing, balanced: at most one subtask of a vertex per slot, no slot with
-        # more than its share of the region's tasks (``runtime.placement``)
-        placed = place(region.tasks, slots)
+        pins = self._pins(region)
+        slots = self.slots.acquire(
+            region.slots, later=self.pool.starting(), required=set(pins.values())
+        )
+        # slot sharing, balanced: groups apart, at most one subtask of a vertex per slot,
+        # no slot with more than its share of the region's tasks (``runtime.placement``)
+        vertices = self.graph.vertices
+        units = {v: vertices[v].co_location for v, _ in region.tasks if vertices[v].co_location}
+        placed = place(region.tasks, slots, region.groups, units, pins)
+        for (vid, subtask), executor in placed.items():
+            key = vertices[vid].co_location
+            if key is not None:
+                self._pinned.setdefault((key, subtask), executor)
         # register every partition of the region first: its consumers need the descriptors
         for task, executor in placed.items():
             producer = ProducerDescriptor(

@@ -270,13 +270,21 @@ class SlotAllocation:
     def free(self) -> int:
         return len(self._free)
 
-    def acquire(self, count: int, later: Collection[int] = ()) -> list[int]:
-        """``count`` free slots, longest free first, the ``later`` ones (executors still
-        starting) last; the caller checked ``free``."""
+    def is_free(self, executor: int) -> bool:
+        return executor in self._free
+
+    def acquire(
+        self, count: int, later: Collection[int] = (), required: Collection[int] = ()
+    ) -> list[int]:
+        """``count`` free slots: the ``required`` ones (free: the caller checked), then
+        the longest free first, the ``later`` ones (executors still starting) last; the
+        caller checked ``free``."""
         if count > len(self._free):
             raise ValueError(f"{count} slots asked, {len(self._free)} free")
-        order = [i for i in self._free if i not in later] + [i for i in self._free if i in later]
-        taken = order[:count]
+        rest = [i for i in self._free if i not in required]
+        order = [i for i in rest if i not in later] + [i for i in rest if i in later]
+        taken = [i for i in self._free if i in required][:count]
+        taken += order[: count - len(taken)]
         self._free = [i for i in self._free if i not in taken]
         return taken
 
