@@ -89,6 +89,17 @@ class EdgeConfig:
 
 
 @dataclass(frozen=True)
+class VertexConfig:
+    """``vertices.NAME``: where an operator's tasks run and how many there are (YAML wins
+    over code, as for edges).  NAME is an operator's name (``name=`` in code)."""
+
+    #: the operator's slot sharing group (``Stream.slot_sharing_group``)
+    slot_sharing_group: str | None = None
+    #: the operator's parallelism; not for sources (their splits are made in code)
+    parallelism: int | None = None
+
+
+@dataclass(frozen=True)
 class AdaptiveConfig:
     """``partitions: auto`` (Spark's AQE partition coalescing, Flink's adaptive batch
     scheduler): a consumer whose inputs are all blocking gets
@@ -182,6 +193,7 @@ class Config:
     failover: FailoverConfig = field(default_factory=FailoverConfig)
     operators: OperatorsConfig = field(default_factory=OperatorsConfig)
     edges: Mapping[str, EdgeConfig] = field(default_factory=lambda: types.MappingProxyType({}))
+    vertices: Mapping[str, VertexConfig] = field(default_factory=lambda: types.MappingProxyType({}))
     #: job names already warned about (``check_job``): one warning per name and config
     _warned: set[str] = field(
         default_factory=set, init=False, repr=False, compare=False, hash=False
@@ -198,6 +210,24 @@ class Config:
         """The ``edges:`` overrides that apply to ``job_name``: all, or none if ``job:``
         names another job.  Pure (no warning); ``check_job`` judges the names."""
         return self.edges if self.applies_to(job_name) else types.MappingProxyType({})
+
+    def vertices_for(self, job_name: str) -> Mapping[str, VertexConfig]:
+        """The ``vertices:`` overrides that apply to ``job_name`` (as ``edges_for``)."""
+        return self.vertices if self.applies_to(job_name) else types.MappingProxyType({})
+
+    def check_vertices(self, job_name: str, operator_names: Iterable[str]) -> None:
+        """Raise a ``ConfigError`` naming every ``vertices:`` entry that is not an operator
+        of ``job_name``, listing the job's operators."""
+        if not self.applies_to(job_name):
+            return
+        names = list(operator_names)
+        unknown = [name for name in self.vertices if name not in names]
+        if unknown:
+            keys = ", ".join(f"vertices.{name}" for name in unknown)
+            raise ConfigError(
+                f"{keys}: no such operator in job '{job_name}'; operators are: "
+                f"{', '.join(names) or '(none)'}"
+            )
 
     def check_edges(self, job_name: str, edge_names: Iterable[str]) -> None:
         """Raise a ``ConfigError`` naming every ``edges:`` entry that is not an edge of
@@ -247,7 +277,7 @@ class Config:
         for key, value in changes.items():
             if key in _SECTIONS and isinstance(value, Mapping):
                 raw[key] = {**raw[key], **value}
-            elif key == "edges" and isinstance(value, Mapping):
+            elif key in ("edges", "vertices") and isinstance(value, Mapping):
                 raw[key] = {name: _edge_raw(entry) for name, entry in value.items()}
             elif dataclasses.is_dataclass(value) and not isinstance(value, type):
                 raw[key] = _section_raw(value)
@@ -271,6 +301,7 @@ _TOP = (
     "shuffle",
     "slots",
     "spark",
+    "vertices",
 )
 _SECTIONS = ("adaptive", "failover", "operators", "ray", "shuffle", "spark")
 _OPERATORS = tuple(f.name for f in dataclasses.fields(OperatorsConfig))
@@ -280,6 +311,7 @@ _SHUFFLE = tuple(f.name for f in dataclasses.fields(ShuffleConfig))
 _RAY = tuple(f.name for f in dataclasses.fields(RayConfig))
 _SPARK = tuple(f.name for f in dataclasses.fields(SparkConfig))
 _EDGE = ("mode", "partitions", "service")
+_VERTEX = tuple(f.name for f in dataclasses.fields(VertexConfig))
 _MIN_OBJECT_STORE = 80 * MiB
 
 
@@ -520,6 +552,26 @@ def _edges(raw: Any) -> Mapping[str, EdgeConfig]:
     return types.MappingProxyType(out)
 
 
+def _vertices(raw: Any) -> Mapping[str, VertexConfig]:
+    vertices = _mapping(raw, "vertices", "{totals: {slot_sharing_group: aggregate}}")
+    out: dict[str, VertexConfig] = {}
+    for name, entry in vertices.items():
+        path = f"vertices.{name}"
+        example = "{slot_sharing_group: aggregate, parallelism: 4}"
+        entry = _mapping(entry, path, example) if entry is not None else {}
+        _check_keys(entry, _VERTEX, f"{path}.")
+        group = entry.get("slot_sharing_group")
+        if group is not None and (not isinstance(group, str) or not group.strip()):
+            raise ConfigError(f"{path}.slot_sharing_group: must be a non-empty name, got {group!r}")
+        parallelism = (
+            _positive_int(entry["parallelism"], f"{path}.parallelism")
+            if "parallelism" in entry
+            else None
+        )
+        out[str(name)] = VertexConfig(group, parallelism)
+    return types.MappingProxyType(out)
+
+
 def _from_mapping(raw: Mapping[str, Any]) -> Config:
     _check_keys(raw, _TOP, "")
     job = raw.get("job")
@@ -540,12 +592,14 @@ def _from_mapping(raw: Mapping[str, Any]) -> Config:
         ),
         operators=_operators(_mapping(raw.get("operators"), "operators", "{memory: 256 MiB}")),
         edges=_edges(raw.get("edges")),
+        vertices=_vertices(raw.get("vertices")),
     )
 
 
 def _edge_raw(entry: Any) -> Any:
-    """An ``EdgeConfig`` as the YAML mapping it would come from (anything else as is)."""
-    return _section_raw(entry) if isinstance(entry, EdgeConfig) else entry
+    """An ``EdgeConfig`` or ``VertexConfig`` as the YAML mapping it would come from
+    (anything else as is)."""
+    return _section_raw(entry) if isinstance(entry, (EdgeConfig, VertexConfig)) else entry
 
 
 def _section_raw(section: Any) -> dict[str, Any]:
@@ -571,6 +625,7 @@ def _as_raw(config: Config) -> dict[str, Any]:
         "failover": _section_raw(config.failover),
         "operators": _section_raw(config.operators),
         "edges": {name: _edge_raw(entry) for name, entry in config.edges.items()},
+        "vertices": {name: _edge_raw(entry) for name, entry in config.vertices.items()},
     }
     if config.job is not None:
         raw["job"] = config.job

@@ -192,11 +192,13 @@ def _partitions(consumer: JobVertex) -> str:
 def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Plan:
     nodes = reachable(sink)
     overrides = config.edges_for(job_name)
+    vertex_overrides = config.vertices_for(job_name)
+    config.check_vertices(job_name, [n.name for n in nodes])
     elided = _elided_exchanges(nodes, overrides)
-    auto = _resolve_parallelism(nodes, config, overrides, elided)
+    auto = _resolve_parallelism(nodes, config, overrides, elided, vertex_overrides)
     schemas = _check_schemas(nodes)
     needs = prune_columns(nodes, sink, schemas)
-    groups = _slot_sharing_groups(nodes)
+    groups = _slot_sharing_groups(nodes, vertex_overrides)
     graph, warnings = _build_graph(
         job_name, nodes, sink, config, overrides, needs, auto, elided, groups
     )
@@ -320,13 +322,27 @@ def _elided_exchanges(nodes: list[LogicalNode], overrides: Any) -> _ElidedInputs
 
 
 def _resolve_parallelism(
-    nodes: list[LogicalNode], config: Config, overrides: Any, elided: _ElidedInputs
+    nodes: list[LogicalNode],
+    config: Config,
+    overrides: Any,
+    elided: _ElidedInputs,
+    vertex_overrides: Any,
 ) -> set[int]:
     """Every node's parallelism; returns the ids of the nodes whose exchanges ask for
     ``auto`` (planned with the configured count, decided at run time if they can be).
-    A cache read has the cache's; an exchange left out (``elided``) counts as forward."""
+    A cache read has the cache's; an exchange left out (``elided``) counts as forward;
+    ``vertices.NAME.parallelism`` wins over everything but a source's splits."""
     auto: set[int] = set()
     for node in nodes:
+        fixed = vertex_overrides[node.name].parallelism if node.name in vertex_overrides else None
+        if fixed is not None and node.is_source:
+            raise ConfigError(
+                f"vertices.{node.name}.parallelism: '{node.name}' is a source, whose splits "
+                "are made in code; pass parallelism= to from_arrow or from_spark instead"
+            )
+        if fixed is not None:
+            node.parallelism = fixed
+            continue
         if node.reads_cache:
             assert node.cache is not None
             node.parallelism = node.cache.layout.parallelism
@@ -509,11 +525,16 @@ def _build_graph(
     return graph, warnings
 
 
-def _slot_sharing_groups(nodes: list[LogicalNode]) -> dict[int, str]:
-    """Every node's slot sharing group: the one set in code, else its inputs' when they
-    all have the same, else ``default`` (Flink's rule)."""
+def _slot_sharing_groups(nodes: list[LogicalNode], vertex_overrides: Any) -> dict[int, str]:
+    """Every node's slot sharing group: the YAML's (``vertices.NAME``), else the one set in
+    code, else its inputs' when they all have the same, else ``default`` (Flink's
+    rule)."""
     groups: dict[int, str] = {}
     for node in nodes:
+        override = vertex_overrides.get(node.name)
+        if override is not None and override.slot_sharing_group is not None:
+            groups[node.id] = override.slot_sharing_group
+            continue
         if node.slot_sharing_group is not None:
             groups[node.id] = node.slot_sharing_group
             continue

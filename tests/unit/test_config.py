@@ -76,7 +76,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         "unknown-top-level-key",
         {"shufle": {}},
         "shufle: unknown key (did you mean 'shuffle'?); allowed keys are: adaptive, edges, "
-        "failover, job, operators, parallelism, ray, shuffle, slots, spark",
+        "failover, job, operators, parallelism, ray, shuffle, slots, spark, vertices",
     ),
     (
         "unknown-nested-key",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hybrid_shuffle.config import load_config
-from hybrid_shuffle.errors import PlanError, SlotsExceededError
+from hybrid_shuffle.errors import ConfigError, PlanError, SlotsExceededError
 from hybrid_shuffle.plan.graph import VertexId
 from hybrid_shuffle.plan.planner import LogicalNode, Plan, plan_job
 from hybrid_shuffle.runtime.placement import place
@@ -89,3 +89,35 @@ def test_co_location_needs_one_parallelism_and_one_group() -> None:
     first.co_location = "k"
     with pytest.raises(PlanError, match="put them in one group"):
         plan(b.union(first, second_ok))
+
+
+def test_the_yaml_vertices_section_sets_groups_and_parallelism_over_code() -> None:
+    b = Builder()
+    clean = b.map(b.source("orders", 4), "clean")
+    clean.slot_sharing_group = "code"
+    totals = b.agg(clean, "totals", partitions=4)
+    config = load_config(
+        {
+            "parallelism": 4,
+            "vertices": {
+                "clean": {"slot_sharing_group": "yaml"},
+                "totals": {"parallelism": 3, "slot_sharing_group": "agg"},
+            },
+        }
+    )
+    p = plan_job("j", totals, config, 16)
+    assert groups(p) == {"orders": "default", "clean": "yaml", "totals": "agg"}
+    assert {v.name: v.parallelism for v in p.graph.vertices.values()}["totals"] == 3
+
+
+def test_the_yaml_vertices_section_names_unknown_operators_and_refuses_source_parallelism() -> None:
+    b = Builder()
+    totals = b.agg(b.source("orders", 2), "totals")
+    typo = load_config({"vertices": {"totls": {"parallelism": 2}}})
+    with pytest.raises(ConfigError, match=r"vertices\.totls: no such operator .*totals"):
+        plan_job("j", totals, typo, 16)
+    source = load_config({"vertices": {"orders": {"parallelism": 3}}})
+    with pytest.raises(ConfigError, match="is a source"):
+        plan_job("j", totals, source, 16)
+    with pytest.raises(ConfigError, match="slot_sharing_group"):
+        load_config({"vertices": {"totals": {"slot_sharing_group": ""}}})
