@@ -372,7 +372,10 @@ def _shuffle(raw: Mapping[str, Any]) -> ShuffleConfig:
     if "service" in raw:
         s["service"] = _service(raw["service"], "shuffle.service")
     if "default_mode" in raw:
-        s["default_mode"] = _mode(raw["default_mode"], "shuffle.default_mode")
+        if raw["default_mode"] == AUTO:  # the planner picks per edge (plan.mode_advisor)
+            s["default_mode"] = AUTO
+        else:
+            s["default_mode"] = _mode(raw["default_mode"], "shuffle.default_mode")
     if "batch_mode" in raw:
         batch = raw["batch_mode"]
         if batch not in BATCH_MODES:

@@ -42,6 +42,8 @@ class ModeOrigin(enum.StrEnum):
     #: FLIP-331: the edge leaves an output-on-EOF operator or one upstream of it, so it
     #: is ``shuffle.batch_mode`` (``hybrid_shuffle.plan.output_on_eof``)
     OUTPUT_ON_EOF = "output-on-eof"
+    #: ``shuffle.default_mode: auto``: the planner picked it (``plan.mode_advisor``)
+    AUTO = "auto"
 
 
 @dataclass
@@ -138,6 +140,8 @@ class JobEdge:
     #: the shuffle service that keeps its partitions (``edges.NAME.service``, else
     #: ``shuffle.service``)
     service: str = "executor-local"
+    #: why the planner picked this mode (``ModeOrigin.AUTO``), for explain
+    mode_reason: str = ""
 
     @property
     def mode(self) -> Mode:

@@ -10,7 +10,8 @@ scheduler run that part of the job region by region, in batch mode.  The batch
 partition type is ``shuffle.batch_mode`` -- ``blocking`` by default, or a hybrid
 mode (the FLIP's point 8: Flink's ``execution.batch-shuffle-mode``).
 
-The rule changes only edges whose mode came from the default.  A mode set in
+The rule changes only edges whose mode came from the default (or the mode
+advisor's ``auto``).  A mode set in
 code or YAML is the user's decision and is kept; when it differs from what the
 rule would give, the plan carries a warning that ``explain()`` prints, naming
 the edge, the operator and how to let the rule apply.  Plain Python, no Ray.
@@ -33,7 +34,7 @@ def apply_output_on_eof(graph: JobGraph, batch_mode: str) -> list[str]:
         eof = batch.get(edge.source)
         if eof is None:
             continue
-        if edge.mode_origin is ModeOrigin.DEFAULT:
+        if edge.mode_origin in (ModeOrigin.DEFAULT, ModeOrigin.AUTO):
             edge.partition_type = partition_type(batch_mode)
             edge.mode_origin = ModeOrigin.OUTPUT_ON_EOF
         elif edge.mode != batch_mode:

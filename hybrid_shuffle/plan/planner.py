@@ -37,6 +37,7 @@ from hybrid_shuffle.plan.graph import (
     VertexId,
 )
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
+from hybrid_shuffle.plan.mode_advisor import advise_modes
 from hybrid_shuffle.plan.output_on_eof import apply_output_on_eof
 from hybrid_shuffle.plan.partitioning import through
 from hybrid_shuffle.plan.pruning import ColumnNeeds, prune_columns
@@ -48,7 +49,7 @@ from hybrid_shuffle.plan.regions import (
     pipelined_regions,
     vertex_regions,
 )
-from hybrid_shuffle.shuffle.partition_type import MODES, partition_type
+from hybrid_shuffle.shuffle.partition_type import MODES, Mode, partition_type
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 __all__ = ["ExchangeSpec", "LogicalNode", "Plan", "plan_job", "reachable"]
@@ -137,7 +138,8 @@ class Plan:
             service = f", service {e.service}" if e.service != self.config.shuffle.service else ""
             lines.append(
                 f"  {e.name:<20} {src.name} -> {dst.name}: {e.partitioner.describe()}{combine}, "
-                f"mode {e.mode} ({e.mode_origin}), partitions {_partitions(dst)}, region {region}"
+                f"mode {e.mode} ({e.mode_origin}{': ' + e.mode_reason if e.mode_reason else ''}), "
+                f"partitions {_partitions(dst)}, region {region}"
                 f"{service}{keeps}"
             )
         lines.extend(f"note: {n}" for n in self.notes)
@@ -200,7 +202,7 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
     needs = prune_columns(nodes, sink, schemas)
     groups = _slot_sharing_groups(nodes, vertex_overrides)
     graph, warnings = _build_graph(
-        job_name, nodes, sink, config, overrides, needs, auto, elided, groups
+        job_name, nodes, sink, config, overrides, needs, auto, elided, groups, slots
     )
     _check_co_locations(graph)
     names = [e.name for e in graph.edges]
@@ -429,6 +431,7 @@ def _build_graph(
     auto: set[int],
     elided: _ElidedInputs,
     groups: dict[int, str],
+    slots: int,
 ) -> tuple[JobGraph, list[str]]:
     """The graph, with modes decided (the output-on-EOF rule's warnings beside it)."""
     consumers: dict[int, int] = defaultdict(int)
@@ -513,6 +516,7 @@ def _build_graph(
     _unique_names(vertices)
     graph = JobGraph(job_name, vertices, edges, vertex_of[sink.id].id)
     warnings = apply_output_on_eof(graph, config.shuffle.batch_mode)
+    advise_modes(graph, slots)
     for node_id in auto:  # after the rule: it may have made a consumer's inputs blocking
         _make_adaptive(vertex_of[node_id], config)
     names = [e.name for e in edges]
@@ -613,4 +617,6 @@ def _effective_mode(
                 f"edge '{name}': mode '{spec.mode}' is not a mode; use one of: {', '.join(MODES)}"
             )
         return spec.mode, ModeOrigin.CODE
+    if config.shuffle.default_mode == AUTO:  # provisional: the advisor decides
+        return Mode.PIPELINED, ModeOrigin.AUTO
     return config.shuffle.default_mode, ModeOrigin.DEFAULT
