@@ -94,8 +94,9 @@ class Executor(ProcessProbes):
             # per-thread arenas; dask's workers trim them the same way
             _trim_malloc()
 
-    def poll(self, request: PollRequest) -> PollResponse:
-        return self.env.poll(request)
+    def poll_many(self, requests: list[PollRequest], wait_seconds: float) -> list[PollResponse]:
+        """All the channels one consumer task reads from this executor, in one call."""
+        return self.env.poll_many(requests, wait_seconds)
 
     def cancel_job(self, job_id: str) -> None:
         self._cancel_event(job_id).set()

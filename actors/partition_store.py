@@ -199,18 +199,23 @@ class PartitionStore(ProcessProbes):
 
     # -- the consumer side ---------------------------------------------------------------
 
-    def poll(self, request: PollRequest) -> PollResponse:
+    def poll_many(self, requests: list[PollRequest], wait_seconds: float) -> list[PollResponse]:
+        """All the channels one consumer task reads from this store, in one call; a
+        failure to serve them is each channel's answer."""
         try:
-            return self._holder.poll(request)
+            return self._holder.poll_many(requests, wait_seconds)
         except Exception as e:
-            return PollResponse(
-                error=str(self._as_error(e, f"serve a poll of {request.partition_id}")),
-                error_kind=(
-                    PollErrorKind.NOT_FOUND
-                    if isinstance(e, PartitionNotFoundError)
-                    else PollErrorKind.PRODUCER_FAILED
-                ),
-            )
+            return [self._poll_error(e, r) for r in requests]
+
+    def _poll_error(self, e: Exception, request: PollRequest) -> PollResponse:
+        return PollResponse(
+            error=str(self._as_error(e, f"serve a poll of {request.partition_id}")),
+            error_kind=(
+                PollErrorKind.NOT_FOUND
+                if isinstance(e, PartitionNotFoundError)
+                else PollErrorKind.PRODUCER_FAILED
+            ),
+        )
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -108,7 +108,7 @@ class ProducerDescriptor:
 
 @dataclass(frozen=True)
 class ShuffleDescriptor:
-    """How consumers reach a partition: ``location.poll.remote(PollRequest)``."""
+    """How consumers reach a partition: ``location.poll_many.remote([PollRequest], wait)``."""
 
     partition: PartitionDescriptor
     #: the actor that holds the partition and answers polls (``Any``: a Ray handle)
@@ -390,8 +390,10 @@ class ShuffleEnvironment(Protocol):
     def partitions_occupying_local_resources(self) -> set[PartitionId]:
         """Partitions held here; an executor may go away only when this is empty."""
 
-    def poll(self, request: PollRequest) -> PollResponse:
-        """Serve one consumer read (the data port of FLIP-31's ``start()``)."""
+    def poll_many(self, requests: Sequence[PollRequest], wait_seconds: float) -> list[PollResponse]:
+        """Serve every channel one consumer task reads from this process in one call,
+        answering all of them as soon as any has news, or after ``wait_seconds`` (the
+        data port of FLIP-31's ``start()``)."""
 
     def close(self) -> None:
         """Release everything held locally."""

@@ -91,8 +91,12 @@ class ResultPartition:
         credits: int,
         wait_timeout: float,
         cancelled: threading.Event,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self.descriptor = descriptor
+        #: called whenever readers have something new (a buffer, a sample, the end, a
+        #: failure, the release): the holder's ``ChangeSignal``, which ``poll_many`` waits on
+        self._on_change = on_change or (lambda: None)
         self.type = descriptor.partition_type
         self._budget = budget
         self._spill_path = spill_path
@@ -165,6 +169,7 @@ class ResultPartition:
                 m.persisted_bytes += nbytes
             m.peak_backlog_buffers = max(m.peak_backlog_buffers, sub.backlog())
             self._cond.notify_all()
+        self._on_change()
 
     def _wait_for_credit(self, sub: _Subpartition, index: int) -> None:
         started = time.monotonic()
@@ -190,6 +195,7 @@ class ResultPartition:
         with self._cond:
             self._sample = sample
             self._cond.notify_all()
+        self._on_change()
 
     def finish(self, schema: pa.Schema | None = None) -> None:
         """Complete the partition; ``schema`` (the producer's output schema, if it saw
@@ -201,6 +207,7 @@ class ResultPartition:
             self._schema = schema
             self.metrics.finished_at = time.time()
             self._cond.notify_all()
+        self._on_change()
 
     def fail(self, reason: str) -> None:
         with self._cond:
@@ -208,6 +215,7 @@ class ResultPartition:
                 self.state = PartitionState.FAILED
                 self._failure = reason
             self._cond.notify_all()
+        self._on_change()
 
     def finished_buffers(self) -> HandedOver | None:
         """Every subpartition's buffers, for consumers to read without polling.
@@ -366,5 +374,6 @@ class ResultPartition:
                 sub.buffers.clear()
             self._memory_bytes = 0
             self._cond.notify_all()
+        self._on_change()
         if self._spill is not None:
             self._spill.delete()

@@ -169,10 +169,22 @@ class ShuffleEnvironments:
     ) -> Iterator[tuple[int, pa.Table | None]]:
         return self.environment(self._default).read(gates, cancelled)
 
-    def poll(self, request: PollRequest) -> PollResponse:
+    def poll_many(self, requests: Sequence[PollRequest], wait_seconds: float) -> list[PollResponse]:
+        """One consumer's requests go to one process, whose partitions one environment
+        holds; should they span two, each answers its share (only the first waits)."""
         with self._lock:
-            env = self._holder.get(request.partition_id) or self._environments[self._default]
-        return env.poll(request)
+            envs = [
+                self._holder.get(r.partition_id) or self._environments[self._default]
+                for r in requests
+            ]
+        if all(env is envs[0] for env in envs):
+            return envs[0].poll_many(requests, wait_seconds)
+        answers: dict[int, PollResponse] = {}
+        for env in dict.fromkeys(envs):
+            mine = [i for i, e in enumerate(envs) if e is env]
+            share = env.poll_many([requests[i] for i in mine], wait_seconds if not answers else 0.0)
+            answers.update(zip(mine, share, strict=True))
+        return [answers[i] for i in range(len(requests))]
 
     def release_partitions_locally(self, partition_ids: Collection[PartitionId]) -> None:
         with self._lock:

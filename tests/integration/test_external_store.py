@@ -356,10 +356,10 @@ def test_a_poll_of_an_unknown_or_released_partition_is_answered_not_raised(
     [(_, store)] = external(session).stores()
     pid = PartitionId("ext-none/e/0")
     request = PollRequest(pid, 0, 0, 0, 4, 0.01)
-    early = ray.get(store.poll.remote(request), timeout=30)
+    [early] = ray.get(store.poll_many.remote([request], 0.01), timeout=30)
     assert early.error is None and early.buffers == [] and not early.end_of_partition
     ray.get(store.release_partitions.remote([pid]), timeout=30)
-    late = ray.get(store.poll.remote(request), timeout=30)
+    [late] = ray.get(store.poll_many.remote([request], 0.01), timeout=30)
     assert late.error == f"partition {pid} was already released"
 
 

@@ -148,11 +148,12 @@ def test_store_names_start_with_the_session_and_name_replacements_apart() -> Non
 
 
 def test_an_executor_answers_polls_of_partitions_it_does_not_hold(tmp_path: Path) -> None:
-    """Only polls of another service's partitions can reach it (see its ``poll``): "nothing
-    yet" before the producer created the partition, NOT_FOUND once released."""
+    """Only polls of another service's partitions can reach it (see its ``poll_many``):
+    "nothing yet" before the producer created the partition, NOT_FOUND once released."""
     env = ExternalShuffleEnvironment(context(tmp_path))
-    early = env.poll(request(cursor=2))
+    [early] = env.poll_many([request(cursor=2)], 0.01)
     assert early.error is None and early.next_cursor == 2
     env.release_partitions_locally([PID])
-    assert env.poll(request()).error_kind is PollErrorKind.NOT_FOUND
+    [late] = env.poll_many([request()], 0.01)
+    assert late.error_kind is PollErrorKind.NOT_FOUND
     assert env.partitions_occupying_local_resources() == set()

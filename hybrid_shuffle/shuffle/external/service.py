@@ -48,7 +48,10 @@ from hybrid_shuffle.shuffle.api import (
 )
 from hybrid_shuffle.shuffle.external.remote_partition import RemotePartition
 from hybrid_shuffle.shuffle.local.input_gate import PollingInputGate, read_gates
-from hybrid_shuffle.shuffle.local.partition_holder import RecentReleases, answer_absent
+from hybrid_shuffle.shuffle.local.partition_holder import (
+    RecentReleases,
+    answer_absent_many,
+)
 from hybrid_shuffle.shuffle.writer import ResultPartitionWriter
 
 __all__ = [
@@ -247,14 +250,14 @@ class ExternalShuffleEnvironment:
             raise TypeError("gates must come from this environment's create_input_gates")
         return read_gates(polling, cancelled)
 
-    def poll(self, request: PollRequest) -> PollResponse:
-        """An executor holds no external partition, so no consumer polls one here.  A poll
-        that does arrive is for a partition of another service that this executor has not
-        created yet or has released (``ShuffleEnvironments`` sends polls of ids it does
-        not know to the default environment: this one when ``shuffle.service`` is
-        external), and is answered as the executor-local service would: "nothing yet",
-        or ``NOT_FOUND`` for an id released here lately."""
-        return answer_absent(request, request.partition_id in self._released)
+    def poll_many(self, requests: Sequence[PollRequest], wait_seconds: float) -> list[PollResponse]:
+        """An executor holds no external partition, so no consumer asks one here.  A
+        request that does arrive is for partitions of another service that this executor
+        has not created yet or has released (``ShuffleEnvironments`` sends requests for
+        ids it does not know to the default environment: this one when
+        ``shuffle.service`` is external), and is answered as the executor-local service
+        would: "nothing yet", or ``NOT_FOUND`` for an id released here lately."""
+        return answer_absent_many(requests, wait_seconds, self._released.__contains__)
 
     def release_partitions_locally(self, partition_ids: Collection[PartitionId]) -> None:
         """Nothing is held here (the master releases in the stores); the ids are only

@@ -1,10 +1,16 @@
-"""Consumer-side input gates: pull buffers from every producer of one input edge.
+"""Consumer-side input gates: read buffers from every producer of one input edge.
 
-A gate has one *channel* per producer subtask.  Each channel keeps one poll in
-flight at a time; the poll's cursor acknowledges what the consumer already took,
-which is how credit flows back to a bounded producer.  ``read_gates`` multiplexes
-every channel of every input of a task over ``ray.wait``, so a join reads both
-sides as their data arrives and a slow producer never blocks a fast one.
+A gate has one *channel* per producer subtask.  ``read_gates`` reads every
+channel of every input of a task: channels whose producer finished before the
+task deployed were handed over (their buffer refs came in the deployment), the
+others are asked for with one request per producer *process* covering all the
+task's channels there (``poll_many``).  That process holds the request until any
+of its channels has news and then answers at once, so buffers reach a waiting
+consumer as they are written (push over a standing request, not a poll loop),
+and the request's cursors acknowledge what the consumer took, returning the
+credit of all those channels in one message.  Requests to different processes
+are multiplexed over ``ray.wait``, so a join reads both sides as their data
+arrives and a slow producer never blocks a fast one.
 
 Every wait is bounded: a producer that does not answer a poll within
 ``wait_timeout`` seconds, or a buffer that cannot be fetched in that time, ends
@@ -16,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +50,7 @@ from hybrid_shuffle.shuffle.api import (
 from hybrid_shuffle.shuffle.metrics import ReadMetrics
 from hybrid_shuffle.shuffle.partitioner import range_boundaries, range_bucket_mask
 
-__all__ = ["PollingInputGate", "read_gates"]
+__all__ = ["PollingInputGate", "by_producer", "read_gates"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +80,8 @@ class PollingInputGate:
     #: the first producer schema received with an end of partition; a zero-row table of
     #: it is delivered only if the input had no row at all
     schema: pa.Schema | None = None
+    #: the end of this input was yielded
+    ended: bool = False
 
     def __post_init__(self) -> None:
         self.channels = [_Channel(c) for c in self.spec.channels]
@@ -158,72 +166,146 @@ class PollingInputGate:
         return table.filter(mask)
 
 
+@dataclass
+class _Producer:
+    """One producer process (an executor, or a partition store) and every channel a task
+    reads from it: one request at a time covers them all."""
+
+    location: Any
+    name: str
+    channels: list[tuple[PollingInputGate, _Channel]] = field(default_factory=list)
+    #: the channels of the request in flight, in its order (empty: none in flight)
+    asked: list[tuple[PollingInputGate, _Channel]] = field(default_factory=list)
+    asked_at: float = 0.0
+
+    def wanted(self) -> list[tuple[PollingInputGate, _Channel]]:
+        """The channels that need asking: not done, not handed over, and (range gates
+        still gathering samples) without a sample."""
+        return [
+            (gate, c)
+            for gate, c in self.channels
+            if not c.done
+            and c.spec.buffers is None
+            and not (gate._sampling() and c.sample is not None)
+        ]
+
+
+def by_producer(gates: Sequence[PollingInputGate]) -> dict[str, _Producer]:
+    """The channels to ask for (not handed over), of every gate, by the process holding
+    their partition: each process gets one request for all of them."""
+    producers: dict[str, _Producer] = {}
+    for gate in gates:
+        for channel in gate.channels:
+            if channel.spec.buffers is None:
+                where = channel.spec.descriptor
+                producer = producers.setdefault(
+                    where.location_name, _Producer(where.location, where.location_name)
+                )
+                producer.channels.append((gate, channel))
+    return producers
+
+
 def read_gates(
     gates: Sequence[PollingInputGate], cancelled: threading.Event
 ) -> Generator[tuple[int, pa.Table | None], None, None]:
     """Yield ``(input_index, table)`` as buffers arrive and ``(input_index, None)`` when an
-    input has no more data.  Raises the library's errors for failed or lost producers."""
-    outstanding: dict[Any, tuple[PollingInputGate, _Channel]] = {}
+    input has no more data.  Raises the library's errors for failed or lost producers.
 
-    def issue(gate: PollingInputGate, channel: _Channel) -> None:
-        location = channel.spec.descriptor.location
-        request = gate.request(channel)
-        log.debug(
-            "edge %s: poll producer %d from cursor %d",
-            gate.spec.edge,
-            channel.spec.producer_subtask,
-            request.cursor,
-        )
-        ref = location.poll.remote(request)
-        gate.metrics.polls += 1
-        channel.polled_at = time.monotonic()
-        outstanding[ref] = (gate, channel)
-
+    The task keeps one request open per producer *process*, for all its channels there
+    (of every input): the process answers it the moment any of them has news, and the
+    request's cursors return the credit of every channel at once.  A job of p x p
+    channels on e executors sends at most p x e requests at a time, not p x p."""
+    producers = by_producer(gates)
     handed_over: list[PollingInputGate] = []
     for gate in gates:
         if gate.finished:  # no producers at all
             yield from _end(gate)
             continue
         for channel in gate.channels:
-            if channel.spec.buffers is None:
-                issue(gate, channel)
-            else:
+            if channel.spec.buffers is not None:
                 channel.sample = channel.spec.sample  # range edges: known without a poll
         if any(c.spec.buffers is not None for c in gate.channels):
             handed_over.append(gate)
-    for gate in handed_over:  # after the polls went out: they run meanwhile
+    outstanding: dict[Any, _Producer] = {}
+
+    def ask_idle() -> None:
+        for producer in producers.values():
+            if not producer.asked:
+                _ask(producer, outstanding)
+
+    ask_idle()
+    for gate in handed_over:  # after the requests went out: they run meanwhile
         if gate.spec.range_read is not None:
             gate.derive_boundaries()
             if gate.boundaries is None:
-                continue  # read once the polls brought the other producers' samples
+                continue  # read once the requests brought the other producers' samples
         yield from _read_handed_over(gate)
     while outstanding:
         ready, _ = ray.wait(list(outstanding), num_returns=1, timeout=_WAIT_SLICE)
         if cancelled.is_set():
             raise JobCancelledError("job cancelled")
         if not ready:
-            _check_stuck_polls(outstanding)
+            _check_stuck(outstanding.values())
             continue
-        gate, channel = outstanding.pop(ready[0])
-        response = _get_response(ready[0], gate, channel)
-        was_sampling = gate._sampling()
-        gate.accept(channel, response)
-        if gate._sampling():
-            if channel.sample is None:  # else wait for the other producers' samples
-                issue(gate, channel)
-        elif was_sampling:
-            # boundaries known: every polled channel starts reading its bucket
-            for other in gate.channels:
-                polled = other.spec.buffers is None
-                if polled and all(ch is not other for _, ch in outstanding.values()):
-                    issue(gate, other)
+        producer = outstanding.pop(ready[0])
+        asked, producer.asked = producer.asked, []
+        answers = _get_answers(ready[0], producer, asked)
+        arrived: list[tuple[PollingInputGate, _Channel, list[BufferRef]]] = []
+        opened: list[PollingInputGate] = []  # range gates whose boundaries just became known
+        for (gate, channel), response in zip(asked, answers, strict=True):
+            was_sampling = gate._sampling()
+            gate.accept(channel, response)
+            if was_sampling and not gate._sampling():
+                opened.append(gate)
+            if response.buffers:
+                arrived.append((gate, channel, response.buffers))
+        ask_idle()  # before fetching: the requests acknowledge, we hold the refs
+        for gate in opened:
             yield from _read_handed_over(gate)
-        elif not channel.done:
-            issue(gate, channel)  # before fetching: the poll acknowledges, we hold the refs
-        if response.buffers:
-            yield from _deliver(gate, _fetch(response.buffers, gate, channel))
-        if channel.done and gate.finished:
-            yield from _end(gate)
+        if arrived:
+            tables = _fetch_arrived(arrived, producer)
+            for (gate, _, _), fetched in zip(arrived, tables, strict=True):
+                yield from _deliver(gate, fetched)
+        for gate, _ in asked:
+            if gate.finished:
+                yield from _end(gate)
+
+
+def _ask(producer: _Producer, outstanding: dict[Any, _Producer]) -> None:
+    """Send ``producer`` one request for every channel of it that needs asking."""
+    asked = producer.wanted()
+    if not asked:
+        return
+    requests = [gate.request(channel) for gate, channel in asked]
+    log.debug("poll %s for %d channels", producer.name, len(requests))
+    ref = producer.location.poll_many.remote(requests, _POLL_WAIT)
+    for gate in {id(g): g for g, _ in asked}.values():
+        gate.metrics.polls += 1
+    producer.asked, producer.asked_at = asked, time.monotonic()
+    outstanding[ref] = producer
+
+
+def _fetch_arrived(
+    arrived: Sequence[tuple[PollingInputGate, _Channel, list[BufferRef]]], producer: _Producer
+) -> list[list[pa.Table]]:
+    """The tables of every channel's new buffers, in one ``ray.get``."""
+    refs = [b.ref for _, _, buffers in arrived for b in buffers]
+    gate, channel, _ = arrived[0]
+    try:
+        tables: list[pa.Table] = ray.get(refs, timeout=gate.wait_timeout)
+    except (OwnerDiedError, ObjectLostError) as e:
+        raise ExecutorLostError(_lost(gate, channel)) from e
+    except GetTimeoutError as e:
+        raise DataConsumptionError(
+            f"edge '{gate.spec.edge}': {len(refs)} buffers from {producer.name} did not "
+            f"arrive within {gate.wait_timeout:.0f} s; the object store is overloaded, so "
+            "lower shuffle.buffer_size or raise wait_timeout"
+        ) from e
+    out, at = [], 0
+    for _, _, buffers in arrived:
+        out.append(tables[at : at + len(buffers)])
+        at += len(buffers)
+    return out
 
 
 def _read_handed_over(gate: PollingInputGate) -> Iterator[tuple[int, pa.Table | None]]:
@@ -262,19 +344,24 @@ def _end(gate: PollingInputGate) -> Iterator[tuple[int, pa.Table | None]]:
     """The end of an input; one that delivered no row first yields a zero-row table of
     a producer's schema, if one told it, so its consumer learns the columns (a left
     join's empty right side whose schema the plan could not know).  Never beside
-    rows: a producer's empty output may have other types than another's rows."""
+    rows: a producer's empty output may have other types than another's rows.
+    Yielded once, however many channels report the end together."""
+    if gate.ended:
+        return
+    gate.ended = True
     if gate.metrics.rows == 0 and gate.schema is not None:
         yield gate.spec.input_index, gate.schema.empty_table()
     yield gate.spec.input_index, None
 
 
-def _check_stuck_polls(outstanding: dict[Any, tuple[PollingInputGate, _Channel]]) -> None:
+def _check_stuck(producers: Iterable[_Producer]) -> None:
     now = time.monotonic()
-    for gate, channel in outstanding.values():
-        if now - channel.polled_at > gate.wait_timeout:
+    for producer in producers:
+        gate, channel = producer.asked[0]
+        if now - producer.asked_at > gate.wait_timeout:
             raise WaitTimeoutError(
-                f"edge '{gate.spec.edge}': producer subtask {channel.spec.producer_subtask} "
-                f"on {channel.spec.descriptor.location_name} did not answer for "
+                f"edge '{gate.spec.edge}': {producer.name}, which holds producer subtask "
+                f"{channel.spec.producer_subtask}'s partition, did not answer for "
                 f"{gate.wait_timeout:.0f} s; it is overloaded or hung, so check that executor "
                 "or raise shuffle.wait_timeout"
             )
@@ -288,12 +375,15 @@ def _lost(gate: PollingInputGate, channel: _Channel) -> str:
     )
 
 
-def _get_response(ref: Any, gate: PollingInputGate, channel: _Channel) -> PollResponse:
+def _get_answers(
+    ref: Any, producer: _Producer, asked: Sequence[tuple[PollingInputGate, _Channel]]
+) -> list[PollResponse]:
+    gate, channel = asked[0]
     try:
-        response: PollResponse = ray.get(ref, timeout=gate.wait_timeout)
+        answers: list[PollResponse] = ray.get(ref, timeout=gate.wait_timeout)
     except RayActorError as e:
         raise ExecutorLostError(_lost(gate, channel)) from e
-    return response
+    return answers
 
 
 def _fetch(

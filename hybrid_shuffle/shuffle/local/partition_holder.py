@@ -11,6 +11,8 @@ needs no Ray.
 Contract:
 - ``create`` makes a partition readable at once (a poll may arrive before the
   producer wrote anything);
+- ``poll_many`` serves every channel one consumer reads from this process in one
+  call, answering as soon as any of them has news (see ``has_news``);
 - ``poll`` of an id never created answers "nothing yet" after a short pause (the
   consumer was deployed together with its producer, which has not created the
   partition yet), and of a released id answers ``NOT_FOUND`` (the last
@@ -22,11 +24,12 @@ Contract:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -41,16 +44,19 @@ from hybrid_shuffle.shuffle.api import (
     ShuffleEnvironmentContext,
 )
 from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
+from hybrid_shuffle.shuffle.partition_watch import PartitionWatch
 from hybrid_shuffle.shuffle.result_partition import ResultPartition
 from hybrid_shuffle.spill_dirs import make_private_dirs
 
-__all__ = ["PartitionHolder", "RecentReleases", "answer_absent"]
+__all__ = ["PartitionHolder", "RecentReleases", "answer_absent", "answer_absent_many", "has_news"]
 
 #: released partition ids a holder remembers (to answer late polls "released" rather
 #: than "not created yet"); older ones are forgotten
 _REMEMBERED_RELEASES = 4096
 #: how long a poll of a partition not created yet waits before answering "nothing yet"
 _NOT_CREATED_PAUSE = 0.05
+#: longest single sleep of a ``poll_many`` between looks (it wakes on any change anyway)
+_WAIT_SLICE = 0.2
 
 
 class RecentReleases:
@@ -86,6 +92,33 @@ def answer_absent(request: PollRequest, released: bool) -> PollResponse:
     return PollResponse(next_cursor=request.cursor)
 
 
+def answer_absent_many(
+    requests: Sequence[PollRequest], wait_seconds: float, released: Callable[[PartitionId], bool]
+) -> list[PollResponse]:
+    """``answer_absent`` for a batch: one short pause if any id is merely not created yet."""
+    answers = [
+        answer_absent(dataclasses.replace(r, wait_seconds=0.0), released(r.partition_id))
+        for r in requests
+    ]
+    if any(a.error is None for a in answers):
+        time.sleep(min(wait_seconds, _NOT_CREATED_PAUSE))
+    return answers
+
+
+def has_news(request: PollRequest, response: PollResponse) -> bool:
+    """Whether ``response`` tells its consumer anything it did not know when it asked:
+    buffers, a moved cursor (a range read skipped buffers), the end, the producer
+    finished, a failure, or (a sampling request) the sample."""
+    return bool(
+        response.buffers
+        or response.error is not None
+        or response.end_of_partition
+        or response.producer_finished_at is not None
+        or response.next_cursor != request.cursor
+        or (request.max_buffers == 0 and response.sample is not None)
+    )
+
+
 class PartitionHolder:
     """The partitions of one process under one budget and one spill directory."""
 
@@ -106,6 +139,8 @@ class PartitionHolder:
         self._partitions: dict[PartitionId, ResultPartition] = {}
         self._released = RecentReleases()
         self._lock = threading.Lock()
+        #: the ``poll_many`` calls waiting on partitions held (or not yet created) here
+        self._watch = PartitionWatch()
 
     def create(
         self, descriptor: PartitionDescriptor, cancelled: threading.Event
@@ -121,6 +156,7 @@ class PartitionHolder:
             self._context.credits,
             self._context.wait_timeout,
             cancelled,
+            lambda: self._watch.changed(descriptor.partition_id),
         )
         with self._lock:
             released = descriptor.partition_id in self._released
@@ -134,6 +170,7 @@ class PartitionHolder:
                 f"partition {descriptor.partition_id} was released before its producer "
                 "started (the attempt was cancelled)"
             )
+        self._watch.changed(descriptor.partition_id)  # a consumer may wait for it to exist
         return partition
 
     def get(self, partition_id: PartitionId) -> ResultPartition | None:
@@ -153,6 +190,32 @@ class PartitionHolder:
         if partition is not None:
             return partition.poll(request)
         return answer_absent(request, released)
+
+    def poll_many(self, requests: Sequence[PollRequest], wait_seconds: float) -> list[PollResponse]:
+        """Serve all the channels one consumer reads from this process in one call.
+
+        Every request's cursor acknowledges what its consumer took at once (credit
+        for bounded producers comes back for all channels in this one message).  The
+        answer goes back as soon as any channel has news (``has_news``): a producer
+        that adds a buffer wakes the waiting call, so data is pushed to a consumer
+        that keeps one call open here, rather than found by its next poll.  With no
+        news for ``wait_seconds``, every channel is answered "nothing yet"."""
+        deadline = time.monotonic() + wait_seconds
+        at_once = [dataclasses.replace(r, wait_seconds=0.0) for r in requests]
+        watched = {r.partition_id for r in requests}
+        wake = threading.Event()
+        self._watch.subscribe(watched, wake)
+        try:
+            while True:
+                wake.clear()
+                answers = [self.poll(r) for r in at_once]
+                remaining = deadline - time.monotonic()
+                news = any(has_news(q, a) for q, a in zip(requests, answers, strict=True))
+                if news or remaining <= 0:
+                    return answers
+                wake.wait(min(remaining, _WAIT_SLICE))
+        finally:
+            self._watch.unsubscribe(watched, wake)
 
     def release(self, partition_ids: Collection[PartitionId]) -> None:
         """Drop these partitions' buffers and spill files (unknown ids are remembered too)."""

@@ -125,8 +125,8 @@ class ExecutorLocalShuffleEnvironment:
             raise TypeError("gates must come from this environment's create_input_gates")
         return read_gates(polling, cancelled)
 
-    def poll(self, request: PollRequest) -> PollResponse:
-        return self._holder.poll(request)
+    def poll_many(self, requests: Sequence[PollRequest], wait_seconds: float) -> list[PollResponse]:
+        return self._holder.poll_many(requests, wait_seconds)
 
     def release_partitions_locally(self, partition_ids: Collection[PartitionId]) -> None:
         self._holder.release(partition_ids)
