@@ -37,7 +37,7 @@ from hybrid_shuffle.plan.graph import (
     VertexId,
 )
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
-from hybrid_shuffle.plan.mode_advisor import advise_modes
+from hybrid_shuffle.plan.mode_advisor import MemoryBound, advise_modes
 from hybrid_shuffle.plan.output_on_eof import apply_output_on_eof
 from hybrid_shuffle.plan.partitioning import through
 from hybrid_shuffle.plan.pruning import ColumnNeeds, prune_columns
@@ -516,7 +516,10 @@ def _build_graph(
     _unique_names(vertices)
     graph = JobGraph(job_name, vertices, edges, vertex_of[sink.id].id)
     warnings = apply_output_on_eof(graph, config.shuffle.batch_mode)
-    advise_modes(graph, slots)
+    shuffle = config.shuffle
+    advise_modes(
+        graph, slots, MemoryBound(shuffle.memory_budget, shuffle.credits * shuffle.buffer_size)
+    )
     for node_id in auto:  # after the rule: it may have made a consumer's inputs blocking
         _make_adaptive(vertex_of[node_id], config)
     names = [e.name for e in edges]
