@@ -62,11 +62,12 @@ def engine_repartition(session: hs.Session, mode: str) -> Runner:
     return run
 
 
-def engine_three_stage(session: hs.Session, mode: str, parallelism: int) -> Runner:
-    """source -> map -> hash -> aggregate -> range -> sort, all edges in ``mode``."""
+def engine_three_stage(session: hs.Session, mode: str | None, parallelism: int) -> Runner:
+    """source -> map -> hash -> aggregate -> range -> sort, all edges in ``mode`` (None:
+    the session's ``shuffle.default_mode``, which the planner may pick per edge)."""
 
     def run(blocks: list[pa.Table]) -> Any:
-        job = session.job(f"bench-3stage-{mode}")
+        job = session.job(f"bench-3stage-{mode or 'default'}")
         source = job.from_arrow(blocks, name="blocks", parallelism=parallelism)
         doubled = source.map_batches(
             lambda t: t.set_column(1, "v", pa.array(t["v"].to_numpy() * 2.0)), name="map"
