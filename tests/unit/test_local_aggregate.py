@@ -155,9 +155,8 @@ def as_frame(table: pa.Table) -> pd.DataFrame:
 def test_local_top_n_merges_to_the_top_n_of_all_rows(
     ascending: bool, flush_rows: int | None
 ) -> None:
-    table = skewed(12_000).drop_columns(["id"]).append_column(
-        "id", pa.array(np.arange(12_000, dtype=np.int64) % 4_000)  # whole-row ties too
-    )
+    ids = pa.array(np.arange(12_000, dtype=np.int64) % 4_000)  # whole-row ties too
+    table = skewed(12_000).drop_columns(["id"]).append_column("id", ids)
     producers = 3
     rows = table.num_rows // producers
     partials: list[pa.Table] = []
