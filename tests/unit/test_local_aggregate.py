@@ -4,6 +4,8 @@ the merge checks, and how the planner chains a local operator."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -281,3 +283,23 @@ def test_a_local_operator_must_keep_its_inputs_parallelism_and_group() -> None:
     local.slot_sharing_group = "mine"
     with pytest.raises(PlanError, match="slot sharing group 'mine' and its input in 'default'"):
         plan_job("j", totals, load_config(None), slots=8)
+
+
+def test_top_n_in_a_hash_aggregate_spills_past_its_memory_and_stays_exact(tmp_path: Path) -> None:
+    table = skewed(20_000).drop_columns(["k"]).rename_columns(["n", "x", "score", "k"])
+    table = table.set_column(3, "k", pc.divide(table.column("k"), 4))  # 5,000 keys
+    op = HashAggregate.of(TopN(["k"], 2, ["score"], "top"))
+    context = OperatorContext(64 << 10, str(tmp_path / "spill"))
+    op.open(context)
+    for i in range(0, table.num_rows, 1_000):
+        assert list(op.process(table.slice(i, 1_000))) == []
+    got = pa.concat_tables(op.finish())
+    assert context.metrics.spilled_bytes > 0
+    keys = [("score", "descending", "at_end"), ("n", "ascending", "at_end")]
+    keys += [("x", "ascending", "at_end")]
+    ordered = table.take(pc.sort_indices(table, sort_keys=keys))
+    rank = ordered.select(["k"]).to_pandas().groupby("k", sort=False).cumcount().to_numpy()
+    expected = ordered.filter(pa.array(rank < 2))
+    order = [("k", "ascending"), ("score", "descending"), ("n", "ascending"), ("x", "ascending")]
+    assert got.sort_by(order).equals(expected.sort_by(order))
+    context.remove()
