@@ -6,9 +6,10 @@
     python -m benchmarks --workloads failover --rows 1e7 --runs 3 --name issue11-failover
     python -m benchmarks --workloads batch --runs 3 --name issue12-batch
     python -m benchmarks --workloads cache --runs 3 --name issue13-cache
+    python -m benchmarks --workloads skew --runs 3 --name issue14-skew
 
-Workloads (``--workloads``, comma-separated; default all but ``failover``, ``batch``
-and ``cache``):
+Workloads (``--workloads``, comma-separated; default all but ``failover``, ``batch``,
+``cache`` and ``skew``):
 
 * ``agg``, ``repartition``: workloads 1 and 2 at ``--rows`` x ``--distributions``,
   the engine (``--engine-modes``) against Ray Data, Spark and the bounds;
@@ -37,11 +38,16 @@ and ``cache``):
   sort) over one prepared aggregation of ``--cache-rows`` facts, with and without the
   engine's cache (``stream.cache()``, ``job.from_cache``), against Spark's
   ``df.cache()`` and Ray Data's ``materialize()`` (``--cache-peers``); in its own
-  session and Ray, see ``benchmarks/cache.py``.  Only when named.
+  session and Ray, see ``benchmarks/cache.py``.  Only when named;
+* ``skew``: issue 14, FLIP-44's local aggregation: the sum and count of ``--skew-rows``
+  Zipf 1.2 keys with ``combine=False``, the default combiner and ``local_key_by`` (flushing
+  every ``--skew-flush-rows``), in the shared session; the wall time and the most rows any
+  one receiver got, against ``combine=False``; see ``benchmarks/skew.py``.  Only when named.
 
 Writes ``benchmarks/results/<name>.json`` (workload 4's per-scale table under
 ``main_job``, the failover tables under ``failover``, issue 12's figures and targets
-under ``batch``, issue 13's under ``cache``) and ``<name>.png``.  Not part
+under ``batch``, issue 13's under ``cache``, issue 14's skew figures under ``skew``) and
+``<name>.png``.  Not part
 of the test suite: absolute times drift on a shared machine, the ratios printed here
 (each system against the best engine mode, same run, same data) are the claim.
 """
@@ -62,17 +68,27 @@ import pyarrow.compute as pc
 import ray
 
 import hybrid_shuffle as hs
-from benchmarks import batch_operators, cache, failover, mainjob, systems
+from benchmarks import batch_operators, cache, failover, mainjob, skew, systems
 from benchmarks.data import blocks, make_table
 from benchmarks.harness import Measurement, measure
 from benchmarks.report import print_table, ratios, write_chart
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENGINE_MODES = ["pipelined", "blocking", "hybrid-selective", "hybrid-full"]
-WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob", "failover", "batch", "cache")
+WORKLOADS = (
+    "agg",
+    "repartition",
+    "modes",
+    "spark",
+    "mainjob",
+    "failover",
+    "batch",
+    "cache",
+    "skew",
+)
 DEFAULT_WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob")
 #: the workloads that run in (or, for modes, next to) the shared benchmark session
-SHARED_SESSION = {"agg", "repartition", "modes", "spark"}
+SHARED_SESSION = {"agg", "repartition", "modes", "spark", "skew"}
 
 
 def parse_rows(text: str) -> list[int]:
@@ -122,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(DEFAULT_WORKLOADS),
         type=parse_workloads,
         help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all but failover, batch, "
-        "cache)",
+        "cache, skew)",
     )
     parser.add_argument(
         "--scales",
@@ -193,6 +209,15 @@ def main(argv: list[str] | None = None) -> int:
         type=parse_peers,
         help="peers of the cache workload: spark, ray-data, or none",
     )
+    parser.add_argument(
+        "--skew-rows", default="1e7", type=parse_count, help="rows of the skew workload"
+    )
+    parser.add_argument(
+        "--skew-flush-rows",
+        default=str(skew.DEFAULT_FLUSH_ROWS),
+        type=parse_count,
+        help="flush_rows of the skew workload's local aggregate",
+    )
     args = parser.parse_args(argv)
     workloads: set[str] = args.workloads
     distributions = args.distributions.split(",")
@@ -201,17 +226,23 @@ def main(argv: list[str] | None = None) -> int:
     results: list[Measurement] = []
     started = time.time()
     main_job: list[dict[str, Any]] = []
+    skew_summary: dict[str, Any] | None = None
     main_job_config = mainjob.session_config() if "mainjob" in workloads else {}
     if workloads & SHARED_SESSION:
         with hs.Session(config, slots=systems.SLOTS) as session:
             spark = _spark(session) if "spark" in workloads else None
-            for rows in args.rows:
+            for rows in args.rows if workloads & {"agg", "repartition"} else []:
                 for dist in distributions:
                     data = blocks(make_table(rows, dist), args.blocks)
                     if "agg" in workloads:
                         results += _aggregation(session, spark, data, rows, dist, args.runs, modes)
                     if "repartition" in workloads:
                         results += _repartition(session, spark, data, rows, dist, args.runs, modes)
+            if "skew" in workloads:
+                measured, skew_summary = skew.run(
+                    session, args.skew_rows, args.blocks, args.runs, args.skew_flush_rows
+                )
+                results += measured
             if spark is not None:
                 for rows in args.rows:
                     results += _spark_io(session, spark, rows, args.runs)
@@ -269,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         payload["batch"] = batch_summary
     if cache_summary is not None:
         payload["cache"] = cache_summary
+    if skew_summary is not None:
+        payload["skew"] = skew_summary
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.name}.json").write_text(json.dumps(payload, indent=2))
@@ -277,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     mainjob.print_summary(main_job)
     batch_operators.print_summary(batch_summary)
     cache.print_summary(cache_summary)
+    skew.print_summary(skew_summary)
     failover.print_summary(failover_summary)
     print(f"\nwrote {out / (args.name + '.json')} and .png")
     return 0

@@ -34,6 +34,7 @@ from hybrid_shuffle.errors import (
 if TYPE_CHECKING:
     from hybrid_shuffle.api.cached_stream import CachedStream
     from hybrid_shuffle.api.job import Job
+    from hybrid_shuffle.api.local_keyed_stream import LocalKeyedStream
     from hybrid_shuffle.api.stream import KeyedStream, Stream
     from hybrid_shuffle.config import Config, ConfigWarning, load_config
     from hybrid_shuffle.result import EdgeMetrics, JobResult, VertexMetrics
@@ -51,6 +52,7 @@ _LAZY = {
     "Job": "hybrid_shuffle.api.job",
     "JobResult": "hybrid_shuffle.result",
     "KeyedStream": "hybrid_shuffle.api.stream",
+    "LocalKeyedStream": "hybrid_shuffle.api.local_keyed_stream",
     "Session": "hybrid_shuffle.session",
     "Stream": "hybrid_shuffle.api.stream",
     "VertexMetrics": "hybrid_shuffle.result",
@@ -75,6 +77,7 @@ __all__ = [
     "JobResult",
     "JobTimeoutError",
     "KeyedStream",
+    "LocalKeyedStream",
     "PartitionNotFoundError",
     "PlanError",
     "ProducerFailedError",

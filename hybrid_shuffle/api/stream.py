@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pyarrow as pa
 
-from hybrid_shuffle.api._validate import partition_count
+from hybrid_shuffle.api._validate import partition_count, positive_count
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators import (
     CoGroup,
@@ -34,6 +34,7 @@ from hybrid_shuffle.operators import (
     Select,
     SortMergeJoin,
     SortPartition,
+    TopN,
 )
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.join_types import check_how
@@ -44,6 +45,7 @@ from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 if TYPE_CHECKING:
     from hybrid_shuffle.api.cached_stream import CachedStream
     from hybrid_shuffle.api.job import Job
+    from hybrid_shuffle.api.local_keyed_stream import LocalKeyedStream
 
 __all__ = ["JOIN_STRATEGIES", "KeyedStream", "Stream"]
 
@@ -158,6 +160,22 @@ class Stream:
             partition_count(partitions, "key_by: partitions"),
         )
         return KeyedStream(self, list(keys), spec)
+
+    def local_key_by(self, *keys: str | Sequence[str]) -> LocalKeyedStream:
+        """Key by ``keys`` within each subtask, with no exchange (FLIP-44's local keyed
+        stream): ``local_key_by("k").aggregate(spec, flush_rows=N)`` or ``.top_n(n, by=)``
+        reduce each subtask's rows per key, chained into this stream's tasks, and
+        ``.key_by("k").aggregate()`` / ``.top_n(n)`` merge the partials.  Keys are given
+        as ``key_by``'s (``"a", "b"``) or as one sequence (``["a", "b"]``).  See
+        ``hybrid_shuffle.api.local_keyed_stream``."""
+        from hybrid_shuffle.api.local_keyed_stream import LocalKeyedStream
+
+        names: list[str] = []
+        for key in keys:
+            names.extend([key] if isinstance(key, str) else list(key))
+        if not names or not all(isinstance(k, str) and k for k in names):
+            raise PlanError(f"local_key_by: name at least one key column, got {keys!r}")
+        return LocalKeyedStream(self, names)
 
     def rebalance(
         self,
@@ -402,7 +420,7 @@ class KeyedStream:
 
     def aggregate(
         self,
-        spec: Mapping[str, str | Sequence[str]],
+        spec: Mapping[str, str | Sequence[str]] | None = None,
         name: str | None = None,
         combine: bool = True,
     ) -> Stream:
@@ -412,8 +430,24 @@ class KeyedStream:
         ``combine`` (default) pre-aggregates in every producer before the exchange,
         as Spark's map-side combine does, so the edge carries partials (one row per
         key and producer) instead of every row; ``combine=False`` ships the rows.
+        After a local aggregate (``local_key_by``) it merges that stage's partials
+        instead: ``spec`` may then be left out (the local one), and ``combine`` has no
+        effect (the partials are shipped as they are).
         """
+        from hybrid_shuffle.api.local_keyed_stream import local_stage, merge_aggregate
+
         node_name = name or f"aggregate_{next(self._stream.job._ids)}"
+        local = local_stage(self._stream)
+        if local is not None:
+            merged = merge_aggregate(local, self.keys, spec, node_name)
+            return self._stream._exchange(
+                "aggregate", node_name, lambda n: merged, [(self._stream, self._spec)]
+            )
+        if spec is None:
+            raise PlanError(
+                f"aggregate '{node_name}': give the columns and functions, e.g. "
+                "aggregate({'amount': ['sum', 'count']})"
+            )
         final = HashAggregate(self.keys, spec, node_name, "final" if combine else "complete")
         exchange = self._spec
         if combine:
@@ -422,6 +456,52 @@ class KeyedStream:
             )
         return self._stream._exchange(
             "aggregate", node_name, lambda n: final, [(self._stream, exchange)]
+        )
+
+    def top_n(
+        self,
+        n: int,
+        by: str | Sequence[str] | None = None,
+        name: str | None = None,
+        ascending: bool | None = None,
+        combine: bool = True,
+    ) -> Stream:
+        """The ``n`` rows with the largest ``by`` per key (``ascending=True``: the
+        smallest), every column kept; nulls never win, and ties on ``by`` are broken on
+        the other columns in order, so the result depends on the rows alone (see
+        ``hybrid_shuffle.operators.top_n``).
+
+        ``combine`` (default) keeps each producer's top ``n`` per key before the
+        exchange.  After a local top_n (``local_key_by``) it merges that stage's
+        rows: ``by`` and ``ascending`` may be left out (the local ones), ``n`` may be
+        at most the local one, and ``combine`` has no effect.
+        """
+        from hybrid_shuffle.api.local_keyed_stream import by_columns, local_stage, merge_top_n
+
+        node_name = name or f"top_n_{next(self._stream.job._ids)}"
+        what = f"top_n '{node_name}'"
+        count = positive_count(n, f"{what}: n")
+        assert count is not None
+        columns = None if by is None else by_columns(by, what)
+        if ascending is not None and not isinstance(ascending, bool):
+            raise PlanError(f"{what}: ascending= must be True or False, got {ascending!r}")
+        local = local_stage(self._stream)
+        exchange = self._spec
+        if local is not None:
+            final = merge_top_n(local, self.keys, count, columns, ascending, node_name)
+        else:
+            if columns is None:
+                raise PlanError(f"{what}: name the column(s) to rank rows by, e.g. by='amount'")
+            up = bool(ascending)
+            final = HashAggregate.of(
+                TopN(self.keys, count, columns, node_name, up),
+                "final" if combine else "complete",
+            )
+            if combine:
+                combiner = PartialAggregate.of(TopN(self.keys, count, columns, node_name, up))
+                exchange = dataclasses.replace(exchange, combiner=combiner)
+        return self._stream._exchange(
+            "top_n", node_name, lambda _: final, [(self._stream, exchange)]
         )
 
     def map_batches(

@@ -4,9 +4,11 @@ from hybrid_shuffle.operators.aggregate import HashAggregate, PartialAggregate
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.co_group import CoGroup
 from hybrid_shuffle.operators.join import HashJoin
+from hybrid_shuffle.operators.local_aggregate import LocalAggregate
 from hybrid_shuffle.operators.sort import SortPartition
 from hybrid_shuffle.operators.sort_merge_join import SortMergeJoin
 from hybrid_shuffle.operators.stateless import Filter, Identity, MapBatches, Rename, Select
+from hybrid_shuffle.operators.top_n import TopN
 
 __all__ = [
     "CoGroup",
@@ -14,6 +16,7 @@ __all__ = [
     "HashAggregate",
     "HashJoin",
     "Identity",
+    "LocalAggregate",
     "MapBatches",
     "Operator",
     "PartialAggregate",
@@ -21,4 +24,5 @@ __all__ = [
     "Select",
     "SortMergeJoin",
     "SortPartition",
+    "TopN",
 ]

@@ -29,6 +29,11 @@ size (only thousands of times the memory in partials get there: every split
 spreads distinct keys at least 8 ways).
 ``PartialAggregate`` never spills: it emits its partials when they fill its
 memory (``min(max_bytes, context.memory)``), FLIP-44's flush on a full buffer.
+
+Both run any ``Reduction`` (``reduction``): ``Aggregation`` for ``aggregate``,
+``TopN`` for ``top_n`` (built with ``of``).  A third phase, ``merge``, is the
+consumer after a FLIP-44 local stage (``local_aggregate``): its *logical* input
+is partials, not rows, so the planner checks it against their columns.
 """
 
 from __future__ import annotations
@@ -42,11 +47,14 @@ from hybrid_shuffle.operators.aggregation import Aggregation
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.hash_buckets import MAX_LEVELS, HashBuckets, bucket_count
+from hybrid_shuffle.operators.reduction import Reduction
 from hybrid_shuffle.operators.spill_run import SpillRun
 
 __all__ = ["HashAggregate", "PartialAggregate"]
 
-PHASES = ("complete", "final")
+#: ``complete``: rows in; ``final``: partials of this exchange's combiner in (the planner
+#: sees the rows before it); ``merge``: partials of a local stage in (the planner sees them)
+PHASES = ("complete", "final", "merge")
 _COMPACT_EVERY = 16  # partial tables kept before they are re-reduced
 #: a combiner whose partials keep more than this share of its input rows stops combining
 _USEFUL_REDUCTION = 0.5
@@ -58,10 +66,12 @@ _STAGING_SHARE = 4
 
 
 class HashAggregate(Operator):
-    """Group by ``keys``; ``phase="final"`` reads a ``PartialAggregate``'s partials.
+    """Group by ``keys``; ``phase="final"`` reads a ``PartialAggregate``'s partials,
+    ``phase="merge"`` a ``LocalAggregate``'s.
 
-    Either way the planner checks it against the *logical* input (the rows
-    before any combiner) and it returns the same columns.
+    The planner checks it against its *logical* input: the rows before any
+    combiner (``complete``, ``final``), the local stage's partials (``merge``).
+    It returns the same columns in every phase.
     """
 
     output_on_eof = True
@@ -74,12 +84,28 @@ class HashAggregate(Operator):
         name: str,
         phase: str = "complete",
     ) -> None:
+        self._setup(Aggregation(keys, spec, name), phase)
+
+    @classmethod
+    def of(cls, reduction: Reduction, phase: str = "complete") -> HashAggregate:
+        """The same operator over any ``Reduction`` (``TopN``); named as the reduction."""
+        op = cls.__new__(cls)
+        op._setup(reduction, phase)
+        return op
+
+    def _setup(self, reduction: Reduction, phase: str) -> None:
         if phase not in PHASES:
-            raise PlanError(f"aggregate '{name}': phase must be one of {PHASES}, not {phase!r}")
-        self._agg = Aggregation(keys, spec, name)
-        self.keys = self._agg.keys
-        self.name = name
+            raise PlanError(
+                f"aggregate '{reduction.name}': phase must be one of {PHASES}, not {phase!r}"
+            )
+        self._agg: Reduction = reduction
+        self.keys = reduction.keys
+        self.name = reduction.name
         self.phase = phase
+
+    @property
+    def reduction(self) -> Reduction:
+        return self._agg
 
     def open(self, context: OperatorContext | None = None) -> None:
         self._context = context if context is not None else OperatorContext.unbounded()
@@ -98,6 +124,8 @@ class HashAggregate(Operator):
         if self._schema is None:
             if self.phase == "complete":
                 self._agg.check(table.schema)
+            elif self.phase == "merge":
+                self._agg.check_partials(table.schema)
             self._schema = table.schema
         if table.num_rows:
             self._seen += table.nbytes
@@ -199,12 +227,17 @@ class HashAggregate(Operator):
         schema = input_schemas[0]
         if schema is None:
             return None
+        if self.phase == "merge":
+            self._agg.check_partials(schema)
+            return self._agg.results(self._agg.combine(schema.empty_table())).schema
         self._agg.check(schema)
         empty = self._agg.partial(schema.empty_table())
         return self._agg.results(self._agg.combine(empty)).schema
 
     def input_columns(self, wanted: Columns) -> list[Columns]:
         # the logical input (what a combiner in front of a final phase reads, too)
+        if self.phase == "merge":
+            return [self._agg.partial_columns]
         return [self._agg.columns]
 
     def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -233,9 +266,19 @@ class PartialAggregate(Operator):
         name: str,
         max_bytes: int = _COMBINER_MAX_BYTES,
     ) -> None:
-        self._agg = Aggregation(keys, spec, name)  # errors name the aggregate it feeds
-        self.keys = self._agg.keys
-        self.name = f"{name}.combine"
+        self._setup(Aggregation(keys, spec, name), max_bytes)  # errors name the aggregate
+
+    @classmethod
+    def of(cls, reduction: Reduction, max_bytes: int = _COMBINER_MAX_BYTES) -> PartialAggregate:
+        """The combiner of any ``Reduction`` (``TopN``)."""
+        op = cls.__new__(cls)
+        op._setup(reduction, max_bytes)
+        return op
+
+    def _setup(self, reduction: Reduction, max_bytes: int) -> None:
+        self._agg: Reduction = reduction
+        self.keys = reduction.keys
+        self.name = f"{reduction.name}.combine"
         self.max_bytes = max_bytes
 
     def open(self, context: OperatorContext | None = None) -> None:

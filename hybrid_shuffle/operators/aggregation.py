@@ -99,6 +99,18 @@ class Aggregation:
         """The input columns it reads: the keys and the aggregated columns."""
         return frozenset([*self.keys, *(c for c, _ in self.outputs)])
 
+    @property
+    def partial_columns(self) -> frozenset[str]:
+        """The columns of its partials: the keys and ``<column>_<partial>`` per partial
+        (``<column>_fsum`` is the float64 sum a mean divides by ``<column>_count``)."""
+        return frozenset([*self.keys, *(f"{c}_{p}" for c, p in self.partials)])
+
+    def check_partials(self, schema: pa.Schema) -> None:
+        """Raise a PlanError naming the column if ``schema`` lacks a partial this
+        aggregate merges (it reads a local aggregate's output)."""
+        require_key_columns(schema, self.keys, f"aggregate '{self.name}'")
+        require_columns(schema, [f"{c}_{p}" for c, p in self.partials], f"aggregate '{self.name}'")
+
     def check(self, schema: pa.Schema) -> None:
         """Raise a PlanError naming the column if the logical input cannot be aggregated."""
         require_key_columns(schema, self.keys, f"aggregate '{self.name}'")

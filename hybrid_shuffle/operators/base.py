@@ -64,6 +64,11 @@ class Operator(ABC):
     #: aggregate, co_group, a combiner): the task gives it a share of the budget
     uses_memory: bool = False
 
+    def describe(self) -> str:
+        """How ``explain()`` lists the operator in its vertex's chain: its name, unless it
+        has more to say (a local aggregate names its keys and flush policy)."""
+        return self.name
+
     def open(self, context: OperatorContext | None = None) -> None:
         """Create per-task state; called inside the executor before any data.  ``None``
         (outside a task: tests, the driver) means no budget and no spilling."""

@@ -59,6 +59,9 @@ class LogicalNode:
     slot_sharing_group: str | None = None
     #: nodes with the same key run subtask i on the same executor (``co_locate_with``)
     co_location: str | None = None
+    #: a FLIP-44 local operator (``local_key_by``): it runs in its input's tasks, so the
+    #: planner chains it there and refuses a parallelism or group that would not let it
+    local: bool = False
 
     @property
     def reads_cache(self) -> bool:

@@ -119,7 +119,7 @@ class Plan:
         ]
         for vid in g.topological_order():
             v = g.vertices[vid]
-            ops = " -> ".join(op.name for op in v.operators) or "(source)"
+            ops = " -> ".join(op.describe() for op in v.operators) or "(source)"
             lines.append(
                 f"  {v.name:<24} parallelism {v.describe_parallelism():<3} "
                 f"region {self.vertex_region[vid]:<4} ops: {ops}{self._memory(v)}"
@@ -461,6 +461,8 @@ def _build_graph(
             and not node.inputs[0][0].fills_cache  # the cache's partitions end its vertex
             and groups[node.inputs[0][0].id] == groups[node.id]  # a task is in one group
         )
+        if node.local and not chainable:
+            _check_local(node, groups)
         if chainable:
             vertex = vertex_of[node.inputs[0][0].id]
             vertex.name = f"{vertex.name}->{node.name}"
@@ -530,6 +532,26 @@ def _build_graph(
             f"'{job_name}'; give each exchange its own edge= name"
         )
     return graph, warnings
+
+
+def _check_local(node: LogicalNode, groups: dict[int, str]) -> None:
+    """A local operator that cannot be chained into its input's task: a ``PlanError`` if
+    its subtasks would not be its input's (another parallelism or slot sharing group).
+    An input that feeds other operators too, or fills a cache, ends its task, so the
+    local operator reads it over a forward edge: subtask i from subtask i, no shuffle."""
+    up = node.inputs[0][0]
+    what = f"'{node.name}' (local_key_by) runs in the tasks of its input '{up.name}'"
+    if up.parallelism != node.parallelism:
+        raise PlanError(
+            f"{what}, but it has parallelism {node.parallelism} and its input "
+            f"{up.parallelism}; remove vertices.{node.name}.parallelism or set it on "
+            f"'{up.name}' instead"
+        )
+    if groups[up.id] != groups[node.id]:
+        raise PlanError(
+            f"{what}, but it is in slot sharing group '{groups[node.id]}' and its input in "
+            f"'{groups[up.id]}'; set the group on '{up.name}' instead"
+        )
 
 
 def _slot_sharing_groups(nodes: list[LogicalNode], vertex_overrides: Any) -> dict[int, str]:

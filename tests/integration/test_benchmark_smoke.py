@@ -94,3 +94,26 @@ def test_tiny_cache_run_checks_every_engine_result_and_reports_the_targets(
     info = cache["engine_cache"]
     assert (info["fills"], info["hits"], info["partitioning"]) == (2, 10, "hash(k) into 8")
     assert cache["targets"] and "issue 13 targets" in out.stdout
+
+
+def test_tiny_skew_run_checks_every_result_and_reports_the_hottest_receiver(
+    tmp_path: Path,
+) -> None:
+    """The skew workload (issue 14, FLIP-44) at 200,000 rows: the three variants run,
+    every run matches pyarrow (a mismatch is an error), and the hottest receiver of the
+    hash edge is reported against combine=False."""
+    cmd = [
+        sys.executable, "-m", "benchmarks", "--workloads", "skew", "--runs", "1",
+        "--skew-rows", "200000", "--skew-flush-rows", "20000",
+        "--object-store", "300 MiB", "--name", "smoke-skew", "--out", str(tmp_path),
+    ]  # fmt: skip
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    skew = json.loads((tmp_path / "smoke-skew.json").read_text())["skew"]
+    variants = skew["variants"]
+    assert list(variants) == ["combine=False", "combiner", "local_key_by"]
+    assert all(v["error"] is None and v["checked_runs"] == 2 for v in variants.values())
+    assert variants["combine=False"]["edge_rows"] == 200_000
+    local = variants["local_key_by"]
+    assert local["hottest_receiver_rows"] < variants["combine=False"]["hottest_receiver_rows"]
+    assert local["hottest_fewer_x"] > 1 and "issue 14 skew targets" in out.stdout
