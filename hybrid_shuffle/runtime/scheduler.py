@@ -65,8 +65,9 @@ from hybrid_shuffle.runtime.failover import (
     classify,
 )
 from hybrid_shuffle.runtime.failures import first_line, root_cause, to_error
+from hybrid_shuffle.runtime.locality import Holder, input_weights, subpartition_bytes
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
-from hybrid_shuffle.runtime.placement import place
+from hybrid_shuffle.runtime.placement import place, prefer_nodes
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool, SlotAllocation
 from hybrid_shuffle.runtime.task import TaskReport, TaskState, attempt_key
 from hybrid_shuffle.runtime.transport import TaskRef, TaskTransport
@@ -144,6 +145,9 @@ class Scheduler:
         #: (co-location key, subtask) -> the executor its first task ran on: its partners
         #: in later regions run there too
         self._pinned: dict[tuple[str, int], int] = {}
+        #: deployed task -> the node holding its partitions and, once it finished, their
+        #: sizes: consumers deployed later prefer that node (``runtime.locality``)
+        self._holders: dict[TaskKey, Holder] = {}
 
     @property
     def reports(self) -> list[TaskReport]:
@@ -315,14 +319,17 @@ class Scheduler:
 
     def _deploy(self, region: Region) -> None:
         pins = self._pins(region)
-        slots = self.slots.acquire(
-            region.slots, later=self.pool.starting(), required=set(pins.values())
-        )
+        free = self.slots.candidates(later=self.pool.starting(), required=set(pins.values()))
         # slot sharing, balanced: groups apart, at most one subtask of a vertex per slot,
-        # no slot with more than its share of the region's tasks (``runtime.placement``)
+        # no slot with more than its share of the region's tasks (``runtime.placement``);
+        # then each slot on the node holding most of its tasks' input (``runtime.locality``)
         vertices = self.graph.vertices
         units = {v: vertices[v].co_location for v, _ in region.tasks if vertices[v].co_location}
-        placed = place(region.tasks, slots, region.groups, units, pins)
+        placed = place(region.tasks, free[: region.slots], region.groups, units, pins)
+        weights = {task: input_weights(self.graph, task, self._holders) for task in region.tasks}
+        placed = prefer_nodes(placed, free, self.pool.nodes, weights, set(pins.values()))
+        slots = sorted(set(placed.values()))
+        self.slots.take(slots)
         for (vid, subtask), executor in placed.items():
             key = vertices[vid].co_location
             if key is not None:
@@ -341,6 +348,7 @@ class Scheduler:
             self._current[task] = ref
             self._deployed.add(task)
             self._not_before.pop(task, None)
+            self._holders[task] = Holder(self.pool.nodes[executor])
             self.slots.task_started(executor)
         log.debug("job %s: deployed region %d on slots %s", self.job_id, region.id, slots)
 
@@ -382,10 +390,28 @@ class Scheduler:
     def _succeeded(self, info: _Running, report: TaskReport) -> None:
         report.executor_index = info.executor
         self.tracker.producer_finished(self.job_id, info.task, report.ready_buffers)
+        self._sized(info.task, report)
         report.ready_buffers = {}  # the job's reports must not pin its buffers
         self.tracker.consumer_finished(self.job_id, info.task)
         self._reports[info.task] = report
         self.finished.add(info.task)
+
+    def _sized(self, task: TaskKey, report: TaskReport) -> None:
+        """Record the bytes per subpartition ``task`` wrote on its edges (before its
+        report lets go of the buffers it handed over)."""
+        holder = self._holders.get(task)
+        edges = {e.name for e in self.graph.vertices[task[0]].outputs}
+        written = {w.edge: w.bytes for w in report.writes if w.edge in edges}
+        if holder is None or not written:
+            return
+        sizes = {
+            p.edge: subpartition_bytes(
+                written[p.edge], p.num_subpartitions, report.ready_buffers.get(p.partition_id)
+            )
+            for p in self.deployer.output_partitions(task)
+            if p.edge in written
+        }
+        self._holders[task] = Holder(holder.node, sizes)
 
     # -- failover ----------------------------------------------------------------------------
 
@@ -461,6 +487,7 @@ class Scheduler:
                 info.zombie, info.cancelled_at = True, now
                 cancel[info.executor].append(attempt_key(self.job_id, info.name, info.attempt))
             self._deployed.discard(task)
+            self._holders.pop(task, None)
             self.finished.discard(task)
             self._reports.pop(task, None)
             self.tracker.task_restarted(self.job_id, task)
