@@ -10,14 +10,15 @@ reads the bytes through the node's own object store instead of over the network.
 
 ``input_weights`` says, for one consumer subtask, how much of its input each node
 holds, as a ``Weight`` (bytes first, then producers).  The bytes come from the
-producers' reports once they finished (``subpartition_bytes``): per subpartition
-exactly when the producer handed its finished partition over (the sizes of its
-buffers, the usual case for a blocking edge), else the partition's bytes split evenly
-over its subpartitions (a hybrid partition that was polled, or spilled).  A producer
-still running (a hybrid input) has no report yet: it counts as one producer on its
-node with no bytes, which only decides between nodes the known bytes leave tied.
-Pipelined inputs are produced in the consumer's own region, placed together with it,
-so they do not count, nor do a cache's partitions (they are not this job's).
+producers once they finished (``subpartition_bytes``): per subpartition exactly while
+the tracker keeps what the producer handed over (the sizes of its buffers, the usual
+case for a blocking edge), else its report's bytes for the edge split evenly over the
+subpartitions (a hybrid partition that was polled, or spilled: ``WriteMetrics`` has no
+per-subpartition figures).  A producer still running (a hybrid input) has no report
+yet: it counts as one producer on its node with no bytes, which only decides between
+nodes the known bytes leave tied.  Pipelined inputs are produced in the consumer's own
+region, placed together with it, so they do not count, nor do a cache's partitions
+(they are not this job's).
 
 Plain Python: node ids and byte counts come in as plain data.
 """

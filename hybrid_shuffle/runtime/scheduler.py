@@ -65,7 +65,7 @@ from hybrid_shuffle.runtime.failover import (
     classify,
 )
 from hybrid_shuffle.runtime.failures import first_line, root_cause, to_error
-from hybrid_shuffle.runtime.locality import Holder, input_weights, subpartition_bytes
+from hybrid_shuffle.runtime.locality import Holder, Weight, input_weights, subpartition_bytes
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.placement import place, prefer_nodes
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool, SlotAllocation
@@ -145,9 +145,9 @@ class Scheduler:
         #: (co-location key, subtask) -> the executor its first task ran on: its partners
         #: in later regions run there too
         self._pinned: dict[tuple[str, int], int] = {}
-        #: deployed task -> the node holding its partitions and, once it finished, their
-        #: sizes: consumers deployed later prefer that node (``runtime.locality``)
-        self._holders: dict[TaskKey, Holder] = {}
+        #: task -> the node its last deployed attempt's partitions live on: consumers
+        #: deployed later prefer it (``runtime.locality``)
+        self._nodes: dict[TaskKey, str] = {}
 
     @property
     def reports(self) -> list[TaskReport]:
@@ -326,7 +326,7 @@ class Scheduler:
         vertices = self.graph.vertices
         units = {v: vertices[v].co_location for v, _ in region.tasks if vertices[v].co_location}
         placed = place(region.tasks, free[: region.slots], region.groups, units, pins)
-        weights = {task: input_weights(self.graph, task, self._holders) for task in region.tasks}
+        weights = self._input_weights(region)
         placed = prefer_nodes(placed, free, self.pool.nodes, weights, set(pins.values()))
         slots = sorted(set(placed.values()))
         self.slots.take(slots)
@@ -348,9 +348,40 @@ class Scheduler:
             self._current[task] = ref
             self._deployed.add(task)
             self._not_before.pop(task, None)
-            self._holders[task] = Holder(self.pool.nodes[executor])
+            self._nodes[task] = self.pool.nodes[executor]
             self.slots.task_started(executor)
         log.debug("job %s: deployed region %d on slots %s", self.job_id, region.id, slots)
+
+    def _input_weights(self, region: Region) -> dict[TaskKey, dict[str, Weight]]:
+        """Per task of ``region``, what each node holds of its input: over the deployed
+        producers it reads, with the bytes of those that finished."""
+        holders: dict[TaskKey, Holder] = {}
+        for vid, subtask in region.tasks:
+            for edge in self.graph.vertices[vid].inputs:
+                for producer in producers_of(self.graph, edge, subtask):
+                    if producer in self._deployed and producer not in holders:
+                        holders[producer] = self._holder(producer)
+        return {task: input_weights(self.graph, task, holders) for task in region.tasks}
+
+    def _holder(self, producer: TaskKey) -> Holder:
+        """Where a deployed producer's partitions live and, once it finished, their bytes
+        per subpartition: exact while the tracker keeps what it handed over, else its
+        report's bytes per edge split evenly (``locality.subpartition_bytes``)."""
+        report = self._reports.get(producer)
+        if report is None:  # still running
+            return Holder(self._nodes[producer])
+        edges = {e.name for e in self.graph.vertices[producer[0]].outputs}
+        written = {w.edge: w.bytes for w in report.writes if w.edge in edges}
+        sizes = {
+            p.edge: subpartition_bytes(
+                written[p.edge],
+                p.num_subpartitions,
+                self.tracker.handed_over(self.job_id, p.edge, producer[1]),
+            )
+            for p in self.deployer.output_partitions(producer)
+            if p.edge in written
+        }
+        return Holder(self._nodes[producer], sizes)
 
     def _finished(self, ref: TaskRef) -> None:
         info = self._running.pop(ref)
@@ -390,28 +421,10 @@ class Scheduler:
     def _succeeded(self, info: _Running, report: TaskReport) -> None:
         report.executor_index = info.executor
         self.tracker.producer_finished(self.job_id, info.task, report.ready_buffers)
-        self._sized(info.task, report)
         report.ready_buffers = {}  # the job's reports must not pin its buffers
         self.tracker.consumer_finished(self.job_id, info.task)
         self._reports[info.task] = report
         self.finished.add(info.task)
-
-    def _sized(self, task: TaskKey, report: TaskReport) -> None:
-        """Record the bytes per subpartition ``task`` wrote on its edges (before its
-        report lets go of the buffers it handed over)."""
-        holder = self._holders.get(task)
-        edges = {e.name for e in self.graph.vertices[task[0]].outputs}
-        written = {w.edge: w.bytes for w in report.writes if w.edge in edges}
-        if holder is None or not written:
-            return
-        sizes = {
-            p.edge: subpartition_bytes(
-                written[p.edge], p.num_subpartitions, report.ready_buffers.get(p.partition_id)
-            )
-            for p in self.deployer.output_partitions(task)
-            if p.edge in written
-        }
-        self._holders[task] = Holder(holder.node, sizes)
 
     # -- failover ----------------------------------------------------------------------------
 
@@ -487,7 +500,6 @@ class Scheduler:
                 info.zombie, info.cancelled_at = True, now
                 cancel[info.executor].append(attempt_key(self.job_id, info.name, info.attempt))
             self._deployed.discard(task)
-            self._holders.pop(task, None)
             self.finished.discard(task)
             self._reports.pop(task, None)
             self.tracker.task_restarted(self.job_id, task)

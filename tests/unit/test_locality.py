@@ -5,6 +5,7 @@ becomes (``placement.prefer_nodes``), and the scheduler using both; no Ray."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from hybrid_shuffle.config import FailoverConfig, load_config
 from hybrid_shuffle.plan.graph import JobGraph, VertexId
@@ -155,26 +156,38 @@ def test_a_pinned_slot_stays_and_no_other_slot_takes_its_executor() -> None:
 
 
 class WritingTransport(FakeTransport):
-    """Reports ``per_subpartition`` bytes in every subpartition of every edge written."""
+    """Reports what ``sizes(producer subtask, subpartitions)`` says each producer wrote in
+    each subpartition of every edge, and, with ``hand_over``, hands the buffers over as a
+    finished blocking partition does."""
 
-    def __init__(self, per_subpartition: int) -> None:
+    def __init__(self, sizes: Callable[[int, int], list[int]], hand_over: bool) -> None:
         super().__init__()
-        self.per_subpartition = per_subpartition
+        self.sizes = sizes
+        self.hand_over = hand_over
 
     def report(self, ref: int, timeout: float, executor: int, task: str) -> TaskReport:
         deployment = self._refs[ref].deployment
         report = super().report(ref, timeout, executor, task)
         for out in deployment.outputs:
             p = out.partition
-            if p.edge != "result":
-                size = self.per_subpartition * p.num_subpartitions
-                report.writes.append(WriteMetrics(p.edge, p.producer_subtask, bytes=size))
+            if p.edge == "result":
+                continue
+            sizes = self.sizes(p.producer_subtask, p.num_subpartitions)
+            report.writes.append(WriteMetrics(p.edge, p.producer_subtask, bytes=sum(sizes)))
+            if self.hand_over:
+                buffers = [[BufferRef(0, None, 1, size)] for size in sizes]
+                report.ready_buffers[p.partition_id] = HandedOver(buffers, None, 0.0)
         return report
 
 
-def executors(sink: LogicalNode, nodes: list[str], per_subpartition: int) -> dict[str, int]:
+def executors(
+    sink: LogicalNode,
+    nodes: list[str],
+    sizes: Callable[[int, int], list[int]],
+    hand_over: bool = True,
+) -> dict[str, int]:
     """Task name -> the executor the scheduler ran it on."""
-    transport = WritingTransport(per_subpartition)
+    transport = WritingTransport(sizes, hand_over)
     pool = FakePool(list(range(len(nodes))), nodes)
     p = plan_job("job", sink, load_config({"parallelism": 4}), slots=len(nodes))
     Scheduler(
@@ -190,12 +203,32 @@ def executors(sink: LogicalNode, nodes: list[str], per_subpartition: int) -> dic
     return {s.deployment.name: s.executor for s in transport.submitted}
 
 
+def even(producer: int, subpartitions: int) -> list[int]:
+    return [4 << 20] * subpartitions
+
+
 def test_the_scheduler_runs_blocking_consumers_on_their_producers_node() -> None:
-    placed = executors(shuffle("blocking", producers=1, consumers=2), NODES, 4 << 20)
+    placed = executors(shuffle("blocking", producers=1, consumers=2), NODES, even)
     assert placed["orders[0]"] == 0  # the first region takes executor 0, on node a
     assert {NODES[placed["totals[0]"]], NODES[placed["totals[1]"]]} == {A}
 
 
 def test_on_one_node_the_scheduler_places_as_before() -> None:
-    placed = executors(shuffle("blocking", producers=1, consumers=2), ["n"] * 4, 4 << 20)
+    placed = executors(shuffle("blocking", producers=1, consumers=2), ["n"] * 4, even)
     assert (placed["totals[0]"], placed["totals[1]"]) == (1, 2)  # the longest free first
+
+
+def test_each_consumer_follows_the_bytes_of_its_own_subpartition() -> None:
+    """Producer 0 (executor 0, node a) wrote 10 MiB, all for consumer 0; producer 1
+    (executor 1, node b) 12 MiB, all for consumer 1.  Split evenly, both consumers would
+    lean to b; the handed-over buffers' sizes send consumer 0 to a."""
+
+    def skewed(producer: int, subpartitions: int) -> list[int]:
+        return [10 << 20, 0] if producer == 0 else [0, 12 << 20]
+
+    sink = shuffle("blocking", producers=2, consumers=2)
+    placed = executors(sink, NODES, skewed)
+    assert (placed["orders[0]"], placed["orders[1]"]) == (0, 1)
+    assert (NODES[placed["totals[0]"]], NODES[placed["totals[1]"]]) == (A, B)
+    polled = executors(sink, NODES, skewed, hand_over=False)  # the report's bytes only
+    assert (NODES[polled["totals[0]"]], NODES[polled["totals[1]"]]) == (B, B)
