@@ -158,6 +158,14 @@ class PartitionTracker:
             handed.schema,
         )
 
+    def handed_over(self, job_id: str, edge: str, producer_subtask: int) -> HandedOver | None:
+        """What this finished partition hands to the consumers still to deploy (None once
+        they all made their channels, or if it was polled): placement reads the sizes of
+        its subpartitions."""
+        pid = self._by_edge.get((job_id, edge, producer_subtask))
+        tracked = None if pid is None else self._partitions.get(pid)
+        return None if tracked is None else tracked.handed_over
+
     def readers_decided(self, job_id: str, edge: str, readers: int) -> None:
         """The partitions of ``edge`` will have ``readers`` channels: its adaptive consumer
         decided its parallelism (a range edge has one reader per consumer subtask)."""

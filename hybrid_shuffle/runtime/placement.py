@@ -18,18 +18,28 @@ FLIP-370's task-balanced scheduling counts tasks instead.  ``place`` does both:
   of each goes to the same slot; a co-located subtask whose partner ran in an
   earlier region is *pinned* to that executor (the scheduler waits for it).
 
+``place`` packs tasks into slots; ``prefer_nodes`` then picks, among the free
+executors, which executor each packed slot becomes, so that consumers run on the
+node that holds most of their input bytes (``runtime.locality``).  It only renames
+slots, so every guarantee of the packing holds whatever it picks: groups apart, at
+most one subtask of a vertex per executor, no executor above its share, co-located
+subtasks together; pinned slots stay where they are.  A slot with nothing to prefer
+(or only ties) keeps its executor, so on one node, or when no input exists yet,
+placement is exactly ``place``'s.
+
 Plain Python.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 
 from hybrid_shuffle.plan.graph import VertexId
 from hybrid_shuffle.plan.regions import DEFAULT_GROUP, TaskKey
+from hybrid_shuffle.runtime.locality import Weight
 
-__all__ = ["place"]
+__all__ = ["place", "prefer_nodes"]
 
 
 def place(
@@ -110,3 +120,75 @@ def _place_group(
                 else min(s for s in free if load[s] == least)
             )
             put(n, subtask, chosen)
+
+
+def prefer_nodes(
+    placed: Mapping[TaskKey, int],
+    free: Sequence[int],
+    nodes: Sequence[str],
+    weights: Mapping[TaskKey, Mapping[str, Weight]],
+    fixed: Collection[int] = (),
+) -> dict[TaskKey, int]:
+    """``placed`` (``place``'s answer) with each of its slots moved to the free
+    executor on the node holding most of its tasks' input.
+
+    ``free`` is every free executor in the order the slots were taken from it
+    (``SlotAllocation.candidates``; ``placed`` used its head), ``nodes`` maps an
+    executor index to its node, ``weights`` a task to what each node holds of its
+    input (``locality.input_weights``), and ``fixed`` are the executors that must
+    stay (pinned co-location partners).  Greedy, largest demand first: a slot's
+    demand on a node is the sum of its tasks' weights there; the (slot, node) pairs
+    with the most go first, each to the slot's own executor if it is on that node,
+    else to the node's first free executor in ``free`` order.  A slot whose nodes
+    are all busy, or that prefers none, keeps its executor if no other slot took
+    it, else takes the first one left."""
+    position = {executor: i for i, executor in enumerate(free)}
+    used = sorted(set(placed.values()), key=position.__getitem__)
+    demand: dict[int, dict[str, Weight]] = {slot: {} for slot in used}
+    for task, slot in placed.items():
+        for node, weight in weights.get(task, {}).items():
+            demand[slot][node] = demand[slot].get(node, Weight()) + weight
+    chosen = {slot: slot for slot in used if slot in fixed}
+    taken = set(chosen.values())
+    # the node of each free executor first in ``free`` order: ties between nodes go there
+    first = {}
+    for executor in reversed(free):
+        first[nodes[executor]] = position[executor]
+    # (slot, node) pairs, most demand first; ties: the earlier slot, then its own node,
+    # then the node whose free executor comes first
+    pairs = sorted(
+        (
+            (slot, node)
+            for slot in used
+            if slot not in chosen
+            for node, weight in demand[slot].items()
+            if weight > Weight()
+        ),
+        key=lambda p: (
+            _negated(demand[p[0]][p[1]]),
+            position[p[0]],
+            p[1] != nodes[p[0]],
+            first.get(p[1], len(free)),
+        ),
+    )
+    for slot, node in pairs:
+        if slot in chosen:
+            continue
+        there = [e for e in (slot, *free) if nodes[e] == node and e not in taken]
+        if there:
+            chosen[slot] = there[0]
+            taken.add(there[0])
+    rest = [slot for slot in used if slot not in chosen]
+    for slot in rest:  # keep its own executor, if nobody took it
+        if slot not in taken:
+            chosen[slot] = slot
+            taken.add(slot)
+    spare = [e for e in free if e not in taken]
+    for slot in rest:
+        if slot not in chosen:
+            chosen[slot] = spare.pop(0)
+    return {task: chosen[slot] for task, slot in placed.items()}
+
+
+def _negated(weight: Weight) -> tuple[int, int]:
+    return (-weight.bytes, -weight.producers)

@@ -65,8 +65,9 @@ from hybrid_shuffle.runtime.failover import (
     classify,
 )
 from hybrid_shuffle.runtime.failures import first_line, root_cause, to_error
+from hybrid_shuffle.runtime.locality import Holder, Weight, input_weights, subpartition_bytes
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
-from hybrid_shuffle.runtime.placement import place
+from hybrid_shuffle.runtime.placement import place, prefer_nodes
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool, SlotAllocation
 from hybrid_shuffle.runtime.task import TaskReport, TaskState, attempt_key
 from hybrid_shuffle.runtime.transport import TaskRef, TaskTransport
@@ -144,6 +145,9 @@ class Scheduler:
         #: (co-location key, subtask) -> the executor its first task ran on: its partners
         #: in later regions run there too
         self._pinned: dict[tuple[str, int], int] = {}
+        #: task -> the node its last deployed attempt's partitions live on: consumers
+        #: deployed later prefer it (``runtime.locality``)
+        self._nodes: dict[TaskKey, str] = {}
 
     @property
     def reports(self) -> list[TaskReport]:
@@ -315,14 +319,17 @@ class Scheduler:
 
     def _deploy(self, region: Region) -> None:
         pins = self._pins(region)
-        slots = self.slots.acquire(
-            region.slots, later=self.pool.starting(), required=set(pins.values())
-        )
+        free = self.slots.candidates(later=self.pool.starting(), required=set(pins.values()))
         # slot sharing, balanced: groups apart, at most one subtask of a vertex per slot,
-        # no slot with more than its share of the region's tasks (``runtime.placement``)
+        # no slot with more than its share of the region's tasks (``runtime.placement``);
+        # then each slot on the node holding most of its tasks' input (``runtime.locality``)
         vertices = self.graph.vertices
         units = {v: vertices[v].co_location for v, _ in region.tasks if vertices[v].co_location}
-        placed = place(region.tasks, slots, region.groups, units, pins)
+        placed = place(region.tasks, free[: region.slots], region.groups, units, pins)
+        weights = self._input_weights(region)
+        placed = prefer_nodes(placed, free, self.pool.nodes, weights, set(pins.values()))
+        slots = sorted(set(placed.values()))
+        self.slots.take(slots)
         for (vid, subtask), executor in placed.items():
             key = vertices[vid].co_location
             if key is not None:
@@ -341,8 +348,40 @@ class Scheduler:
             self._current[task] = ref
             self._deployed.add(task)
             self._not_before.pop(task, None)
+            self._nodes[task] = self.pool.nodes[executor]
             self.slots.task_started(executor)
         log.debug("job %s: deployed region %d on slots %s", self.job_id, region.id, slots)
+
+    def _input_weights(self, region: Region) -> dict[TaskKey, dict[str, Weight]]:
+        """Per task of ``region``, what each node holds of its input: over the deployed
+        producers it reads, with the bytes of those that finished."""
+        holders: dict[TaskKey, Holder] = {}
+        for vid, subtask in region.tasks:
+            for edge in self.graph.vertices[vid].inputs:
+                for producer in producers_of(self.graph, edge, subtask):
+                    if producer in self._deployed and producer not in holders:
+                        holders[producer] = self._holder(producer)
+        return {task: input_weights(self.graph, task, holders) for task in region.tasks}
+
+    def _holder(self, producer: TaskKey) -> Holder:
+        """Where a deployed producer's partitions live and, once it finished, their bytes
+        per subpartition: exact while the tracker keeps what it handed over, else its
+        report's bytes per edge split evenly (``locality.subpartition_bytes``)."""
+        report = self._reports.get(producer)
+        if report is None:  # still running
+            return Holder(self._nodes[producer])
+        edges = {e.name for e in self.graph.vertices[producer[0]].outputs}
+        written = {w.edge: w.bytes for w in report.writes if w.edge in edges}
+        sizes = {
+            p.edge: subpartition_bytes(
+                written[p.edge],
+                p.num_subpartitions,
+                self.tracker.handed_over(self.job_id, p.edge, producer[1]),
+            )
+            for p in self.deployer.output_partitions(producer)
+            if p.edge in written
+        }
+        return Holder(self._nodes[producer], sizes)
 
     def _finished(self, ref: TaskRef) -> None:
         info = self._running.pop(ref)

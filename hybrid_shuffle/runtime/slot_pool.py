@@ -273,20 +273,33 @@ class SlotAllocation:
     def is_free(self, executor: int) -> bool:
         return executor in self._free
 
+    def candidates(self, later: Collection[int] = (), required: Collection[int] = ()) -> list[int]:
+        """Every free slot, in the order ``acquire`` takes them: the ``required`` ones,
+        then the longest free first, the ``later`` ones (executors still starting) last."""
+        rest = [i for i in self._free if i not in required]
+        return (
+            [i for i in self._free if i in required]
+            + [i for i in rest if i not in later]
+            + [i for i in rest if i in later]
+        )
+
     def acquire(
         self, count: int, later: Collection[int] = (), required: Collection[int] = ()
     ) -> list[int]:
-        """``count`` free slots: the ``required`` ones (free: the caller checked), then
-        the longest free first, the ``later`` ones (executors still starting) last; the
-        caller checked ``free``."""
+        """The first ``count`` of ``candidates``, taken; the caller checked ``free``
+        (and that the ``required`` ones are free)."""
         if count > len(self._free):
             raise ValueError(f"{count} slots asked, {len(self._free)} free")
-        rest = [i for i in self._free if i not in required]
-        order = [i for i in rest if i not in later] + [i for i in rest if i in later]
-        taken = [i for i in self._free if i in required][:count]
-        taken += order[: count - len(taken)]
-        self._free = [i for i in self._free if i not in taken]
+        taken = self.candidates(later, required)[:count]
+        self.take(taken)
         return taken
+
+    def take(self, executors: Collection[int]) -> None:
+        """Take these free slots (a placement chose them among ``candidates``)."""
+        missing = [i for i in executors if i not in self._free]
+        if missing:
+            raise ValueError(f"slots {missing} are not free")
+        self._free = [i for i in self._free if i not in executors]
 
     def task_started(self, executor: int) -> None:
         self._running[executor] = self._running.get(executor, 0) + 1

@@ -110,3 +110,12 @@ def test_tasks_go_to_slots_whose_executor_is_up_before_one_still_starting() -> N
     slots = SlotAllocation(3)
     assert slots.acquire(2, later={0}) == [1, 2]
     assert slots.acquire(1, later={0}) == [0]
+
+
+def test_candidates_are_the_acquire_order_and_take_takes_exactly_the_chosen_slots() -> None:
+    slots = SlotAllocation(4)
+    assert slots.candidates(later={0}, required={3}) == [3, 1, 2, 0]
+    slots.take([2, 0])
+    assert slots.candidates() == [1, 3] and slots.free == 2
+    with pytest.raises(ValueError, match=r"slots \[2\] are not free"):
+        slots.take([2])
