@@ -156,6 +156,11 @@ class ShuffleConfig:
     #: seconds any single wait may last before it fails naming what it waited for
     wait_timeout: float = 300.0
 
+    def executor_budget(self, slots: int) -> int:
+        """What one executor (one slot) may keep of ``memory_budget``: an even share,
+        at least one buffer."""
+        return max(self.memory_budget // max(slots, 1), self.buffer_size)
+
 
 @dataclass(frozen=True)
 class RayConfig:

@@ -103,7 +103,7 @@ class Session:
         )
         self.tracker = PartitionTracker(self.master)
         self.cache_catalog = CacheCatalog(self.session_id, self.tracker)
-        share = max(shuffle.memory_budget // self.slots, shuffle.buffer_size)
+        share = shuffle.executor_budget(self.slots)
         self.pool = SlotPool(
             self.transport,
             self.session_id,

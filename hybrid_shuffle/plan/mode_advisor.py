@@ -22,10 +22,12 @@ What "fits the memory budget" means: pipelined buffers never spill, a producer
 holds up to ``shuffle.credits`` buffers of ``shuffle.buffer_size`` per consumer
 subpartition before it waits, so one slot of a region may hold, per pipelined
 edge, ``ceil(producers / slots of the region) x subpartitions x credits x
-buffer_size``.  Their sum must stay within ``shuffle.memory_budget`` (what one
-executor may keep).  A bound, not a forecast: at the defaults (4 credits of
-4 MiB, 512 MiB) an 8 x 8 edge holds at most 128 MiB a slot and stays pipelined,
-a 64-consumer edge (1 GiB a slot) does not.
+buffer_size``.  Their sum must stay within what one executor may keep, its
+even share of ``shuffle.memory_budget``.  A bound, not a forecast: at the
+defaults (4 credits of 4 MiB; 512 MiB over the slots) an 8 x 8 edge may hold
+128 MiB a slot, within the 128 MiB share of 4 slots but not the 64 MiB of 8, so
+on 8 slots it becomes hybrid-selective, which spills instead (and on this
+machine is the faster mode there anyway: BENCHMARKS.md, ample slots).
 
 Each auto edge keeps its reason (``JobEdge.mode_reason``), which ``explain()``
 prints.  Plain Python, no Ray.
@@ -49,7 +51,7 @@ _EXTERNAL = "external"
 class MemoryBound:
     """What bounds a pipelined region's buffers (from ``shuffle``)."""
 
-    #: bytes one executor may keep (``shuffle.memory_budget``)
+    #: bytes one executor may keep (its share of ``shuffle.memory_budget``)
     budget: int
     #: ``shuffle.credits`` x ``shuffle.buffer_size``: what a producer may hold per
     #: consumer subpartition before it waits
@@ -91,8 +93,8 @@ def advise_modes(graph: JobGraph, slots: int, memory: MemoryBound | None = None)
             chosen = max(candidates, key=lambda e: _held(graph, e, over, memory))
             held = format_size(_region_held(graph, over, memory))
             why = (
-                f"its region's buffers could reach {held} a slot (shuffle.memory_budget is "
-                f"{format_size(memory.budget)})"
+                f"its region's buffers could reach {held} a slot (its share of "
+                f"shuffle.memory_budget is {format_size(memory.budget)})"
             )
         _set(chosen, Mode.HYBRID_SELECTIVE, f"pipelined, {why}")
     regions = pipelined_regions(graph)

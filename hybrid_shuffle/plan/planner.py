@@ -520,7 +520,9 @@ def _build_graph(
     warnings = apply_output_on_eof(graph, config.shuffle.batch_mode)
     shuffle = config.shuffle
     advise_modes(
-        graph, slots, MemoryBound(shuffle.memory_budget, shuffle.credits * shuffle.buffer_size)
+        graph,
+        slots,
+        MemoryBound(shuffle.executor_budget(slots), shuffle.credits * shuffle.buffer_size),
     )
     for node_id in auto:  # after the rule: it may have made a consumer's inputs blocking
         _make_adaptive(vertex_of[node_id], config)

@@ -30,9 +30,9 @@ def modes(p: Plan) -> dict[str, tuple[str, str]]:
 
 
 def test_with_slots_enough_every_auto_edge_is_pipelined_and_says_its_region_fits() -> None:
-    p = plan(three_stages(Builder()), slots=16)
+    p = plan(three_stages(Builder()), slots=16, buffer_size="64 KiB")
     assert modes(p) == {"second": ("pipelined", "auto"), "third": ("pipelined", "auto")}
-    assert "mode pipelined (auto: its region fits: 8 of 16 slots, 256 MiB of 512 MiB a slot)" in (
+    assert "mode pipelined (auto: its region fits: 8 of 16 slots, 4 MiB of 32 MiB a slot)" in (
         p.explain()
     )
 
@@ -72,12 +72,14 @@ def test_an_edge_kept_in_the_external_store_is_hybrid_full_and_code_modes_stay()
 
 
 def test_a_region_whose_buffers_could_pass_the_memory_budget_gets_a_hybrid_edge() -> None:
-    """Two 8 x 8 edges of 4 credits of 4 MiB: 256 MiB a slot, over a 128 MiB budget; one
-    edge becomes hybrid-selective and each region left holds 128 MiB, which fits."""
-    p = plan(three_stages(Builder()), slots=16, memory_budget="128 MiB")
+    """Two 8 x 8 edges of 4 credits of 4 MiB: 256 MiB a slot, over a 2 GiB budget's share
+    of 16 slots (128 MiB); one edge becomes hybrid-selective and each region left holds
+    128 MiB, which fits."""
+    p = plan(three_stages(Builder()), slots=16, memory_budget="2 GiB")
     assert sorted(m for m, _ in modes(p).values()) == ["hybrid-selective", "pipelined"]
     text = p.explain()
     assert (
-        "its region's buffers could reach 256 MiB a slot (shuffle.memory_budget is 128 MiB)" in text
+        "its region's buffers could reach 256 MiB a slot (its share of shuffle.memory_budget "
+        "is 128 MiB)" in text
     )
     assert "its region fits: 8 of 16 slots, 128 MiB of 128 MiB a slot" in text
