@@ -76,3 +76,31 @@ def measure(
         flush=True,
     )
     return measurement
+
+
+class CpuBusy:
+    """The share of the machine's CPU time spent busy (any process) between ``start``
+    and ``stop``, from ``/proc/stat``; None where that file does not exist.  It says
+    whether a workload left cores idle, which overlapping stages could have used."""
+
+    def __init__(self) -> None:
+        self._start: tuple[int, int] | None = None
+        self.share: float | None = None
+
+    @staticmethod
+    def _sample() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat") as f:
+                ticks = [int(x) for x in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+        return sum(ticks) - idle, sum(ticks)
+
+    def start(self) -> None:
+        self._start = self._sample()
+
+    def stop(self) -> None:
+        end = self._sample()
+        if self._start is not None and end is not None and end[1] > self._start[1]:
+            self.share = (end[0] - self._start[0]) / (end[1] - self._start[1])
