@@ -22,6 +22,7 @@ from ray.cluster_utils import Cluster
 
 import hybrid_shuffle as hs
 
+from .clusters import cluster_with_a_driver_head
 from .conftest import assert_no_leaks, wait_until
 from .data import orders
 
@@ -31,22 +32,7 @@ ROWS = 30_000
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    if ray.is_initialized():
-        ray.shutdown()
-    # Ray declares a node dead after missed health checks (15 s by default); the test
-    # cluster checks every 0.5 s, so a removed node is noticed in about 2 s
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 0,
-            "object_store_memory": 150 * 2**20,
-            "_system_config": {
-                "health_check_period_ms": 500,
-                "health_check_failure_threshold": 3,
-                "health_check_initial_delay_ms": 0,
-            },
-        },
-    )
+    cluster = cluster_with_a_driver_head(150 * 2**20)
     cluster.add_node(**NODE)
     cluster.wait_for_nodes()
     yield cluster

@@ -19,6 +19,7 @@ from ray.cluster_utils import Cluster
 
 import hybrid_shuffle as hs
 
+from .clusters import cluster_with_a_driver_head
 from .conftest import assert_no_leaks, wait_until
 from .data import orders
 
@@ -28,21 +29,7 @@ ROWS = 150_000  # about 4 MiB on the edge: its buffers (1 MiB) live in the objec
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    if ray.is_initialized():
-        ray.shutdown()
-    # a removed node is declared dead after 3 missed health checks of 0.5 s
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 0,
-            "object_store_memory": 120 * 2**20,
-            "_system_config": {
-                "health_check_period_ms": 500,
-                "health_check_failure_threshold": 3,
-                "health_check_initial_delay_ms": 0,
-            },
-        },
-    )
+    cluster = cluster_with_a_driver_head(120 * 2**20)
     for _ in range(2):
         cluster.add_node(**NODE)
     cluster.wait_for_nodes()

@@ -289,18 +289,9 @@ def _fetch_arrived(
     arrived: Sequence[tuple[PollingInputGate, _Channel, list[BufferRef]]], producer: _Producer
 ) -> list[list[pa.Table]]:
     """The tables of every channel's new buffers, in one ``ray.get``."""
-    refs = [b.ref for _, _, buffers in arrived for b in buffers]
     gate, channel, _ = arrived[0]
-    try:
-        tables: list[pa.Table] = ray.get(refs, timeout=gate.wait_timeout)
-    except (OwnerDiedError, ObjectLostError) as e:
-        raise ExecutorLostError(_lost(gate, channel)) from e
-    except GetTimeoutError as e:
-        raise DataConsumptionError(
-            f"edge '{gate.spec.edge}': {len(refs)} buffers from {producer.name} did not "
-            f"arrive within {gate.wait_timeout:.0f} s; the object store is overloaded, so "
-            "lower shuffle.buffer_size or raise wait_timeout"
-        ) from e
+    every = [b for _, _, buffers in arrived for b in buffers]
+    tables = _fetch(every, gate, channel, producer.name)
     out, at = [], 0
     for _, _, buffers in arrived:
         out.append(tables[at : at + len(buffers)])
@@ -387,16 +378,22 @@ def _get_answers(
 
 
 def _fetch(
-    buffers: Sequence[BufferRef], gate: PollingInputGate, channel: _Channel
+    buffers: Sequence[BufferRef],
+    gate: PollingInputGate,
+    channel: _Channel,
+    source: str | None = None,
 ) -> list[pa.Table]:
+    """The tables of ``buffers`` (from ``source``: the channel's producer subtask, or the
+    process that answered for several channels)."""
+    source = source or f"producer subtask {channel.spec.producer_subtask}"
     try:
         tables: list[pa.Table] = ray.get([b.ref for b in buffers], timeout=gate.wait_timeout)
     except (OwnerDiedError, ObjectLostError) as e:
         raise ExecutorLostError(_lost(gate, channel)) from e
     except GetTimeoutError as e:
         raise DataConsumptionError(
-            f"edge '{gate.spec.edge}': {len(buffers)} buffers from producer subtask "
-            f"{channel.spec.producer_subtask} did not arrive within {gate.wait_timeout:.0f} s; "
-            "the object store is overloaded, so lower shuffle.buffer_size or raise wait_timeout"
+            f"edge '{gate.spec.edge}': {len(buffers)} buffers from {source} did not arrive "
+            f"within {gate.wait_timeout:.0f} s; the object store is overloaded, so lower "
+            "shuffle.buffer_size or raise wait_timeout"
         ) from e
     return tables
