@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 import time
 import traceback
@@ -76,7 +77,11 @@ def _explain(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     build = _load_build(args.pipeline)
     with hs.Session(config, address=args.address) as session:
-        print(_stream(build, session, args.pipeline).explain())
+        stream = _stream(build, session, args.pipeline)
+        if args.format == "json":  # the same facts as the text (one Explanation)
+            print(json.dumps(stream.explain_data(), indent=2))
+        else:
+            print(stream.explain())
     return 0
 
 
@@ -105,6 +110,13 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("pipeline", help="a Python file defining build(session) -> Stream")
         p.add_argument("--config", required=True, help="the job's YAML config")
         p.add_argument("--address", help="join this Ray cluster instead of an embedded one")
+        if name == "explain":
+            p.add_argument(
+                "--format",
+                choices=("text", "json"),
+                default="text",
+                help="text for people, json for scripts (the same vertices, edges, notes)",
+            )
         if name == "run":
             p.add_argument("--show", type=int, default=10, help="rows of the result to print")
             p.add_argument(

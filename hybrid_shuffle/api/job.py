@@ -161,6 +161,11 @@ class Job:
         """Every edge with its effective mode, partitioner, partitions and region."""
         return self.plan(stream).explain()
 
+    def explain_data(self, stream: Stream | None = None) -> dict[str, Any]:
+        """``explain()`` as plain data (``Plan.explain_data``): for scripts and
+        ``hybrid-shuffle explain --format json``."""
+        return self.plan(stream).explain_data()
+
     def run(
         self, stream: Stream, timeout: float | None = None, *, collect: bool = True
     ) -> JobResult:

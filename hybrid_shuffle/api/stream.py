@@ -409,6 +409,10 @@ class Stream:
     def explain(self) -> str:
         return self.job.explain(self)
 
+    def explain_data(self) -> dict[str, Any]:
+        """``explain()`` as plain data: vertices, edges, notes, warnings."""
+        return self.job.explain_data(self)
+
 
 class KeyedStream:
     """A stream hash-partitioned by keys; the exchange happens at the next operator."""

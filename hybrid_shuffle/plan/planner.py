@@ -22,11 +22,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from hybrid_shuffle.config import AUTO, Config, format_size
+from hybrid_shuffle.config import AUTO, Config
 from hybrid_shuffle.errors import ConfigError, PlanError
 from hybrid_shuffle.operators.base import Columns
 from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.plan.cache import HashPartitioning
+from hybrid_shuffle.plan.explain import explain_plan
 from hybrid_shuffle.plan.graph import (
     AdaptiveParallelism,
     EdgeName,
@@ -111,73 +112,16 @@ class Plan:
         raise KeyError(task)
 
     def explain(self) -> str:
-        g = self.graph
-        lines = [
-            f"job '{g.job_name}': {len(g.vertices)} vertices, {len(g.edges)} edges, "
-            f"needs {self.slots_needed} slots at once (session has {self.slots})",
-            "vertices:",
-        ]
-        for vid in g.topological_order():
-            v = g.vertices[vid]
-            ops = " -> ".join(op.describe() for op in v.operators) or "(source)"
-            lines.append(
-                f"  {v.name:<24} parallelism {v.describe_parallelism():<3} "
-                f"region {self.vertex_region[vid]:<4} ops: {ops}{self._memory(v)}"
-                f"{_cache_role(v)}{_placement(v)}"
-            )
-        lines.append("edges:")
-        for e in g.edges:
-            src, dst = g.vertices[e.source], g.vertices[e.target]
-            region = (
-                self.vertex_region[e.source]
-                if e.partition_type.must_be_pipelined()
-                else f"{self.vertex_region[e.source]}->{self.vertex_region[e.target]}"
-            )
-            combine = f" after {e.combiner.name}" if e.combiner is not None else ""
-            keeps = f", keeps {', '.join(sorted(e.columns))}" if e.columns is not None else ""
-            service = f", service {e.service}" if e.service != self.config.shuffle.service else ""
-            lines.append(
-                f"  {e.name:<20} {src.name} -> {dst.name}: {e.partitioner.describe()}{combine}, "
-                f"mode {e.mode} ({e.mode_origin}{': ' + e.mode_reason if e.mode_reason else ''}), "
-                f"partitions {_partitions(dst)}, region {region}"
-                f"{service}{keeps}"
-            )
-        lines.extend(f"note: {n}" for n in self.notes)
-        lines.extend(f"warning: {w}" for w in self.warnings)
-        return "\n".join(lines)
+        """Per vertex its parallelism, region, operators, operator memory and slot sharing
+        group; per edge its partitioner, mode and where the mode came from, partitions,
+        shuffle service and region; then notes and warnings (``plan.explain``)."""
+        return explain_plan(self).text()
 
-    def _memory(self, vertex: JobVertex) -> str:
-        """``operators.memory`` and its split over the vertex's stateful operators (its
-        chain and the combiners in front of its exchanges), as each task gets it."""
-        stateful = [op for op in vertex.operators if op.uses_memory]
-        stateful += [e.combiner for e in vertex.outputs if e.combiner and e.combiner.uses_memory]
-        if not stateful:
-            return ""
-        memory = self.config.operators.memory
-        share = format_size(memory // len(stateful))
-        each = ", ".join(f"{op.name} {share}" for op in stateful)
-        return f", operator memory {format_size(memory)} ({each})"
-
-
-def _placement(vertex: JobVertex) -> str:
-    """For explain: a slot sharing group other than the default, and co-location."""
-    group = vertex.slot_sharing_group
-    out = "" if group == DEFAULT_GROUP else f", slot sharing group '{group}'"
-    if vertex.co_location is not None:
-        out += f", co-located ({vertex.co_location})"
-    return out
-
-
-def _cache_role(vertex: JobVertex) -> str:
-    """For explain: the cache a vertex fills (its output is kept after the job) or
-    reads (instead of computing its lineage)."""
-    if vertex.cache_fill is not None:
-        return f", fills {vertex.cache_fill.describe()}"
-    if vertex.cache_read is not None:
-        cache = vertex.cache_read
-        first = "" if cache.readable else f": job '{cache.job.name}' fills it first"
-        return f", reads {cache.describe()}{first}"
-    return ""
+    def explain_data(self) -> dict[str, Any]:
+        """What ``explain()`` prints, as plain JSON-ready data (``hybrid-shuffle explain
+        --format json``): ``job``, ``slots_needed``, ``slots``, ``vertices``, ``edges``,
+        ``notes``, ``warnings``; both come from one ``Explanation`` (``plan.explain``)."""
+        return explain_plan(self).as_dict()
 
 
 def _read_of(columns: Columns, schema: pa.Schema | None) -> Columns:
@@ -185,10 +129,6 @@ def _read_of(columns: Columns, schema: pa.Schema | None) -> Columns:
     if columns is None or schema is None:
         return columns
     return frozenset(n for n in schema.names if n in columns)
-
-
-def _partitions(consumer: JobVertex) -> str:
-    return "auto" if consumer.awaits_parallelism else str(consumer.parallelism)
 
 
 def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Plan:
