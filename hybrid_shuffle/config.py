@@ -81,8 +81,15 @@ class ConfigWarning(UserWarning):
 
 @dataclass(frozen=True)
 class EdgeConfig:
+    """``edges.NAME``: one exchange, named by ``edge=`` in code (or the generated
+    ``producer->consumer`` name ``explain()`` shows).  YAML wins over code."""
+
+    #: the edge's exchange mode: pipelined, blocking, hybrid-selective or hybrid-full
+    #: (default: the mode set in code, else the output-on-EOF rule, else
+    #: ``shuffle.default_mode``)
     mode: str | None = None
-    #: the consumer's parallelism, or ``"auto"`` (``AdaptiveConfig``)
+    #: the consumer's parallelism, or ``auto`` (decided from the bytes written; see
+    #: ``adaptive:``)
     partitions: int | str | None = None
     #: the shuffle service that keeps this edge's partitions (default ``shuffle.service``)
     service: str | None = None
@@ -108,8 +115,12 @@ class AdaptiveConfig:
     ``max_partitions`` subpartitions of a hash or round-robin edge, and each consumer
     reads a contiguous range of them."""
 
+    #: one consumer subtask per this many bytes its producers wrote
     target_bytes: int = 64 * MiB
+    #: the fewest subtasks an adaptive consumer gets
     min_partitions: int = 1
+    #: the most subtasks an adaptive consumer gets; also the subpartitions its
+    #: producers write
     max_partitions: int = 64
 
 
@@ -122,8 +133,13 @@ class FailoverConfig:
     ``backoff * 2**(n-1)`` seconds.  ``job_timeout`` bounds a whole job
     (``collect(timeout=)`` overrides it; None: only each single wait is bounded)."""
 
+    #: a task that failed this many times fails the job (``JobFailedError``)
     max_attempts: int = 3
+    #: seconds before the first restart of a task, doubled at each further one (a
+    #: number, or a string such as ``0.5 s`` or ``200 ms``)
     backoff: float = 0.5
+    #: seconds a whole job may run before a ``JobTimeoutError`` (null: no bound but
+    #: ``shuffle.wait_timeout`` on each single wait)
     job_timeout: float | None = None
 
 
@@ -135,12 +151,21 @@ class OperatorsConfig:
     operators (an aggregate and the combiner in front of its exchange) splits it
     evenly between them."""
 
+    #: bytes of operator state per task; beyond it sorts, joins and aggregates spill
     memory: int = 512 * MiB
 
 
 @dataclass(frozen=True)
 class ShuffleConfig:
+    """How exchanges move data: the service that keeps partitions, the modes edges get
+    when nothing else sets one, buffers, memory, spilling and waits."""
+
+    #: the shuffle service that keeps result partitions: executor-local (in the
+    #: producing executor), external (one partition store actor per node, survives
+    #: executor loss) or a dotted path ``package.module:Factory``
     service: str = "executor-local"
+    #: the mode of edges with none set in code or YAML: pipelined, blocking,
+    #: hybrid-selective, hybrid-full, or auto (the planner picks per edge and says why)
     default_mode: str = "hybrid-selective"
     #: the mode of edges the output-on-EOF rule makes batch (FLIP-331; Flink's
     #: ``execution.batch-shuffle-mode``): upstream of an aggregate, sort or co_group
@@ -166,7 +191,9 @@ class ShuffleConfig:
 class RayConfig:
     """Only used when the session starts an embedded Ray."""
 
+    #: CPUs the embedded Ray offers (default: the machine's)
     num_cpus: int | None = None
+    #: the embedded Ray's object store size, at least 80 MiB (default: Ray's choice)
     object_store_memory: int | None = None
 
 
@@ -174,8 +201,11 @@ class RayConfig:
 class SparkConfig:
     """Spark on Ray through RayDP, started on first use of ``session.spark``."""
 
+    #: Spark executors RayDP starts
     executors: int = 1
+    #: cores of each Spark executor
     executor_cores: int = 1
+    #: the JVM heap of each Spark executor
     executor_memory: int = 1 << 30
     #: DataFrames up to this estimated size come in through the driver (one Arrow copy,
     #: about 3x faster); larger ones through RayDP's recoverable path
@@ -188,16 +218,30 @@ class SparkConfig:
 
 @dataclass(frozen=True)
 class Config:
+    """A whole job config: what a YAML file holds (``hybrid_shuffle.config_reference``
+    renders every key of it, from these classes and their ``#:`` comments)."""
+
+    #: the job the ``edges:`` and ``vertices:`` sections apply to (null: every job)
     job: str | None = None
+    #: the parallelism of sources and exchange consumers with none set in code or YAML
     parallelism: int = 2
+    #: executor slots, a logical count (default: the cluster's CPUs)
     slots: int | None = None
+    #: the embedded Ray the session starts when it joins no cluster
     ray: RayConfig = field(default_factory=RayConfig)
+    #: exchanges: service, default modes, buffers, memory, spilling, waits
     shuffle: ShuffleConfig = field(default_factory=ShuffleConfig)
+    #: Spark on Ray through RayDP, for ``from_spark`` and ``to_spark``
     spark: SparkConfig = field(default_factory=SparkConfig)
+    #: ``partitions: auto``: consumer parallelism from the bytes written
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    #: region failover: attempts, backoff, a bound on the whole job
     failover: FailoverConfig = field(default_factory=FailoverConfig)
+    #: the memory of sorts, joins, aggregates and co_groups
     operators: OperatorsConfig = field(default_factory=OperatorsConfig)
+    #: per edge, by name: mode, partitions, service (over code)
     edges: Mapping[str, EdgeConfig] = field(default_factory=lambda: types.MappingProxyType({}))
+    #: per operator, by name: slot sharing group, parallelism (over code)
     vertices: Mapping[str, VertexConfig] = field(default_factory=lambda: types.MappingProxyType({}))
     #: job names already warned about (``check_job``): one warning per name and config
     _warned: set[str] = field(
