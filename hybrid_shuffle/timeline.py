@@ -39,6 +39,7 @@ __all__ = [
     "check_timeline_path",
     "chrome_trace",
     "draw_png",
+    "figure_inches",
     "region_starts",
     "task_spans",
     "write_timeline",
@@ -46,6 +47,8 @@ __all__ = [
 
 #: the suffixes ``write_timeline`` knows, and what each writes
 SUFFIXES = {".png": "a chart", ".json": "a Chrome trace"}
+#: the chart's resolution: 10 inches wide is 1,000 pixels
+DPI = 100
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,8 @@ def check_timeline_path(path: str | Path) -> Path:
     p = Path(path)
     if p.suffix.lower() not in SUFFIXES:
         raise ConfigError(
-            f"timeline: '{p}' ends in '{p.suffix}', which is neither; give a .png path for a "
-            "chart or a .json path for a Chrome trace (open it in Perfetto)"
+            f"timeline: '{p}' is neither a .png nor a .json path; give a .png path for a "
+            "chart or a .json path for a Chrome trace (to open in Perfetto)"
         )
     return p
 
@@ -269,9 +272,7 @@ def draw_png(spans: Sequence[TaskSpan], path: Path, vertex_order: Sequence[str] 
     base = {e: float(n) for n, e in enumerate(reversed(executors))}
 
     fig = Figure(
-        figsize=(10, 1.6 + 0.55 * len(executors) + 0.1 * len(vertices)),
-        dpi=100,
-        layout="constrained",
+        figsize=figure_inches(len(executors), len(vertices)), dpi=DPI, layout="constrained"
     )
     ax = fig.add_subplot()
     for s, lane in zip(spans, lanes, strict=True):
@@ -335,6 +336,12 @@ def draw_png(spans: Sequence[TaskSpan], path: Path, vertex_order: Sequence[str] 
         handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False
     )
     fig.savefig(path, format="png")
+
+
+def figure_inches(executors: int, vertices: int) -> tuple[float, float]:
+    """The chart's size: 10 inches wide, a little over half an inch per executor lane,
+    and room for a legend entry per vertex."""
+    return 10.0, round(1.6 + 0.55 * max(executors, 1) + 0.1 * vertices, 2)
 
 
 def _palette(n: int) -> list[Any]:
