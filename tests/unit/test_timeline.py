@@ -4,12 +4,13 @@ Chrome trace's events, the chart's file, and the suffix check."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import matplotlib.image
 import pytest
 
-from hybrid_shuffle.errors import ConfigError
+from hybrid_shuffle.errors import ConfigError, HybridShuffleError
 from hybrid_shuffle.operators.context import OperatorMetrics
 from hybrid_shuffle.runtime.task import TaskReport
 from hybrid_shuffle.shuffle.metrics import WriteMetrics
@@ -130,3 +131,12 @@ def test_unknown_suffix_is_one_sentence_naming_the_two(tmp_path: Path) -> None:
         write_timeline(reports(), tmp_path / "t.svg")
     assert list(tmp_path.iterdir()) == []
     assert check_timeline_path("T.PNG").name == "T.PNG"
+
+
+def test_without_matplotlib_a_png_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # what an uninstalled one does
+    with pytest.raises(HybridShuffleError, match=r"pip install 'hybrid-shuffle\[timeline\]'"):
+        write_timeline(reports(), tmp_path / "t.png")
+    assert json.loads(write_timeline(reports(), tmp_path / "t.json").read_text())
