@@ -23,6 +23,7 @@ from typing import Any, cast
 import hybrid_shuffle as hs
 from hybrid_shuffle.config import Config, load_config
 from hybrid_shuffle.spill_dirs import check_spill_root
+from hybrid_shuffle.timeline import check_timeline_path
 
 __all__ = ["main"]
 
@@ -70,6 +71,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"\n{result.table.num_rows} rows in {elapsed:.2f} s")
         print(result.edge_summary())
         print(result.vertex_summary())
+        if args.timeline is not None:
+            print(f"timeline written to {result.timeline(args.timeline)}")
     return 0
 
 
@@ -124,6 +127,13 @@ def _parser() -> argparse.ArgumentParser:
                 type=_seconds,
                 help="seconds the job may run (default: failover.job_timeout, else no limit)",
             )
+            p.add_argument(
+                "--timeline",
+                type=_timeline_path,
+                metavar="FILE",
+                help="after the run, write where time went: FILE.png a chart, FILE.json a "
+                "Chrome trace (Perfetto)",
+            )
         p.set_defaults(fn=fn)
     v = sub.add_parser("validate", help="check a config file alone")
     v.add_argument("config")
@@ -139,6 +149,14 @@ def _seconds(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
     return value
+
+
+def _timeline_path(text: str) -> Path:
+    """``--timeline``'s suffix is checked before the job runs (exit 2, one sentence)."""
+    try:
+        return check_timeline_path(text)
+    except hs.ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("timeline: ")) from e
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -82,6 +83,8 @@ class JobResult:
     #: instead of its lineage), ``filled`` (computed and kept, the first time) or
     #: ``recomputed`` (filled again after ``invalidate()`` or a lost partition)
     caches: dict[str, str] = field(default_factory=dict)
+    #: vertex name -> its pipelined region as ``explain`` labels it (``R0``, ``R1``...)
+    regions: dict[str, str] = field(default_factory=dict)
 
     @property
     def spilled_bytes(self) -> int:
@@ -104,6 +107,16 @@ class JobResult:
                 f"{v.wall_seconds:6.2f} s wall {v.cpu_seconds:6.2f} s CPU{memory}"
             )
         return "\n".join(lines)
+
+    def timeline(self, path: str | Path) -> Path:
+        """Write where the job's time went to ``path`` and return it: for ``.png`` a
+        chart (needs matplotlib: the ``timeline`` extra), one lane per executor and a
+        bar per task coloured by vertex, with backpressure, spills and region starts
+        marked; for ``.json`` a Chrome trace to open in Perfetto.  Any other suffix is
+        a ``ConfigError``.  See ``hybrid_shuffle.timeline`` for what is drawn how."""
+        from hybrid_shuffle.timeline import write_timeline
+
+        return write_timeline(self.tasks, path, self.regions, list(self.vertices))
 
     def to_pandas(self) -> pd.DataFrame:
         return self.table.to_pandas()

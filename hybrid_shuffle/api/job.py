@@ -238,6 +238,7 @@ class Job:
             executed.restarts,
             vertex_metrics(reports, plan.vertex_names()),
             statuses,
+            {plan.graph.vertices[v].name: r for v, r in plan.vertex_region.items()},
         )
 
     # -- caches --------------------------------------------------------------------------
