@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -63,6 +64,9 @@ class VertexMetrics:
     spilled_bytes: int = 0
     peak_memory_bytes: int = 0
     memory: int = 0
+    #: a sink's (``write_parquet``): rows and files written, summed over subtasks
+    rows_written: int = 0
+    files_written: int = 0
 
 
 @dataclass
@@ -85,6 +89,9 @@ class JobResult:
     caches: dict[str, str] = field(default_factory=dict)
     #: vertex name -> its pipelined region as ``explain`` labels it (``R0``, ``R1``...)
     regions: dict[str, str] = field(default_factory=dict)
+    #: ``Stream.to_ray_data``: the result's buffers as ObjectRefs, left in the object
+    #: store (``table`` is then empty); None for every other run
+    blocks: list[Any] | None = None
 
     @property
     def spilled_bytes(self) -> int:
@@ -164,6 +171,8 @@ def vertex_metrics(reports: Sequence[TaskReport], order: Sequence[str]) -> dict[
         v.rows_out += r.rows_out
         v.cpu_seconds += r.cpu_seconds
         v.spilled_bytes += sum(op.spilled_bytes for op in r.operators)
+        v.rows_written += sum(op.rows_written for op in r.operators)
+        v.files_written += sum(op.files_written for op in r.operators)
         v.peak_memory_bytes = max(
             v.peak_memory_bytes, sum(op.peak_memory_bytes for op in r.operators)
         )

@@ -124,6 +124,74 @@ class Job:
         )
         return Stream(self, node)
 
+    def from_parquet(
+        self,
+        path: Any,
+        name: str | None = None,
+        parallelism: int | None = None,
+        columns: Sequence[str] | None = None,
+        filter: Any = None,
+    ) -> Stream:
+        """A source reading Parquet at ``path`` (a file, a directory, hive-style partition
+        directories, or a list of files) through ``pyarrow.dataset``; see
+        ``hybrid_shuffle.sources.parquet``.
+
+        The data is read by the source subtasks in the executors, each its own split
+        of whole row groups (contiguous, about equal rows); the driver reads only the
+        footers.  ``parallelism`` is the number of splits (default: config
+        ``parallelism``, capped by the number of row groups left after the filter).
+        ``columns`` (names) limits what is read; left out, the job reads only the
+        columns its operators need (column pruning).  ``filter``, a
+        ``pyarrow.compute`` expression such as ``pc.field("x") > 0``, is pushed into
+        the scan: row groups its statistics exclude are skipped, the rest filtered
+        exactly.  A missing path, or a column or a filter column the files lack, is
+        a ``PlanError`` naming it."""
+        from hybrid_shuffle.sources.parquet import ParquetSource
+
+        self.session.check_open()
+        node_name = name or "parquet"
+        parallelism = positive_count(parallelism, f"from_parquet '{node_name}': parallelism")
+        source = ParquetSource(path, node_name, columns, filter)
+        if parallelism is None:
+            parallelism = max(min(self.session.config.parallelism, len(source.fragments)), 1)
+        p = parallelism
+        node = self._node(
+            "source",
+            node_name,
+            None,
+            [],
+            parallelism=p,
+            source_schema=source.schema,
+            load=lambda keep: list(source.splits(p, keep)),
+            reload=True,
+        )
+        return Stream(self, node)
+
+    def from_ray_data(
+        self, ds: Any, name: str = "ray_data", parallelism: int | None = None
+    ) -> Stream:
+        """A source from a Ray Dataset's blocks, handed over as ObjectRefs (see
+        ``hybrid_shuffle.ray_data``: no copy through the driver).  The Dataset runs
+        when the job does; its blocks are dealt round-robin to ``parallelism``
+        subtasks (default: config ``parallelism``).  A Dataset whose columns are not
+        Arrow types is a ``PlanError``."""
+        from hybrid_shuffle import ray_data
+
+        self.session.check_open()
+        what = f"from_ray_data '{name}'"
+        parallelism = positive_count(parallelism, f"{what}: parallelism")
+        schema = ray_data.arrow_schema(ds, what)
+        node = self._node(
+            "source",
+            name,
+            None,
+            [],
+            parallelism=parallelism or self.session.config.parallelism,
+            source_schema=schema,
+            load=lambda _columns: ray_data.block_refs(ds),
+        )
+        return Stream(self, node)
+
     def from_cache(self, cached: CachedStream, name: str | None = None) -> Stream:
         """A source reading a cache of this session (``Stream.cache``), as many subtasks
         as the cache has partitions.  If the cache is empty (never filled, invalidated
@@ -167,11 +235,18 @@ class Job:
         return self.plan(stream).explain_data()
 
     def run(
-        self, stream: Stream, timeout: float | None = None, *, collect: bool = True
+        self,
+        stream: Stream,
+        timeout: float | None = None,
+        *,
+        collect: bool = True,
+        blocks: bool = False,
     ) -> JobResult:
         """Plan, fetch lazy sources, execute; the result table with per-edge metrics.
         ``timeout`` bounds the execution (default ``failover.job_timeout``).
         ``collect=False`` runs only for the caches the job fills (an empty table).
+        ``blocks=True`` leaves the result in the object store: ``JobResult.blocks``
+        holds its refs and the table is empty (``Stream.to_ray_data``).
 
         Caches first (``runtime.cache_catalog``): a read of a cache that lost a
         partition, or of an empty one from another job, fills it beforehand; a run
@@ -196,7 +271,9 @@ class Job:
             if self._fill_caches_read(stream.node, statuses, timeout):
                 plan = self.plan(stream)
             lazy = [
-                n for n in reachable(stream.node) if n.load is not None and n.source_splits is None
+                n
+                for n in reachable(stream.node)
+                if n.load is not None and (n.source_splits is None or n.reload)
             ]
             if lazy:  # the vertices must carry the fetched splits
                 fetching = time.perf_counter()
@@ -204,6 +281,7 @@ class Job:
                 sources_seconds += time.perf_counter() - fetching
                 plan = self.plan(stream)
             plan.collect = collect
+            plan.keep_blocks = blocks
             try:
                 executed = execute(
                     plan,
@@ -225,8 +303,11 @@ class Job:
             break
         self._record_caches(plan, executed, statuses)
         table, reports = executed.table, executed.reports
-        if table is None:  # the sink saw no table at all: only the plan knows the columns
-            schema = plan.output_schema
+        if table is None:  # no table came back: the plan, or the sink's tasks, know the columns
+            sink = plan.graph.vertices[plan.graph.sink].name
+            schema = plan.output_schema or next(
+                (r.schema for r in reports if r.vertex == sink and r.schema), None
+            )
             table = schema.empty_table() if schema is not None else pa.table({})
         return JobResult(
             table,
@@ -239,6 +320,7 @@ class Job:
             vertex_metrics(reports, plan.vertex_names()),
             statuses,
             {plan.graph.vertices[v].name: r for v, r in plan.vertex_region.items()},
+            executed.blocks,
         )
 
     # -- caches --------------------------------------------------------------------------

@@ -13,7 +13,9 @@ planner.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -398,6 +400,54 @@ class Stream:
 
     def to_arrow(self, timeout: float | None = None) -> pa.Table:
         return self.collect(timeout).table
+
+    def to_ray_data(self, timeout: float | None = None) -> Any:
+        """Run the job; a ``ray.data.Dataset`` over the result's buffers, left in the
+        object store (see ``hybrid_shuffle.ray_data`` for who owns them: consume it
+        before the session closes).  Where the result cannot be handed over as refs,
+        it is read as ``collect`` does and put back (one copy through the driver)."""
+        from hybrid_shuffle import ray_data
+
+        result = self.job.run(self, timeout, blocks=True)
+        blocks = result.blocks
+        if blocks is None:  # read instead (a spilled partition): put back, the driver owns it
+            blocks = [self.job.session.transport.put(result.table)] if result.table.num_rows else []
+        return ray_data.dataset_of(blocks, result.table.schema)
+
+    def write_parquet(
+        self, dir: str | os.PathLike[str], mode: str = "error", timeout: float | None = None
+    ) -> JobResult:
+        """Run the job, each subtask writing its own ``part-<subtask>-<n>.parquet`` files
+        into ``dir`` (a sink: no row reaches the driver); see
+        ``hybrid_shuffle.operators.parquet_sink`` for the commit that keeps a restarted
+        task's rows from appearing twice.
+
+        ``mode="error"`` (the default, as Spark's) refuses a ``dir`` that holds any
+        file; ``"overwrite"`` removes the ``part-*.parquet`` files already there first
+        (nothing else).  The result's ``table`` is the list of files written (columns
+        ``subtask``, ``path``, ``rows``, ``bytes``), not the data; the sink vertex's
+        ``VertexMetrics.rows_written`` and ``files_written`` sum it, and each task's
+        ``TaskReport.operators`` holds its own."""
+        from hybrid_shuffle.operators.parquet_sink import (
+            STAGING,
+            ParquetWrite,
+            abort,
+            commit,
+            prepare,
+        )
+
+        self.job.session.check_open()
+        directory = os.path.abspath(os.fspath(dir))
+        prepare(directory, mode, f"write_parquet {directory!r}")
+        staging = os.path.join(directory, STAGING, uuid.uuid4().hex[:12])
+        stream = self._chain("write_parquet", None, lambda n: ParquetWrite(staging, n))
+        try:
+            result = self.job.run(stream, timeout)
+        except BaseException:
+            abort(directory, staging)
+            raise
+        result.table = commit(directory, staging, result.table)
+        return result
 
     def to_pandas(self, timeout: float | None = None) -> pd.DataFrame:
         return self.to_arrow(timeout).to_pandas()

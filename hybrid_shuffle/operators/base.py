@@ -63,6 +63,9 @@ class Operator(ABC):
     #: True if the operator keeps state bounded by ``operators.memory`` (sort, join,
     #: aggregate, co_group, a combiner): the task gives it a share of the budget
     uses_memory: bool = False
+    #: True if the operator needs its task's context without a share of the memory (a
+    #: sink: it names its files by the subtask and reports what it wrote)
+    needs_context: bool = False
 
     def describe(self) -> str:
         """How ``explain()`` lists the operator in its vertex's chain: its name, unless it

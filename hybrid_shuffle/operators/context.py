@@ -50,6 +50,10 @@ class OperatorMetrics:
     peak_memory_bytes: int = 0
     #: runs (files) it spilled
     spill_runs: int = 0
+    #: a sink (``write_parquet``): the rows, files and bytes it wrote out of the engine
+    rows_written: int = 0
+    files_written: int = 0
+    bytes_written: int = 0
 
 
 class OperatorContext:
@@ -59,9 +63,14 @@ class OperatorContext:
     with everything in it, which the task does when the attempt ends.
     """
 
-    def __init__(self, memory: int, spill_dir: str | None) -> None:
+    def __init__(
+        self, memory: int, spill_dir: str | None, subtask: int = 0, attempt: int = 0
+    ) -> None:
         self.memory = memory
         self.spill_dir = spill_dir
+        #: the task's subtask and attempt (a sink names its files by them)
+        self.subtask = subtask
+        self.attempt = attempt
         self.metrics = OperatorMetrics(memory=memory if memory < UNBOUNDED else 0)
         self._names = itertools.count()
         self._created = False

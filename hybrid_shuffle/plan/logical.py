@@ -51,6 +51,9 @@ class LogicalNode:
     #: sources whose data is fetched only when the job runs (from_spark): given the
     #: columns to keep (``None``: all), returns the refs of every split
     load: Callable[[Sequence[str] | None], list[Any]] | None = None
+    #: a lazy source whose ``load`` is cheap (it only plans splits, read by the tasks:
+    #: ``from_parquet``): loaded again every run, so each run reads the columns it needs
+    reload: bool = False
     #: the cache this node fills (built by ``Stream.cache``: it has a lineage) or reads
     #: (built by ``Job.from_cache``: no lineage)
     cache: Cache | None = None
@@ -86,7 +89,7 @@ class LogicalNode:
     def resolve(self, columns: frozenset[str] | None = None) -> None:
         """Fetch a lazy source's data, only ``columns`` of it (``None``: all; column pruning
         decides), and deal its refs to the subtasks."""
-        if self.load is not None and self.source_splits is None:
+        if self.load is not None and (self.source_splits is None or self.reload):
             assert self.parallelism is not None
             keep = None
             if columns is not None and self.source_schema is not None:

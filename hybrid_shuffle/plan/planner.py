@@ -74,6 +74,8 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     #: the sink's output goes to the driver (False: a run that only fills caches)
     collect: bool = True
+    #: with ``collect``: the driver takes the result's refs, not its rows (to_ray_data)
+    keep_blocks: bool = False
     #: the schema of each cache the job fills, where known before running
     cache_schemas: dict[str, pa.Schema | None] = field(default_factory=dict)
 

@@ -18,6 +18,7 @@ import logging
 import threading
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -25,7 +26,7 @@ from hybrid_shuffle.errors import ExecutorLostError, PartitionNotFoundError
 from hybrid_shuffle.plan.cache import cache_edge
 from hybrid_shuffle.plan.graph import VertexId
 from hybrid_shuffle.plan.planner import Plan
-from hybrid_shuffle.runtime.deployment import Deployer
+from hybrid_shuffle.runtime.deployment import RESULT_EDGE, Deployer
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.scheduler import Scheduler
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool
@@ -48,6 +49,8 @@ class Executed:
     restarts: int = 0
     #: the vertices that filled a cache -> the cache's partitions, one per subtask
     cache_partitions: dict[VertexId, list[ShuffleDescriptor]] = field(default_factory=dict)
+    #: ``Plan.keep_blocks``: the result's buffers as refs, in subtask order (``table`` None)
+    blocks: list[Any] | None = None
 
 
 def execute(
@@ -79,9 +82,14 @@ def execute(
         shuffle.service,
     )
     table = None
+    blocks = None
     try:
         reports = scheduler.run()
-        for attempt in range(plan.config.failover.max_attempts if plan.collect else 0):
+        if plan.collect and plan.keep_blocks:
+            blocks = _result_blocks(tracker, job_id, plan)
+        for attempt in range(
+            plan.config.failover.max_attempts if plan.collect and blocks is None else 0
+        ):
             try:
                 table = _read_result(reader, scheduler.deployer, plan)
                 break
@@ -94,7 +102,20 @@ def execute(
         caches = _promote_caches(plan, job_id, tracker)
     finally:
         tracker.release_job(job_id)
-    return Executed(job_id, table, reports, scheduler.restarts, caches)
+    return Executed(job_id, table, reports, scheduler.restarts, caches, blocks)
+
+
+def _result_blocks(tracker: PartitionTracker, job_id: str, plan: Plan) -> list[Any] | None:
+    """The refs of the sink's result buffers, in subtask order, as their holders handed
+    them over (the driver borrows them: see ``hybrid_shuffle.ray_data``); None when a
+    partition was not handed over whole (it spilled), and must be read instead."""
+    blocks: list[Any] = []
+    for subtask in range(plan.graph.vertices[plan.graph.sink].parallelism):
+        handed = tracker.handed_over(job_id, RESULT_EDGE, subtask)
+        if handed is None:
+            return None
+        blocks.extend(b.ref for b in handed.buffers[0] if b.rows)
+    return blocks
 
 
 def _promote_caches(

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 
@@ -50,7 +50,7 @@ from hybrid_shuffle.shuffle.api import (
 )
 from hybrid_shuffle.shuffle.metrics import ReadMetrics, WriteMetrics
 
-__all__ = ["TaskDeployment", "TaskReport", "TaskState", "attempt_key", "run_task"]
+__all__ = ["SourceSplit", "TaskDeployment", "TaskReport", "TaskState", "attempt_key", "run_task"]
 
 
 def attempt_key(job_id: str, task: str, attempt: int) -> str:
@@ -83,7 +83,8 @@ class TaskDeployment:
     #: per output, the columns it carries (column pruning; None: all), kept before the
     #: combiner
     columns: list[Columns] = field(default_factory=list)
-    #: source tasks: the ObjectRefs of this subtask's split
+    #: source tasks: this subtask's split: tables, ObjectRefs of tables, or
+    #: ``SourceSplit`` values the task reads itself
     source_refs: list[Any] | None = None
     buffer_size: int = 4 << 20
     wait_timeout: float = 300.0
@@ -272,19 +273,24 @@ def operator_contexts(
     deployment: TaskDeployment, task_dir: str | None
 ) -> dict[int, OperatorContext]:
     """``id(operator)`` -> its context, for the chain's and combiners' stateful operators:
-    an even share of ``operator_memory`` each, and a spill directory of its own."""
-    stateful = [
-        op
-        for op in [*deployment.operators, *(c for c in deployment.combiners if c is not None)]
-        if op.uses_memory
-    ]
+    an even share of ``operator_memory`` each, and a spill directory of its own; and for
+    the operators that ask for one (``needs_context``: a sink), one with no memory."""
+    operators = [*deployment.operators, *(c for c in deployment.combiners if c is not None)]
+    stateful = [op for op in operators if op.uses_memory]
     share = deployment.operator_memory // max(len(stateful), 1)
-    return {
+    task = (deployment.subtask, deployment.attempt)
+    contexts = {
         id(op): OperatorContext(
-            share, None if task_dir is None else os.path.join(task_dir, f"{i}-{_safe(op.name)}")
+            share,
+            None if task_dir is None else os.path.join(task_dir, f"{i}-{_safe(op.name)}"),
+            *task,
         )
         for i, op in enumerate(stateful)
     }
+    for op in operators:
+        if op.needs_context and id(op) not in contexts:
+            contexts[id(op)] = OperatorContext(0, None, *task)
+    return contexts
 
 
 def _safe(name: str) -> str:
@@ -355,15 +361,36 @@ def _read_inputs(
                 chain.process(table, input_index)
 
 
+@runtime_checkable
+class SourceSplit(Protocol):
+    """A split the task reads itself (``from_parquet``'s ``ParquetSplit``) instead of
+    fetching it from the object store: plain, picklable data naming where the rows are."""
+
+    def read(self) -> Iterable[pa.Table]:
+        """The split's rows as tables, at least one (zero rows: the schema)."""
+        ...
+
+
+def _split_tables(
+    ref: Any, deployment: TaskDeployment, fetch: Callable[[Any, float], pa.Table]
+) -> Iterable[pa.Table]:
+    """One element of a source split: a table, an ObjectRef of one, or a ``SourceSplit``."""
+    if isinstance(ref, pa.Table):
+        return [ref]
+    if isinstance(ref, SourceSplit):
+        return ref.read()
+    return [fetch(ref, deployment.wait_timeout)]
+
+
 def _read_source(
     deployment: TaskDeployment, chain: _Chain, fetch: Callable[[Any, float], pa.Table]
 ) -> None:
     assert deployment.source_refs is not None
     for ref in deployment.source_refs:
-        table = ref if isinstance(ref, pa.Table) else fetch(ref, deployment.wait_timeout)
-        if table.num_rows == 0:
-            chain.process(table, 0)
-            continue
-        rows = max(1, table.num_rows * deployment.buffer_size // max(table.nbytes, 1))
-        for offset in range(0, table.num_rows, rows):
-            chain.process(table.slice(offset, rows), 0)
+        for table in _split_tables(ref, deployment, fetch):
+            if table.num_rows == 0:
+                chain.process(table, 0)
+                continue
+            rows = max(1, table.num_rows * deployment.buffer_size // max(table.nbytes, 1))
+            for offset in range(0, table.num_rows, rows):
+                chain.process(table.slice(offset, rows), 0)

@@ -1,0 +1,167 @@
+"""``Job.from_parquet``: a Parquet dataset read by the source subtasks themselves.
+
+The driver opens the dataset with ``pyarrow.dataset`` (file listing, schema, and
+the row groups' footers), checks the columns and the filter against the files'
+schema, and cuts the dataset into row-group fragments, dropping those whose
+statistics rule the filter out.  At run time (once column pruning has said
+which columns the job reads) it deals the fragments into ``parallelism``
+contiguous splits of about equal rows: a ``ParquetSplit`` is plain, picklable
+data (paths, row-group ids, columns, filter), shipped in the task deployment
+like a from_arrow source's ObjectRefs, and read inside the executor
+(``runtime.task`` calls ``read``).  The driver never holds a row, and
+``JobResult.sources_seconds`` only counts the splitting.
+
+Pushdown is pyarrow's: the columns read are ``columns`` (or, left out, the ones
+the plan needs: ``plan.pruning``), and the filter is applied by the scan (row
+groups skipped on statistics, rows filtered exactly).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from hybrid_shuffle.errors import PlanError, summary
+
+__all__ = ["ParquetSource", "ParquetSplit", "deal_splits"]
+
+
+def deal_splits(rows: Sequence[int], parallelism: int) -> list[list[int]]:
+    """Indices of ``rows`` (row counts of fragments, in file order) dealt into
+    ``parallelism`` contiguous groups of about equal rows (some empty when there are
+    fewer fragments than groups).  A fragment goes to the group its first row falls
+    in on an even split of the total, so no group is starved by one large fragment
+    coming early and the order of the files is kept."""
+    if parallelism < 1:
+        raise ValueError(f"parallelism must be positive, got {parallelism}")
+    groups: list[list[int]] = [[] for _ in range(parallelism)]
+    if not rows:
+        return groups
+    total = sum(rows)
+    if total == 0:  # no statistics worth using: deal by count
+        for i in range(len(rows)):
+            groups[i * parallelism // len(rows)].append(i)
+        return groups
+    start = 0
+    for i, n in enumerate(rows):
+        # the fragment's middle row decides its group, which balances both ways
+        groups[min((2 * start + n) * parallelism // (2 * total), parallelism - 1)].append(i)
+        start += n
+    return groups
+
+
+@dataclass(frozen=True)
+class ParquetSplit:
+    """One subtask's share of a Parquet dataset: row-group fragments to read in order."""
+
+    fragments: tuple[Any, ...]  # pyarrow.dataset.ParquetFileFragment, one row group each
+    schema: pa.Schema  # the dataset's (partition columns included)
+    columns: tuple[str, ...] | None
+    filter: pc.Expression | None
+
+    def read(self) -> Iterator[pa.Table]:
+        """The split's rows, one table per row group (runs in the executor); a zero-row
+        table of the columns when nothing is left, so the task knows its schema."""
+        columns = None if self.columns is None else list(self.columns)
+        emitted = False
+        for fragment in self.fragments:
+            table = fragment.to_table(schema=self.schema, columns=columns, filter=self.filter)
+            if table.num_rows:
+                emitted = True
+                yield table
+        if not emitted:
+            names = self.schema.names if columns is None else columns
+            yield pa.schema([self.schema.field(n) for n in names]).empty_table()
+
+
+class ParquetSource:
+    """The driver's side of ``from_parquet``: opened and checked once, split per run."""
+
+    def __init__(
+        self,
+        path: Any,
+        name: str,
+        columns: Sequence[str] | None,
+        filter: pc.Expression | None,
+    ) -> None:
+        what = f"from_parquet '{name}'"
+        self.dataset = _open(path, what)
+        full = self.dataset.schema
+        if columns is not None:
+            if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
+                raise PlanError(f"{what}: columns must be a list of column names, got {columns!r}")
+            missing = [c for c in columns if c not in full.names]
+            if missing:
+                raise PlanError(
+                    f"{what}: column '{missing[0]}' is not in the files at {path!r}; their "
+                    f"columns are {', '.join(full.names)}"
+                )
+        if filter is not None:
+            _check_filter(filter, full, what, path)
+        self.columns = None if columns is None else tuple(columns)
+        self.filter = filter
+        #: the stream's schema: the columns asked for, in the files' order of them
+        self.schema = full if columns is None else pa.schema([full.field(c) for c in columns])
+        self.fragments = [
+            rg
+            for fragment in self.dataset.get_fragments(filter=filter)
+            for rg in fragment.split_by_row_group(filter, schema=full)
+        ]
+        self.rows = [sum(r.num_rows for r in f.row_groups) for f in self.fragments]
+
+    def splits(self, parallelism: int, columns: Sequence[str] | None) -> list[ParquetSplit]:
+        """``parallelism`` splits reading ``columns`` (``None``: the stream's own), one per
+        subtask in subtask order."""
+        keep = self.columns if columns is None else tuple(columns)
+        return [
+            ParquetSplit(
+                tuple(self.fragments[i] for i in group), self.dataset.schema, keep, self.filter
+            )
+            for group in deal_splits(self.rows, parallelism)
+        ]
+
+
+def _open(path: Any, what: str) -> ds.Dataset:
+    """The dataset at ``path`` (a file, a directory, or a list of files; hive-style
+    partition directories become columns), with a one-sentence error for a bad path."""
+    try:
+        dataset = ds.dataset(path, format="parquet", partitioning="hive")
+    except FileNotFoundError as e:
+        raise PlanError(f"{what}: {path!r} does not exist; give a Parquet file or directory") from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise PlanError(
+            f"{what}: {path!r} cannot be read as Parquet ({summary(e)}); give a Parquet "
+            "file or a directory of them"
+        ) from e
+    if not dataset.files:
+        raise PlanError(
+            f"{what}: {path!r} holds no Parquet file; give a file or a directory of them"
+        )
+    return dataset
+
+
+def _check_filter(filter: Any, schema: pa.Schema, what: str, path: Any) -> None:
+    """A filter is a pyarrow expression on the files' columns, of a boolean result."""
+    if not isinstance(filter, pc.Expression):
+        raise PlanError(
+            f"{what}: filter must be a pyarrow.compute expression such as "
+            f"pc.field('x') > 0, got a {type(filter).__name__}"
+        )
+    try:
+        schema.empty_table().filter(filter)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        missing = re.search(r"FieldRef\.Name\(([^)]*)\)", str(e))
+        if missing:
+            raise PlanError(
+                f"{what}: the filter names column '{missing.group(1)}', which is not in the "
+                f"files at {path!r}; their columns are {', '.join(schema.names)}"
+            ) from e
+        raise PlanError(
+            f"{what}: the filter {filter} cannot apply to the files ({summary(e)})"
+        ) from e
