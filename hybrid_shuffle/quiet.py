@@ -37,7 +37,7 @@ What is done where, and why there:
 - ``quiet_ray_init``: the token-authentication logger at ERROR for the duration
   of the ``ray.init`` call.
 - ``quiet_driver``: the same deprecation filter on the driver's ``ray`` logger.
-- ``spark_log_configs``: Spark's and RayDP's log4j2 configuration pointed at
+- ``spark_log_configs``: Spark's driver's log4j2 configuration pointed at
   ``log4j2-quiet.properties`` (shipped in this package; WARN for everything,
   ERROR for the two loggers that only announce start-up facts).
 """
@@ -136,15 +136,13 @@ def quiet_ray_init(log_level: str | None) -> Iterator[None]:
 
 
 def spark_log_configs(log_level: str | None) -> dict[str, str]:
-    """RayDP settings that point Spark's driver and RayDP's app master at the quiet
-    log4j2 file (none at ``debug``: Spark's own defaults)."""
+    """The RayDP setting that points Spark's driver at the quiet log4j2 file (none at
+    ``debug``: Spark's own defaults).  RayDP's app master keeps Ray's log4j2 set-up,
+    which writes to Ray's log files: with ``log_to_driver`` off nothing of it reaches
+    the terminal."""
     if not is_quiet(log_level):
         return {}
-    path = str(LOG4J2_QUIET)
-    return {
-        "spark.log4j.config.file.name": path,
-        "spark.ray.log4j.config.file.name": path,
-    }
+    return {"spark.log4j.config.file.name": str(LOG4J2_QUIET)}
 
 
 def configure_engine_logging(log_level: str | None) -> None:

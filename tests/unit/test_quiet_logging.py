@@ -69,7 +69,6 @@ def test_spark_gets_the_quiet_log4j2_file_unless_debug_or_the_user_sets_one() ->
     config = load_config(None).spark
     quiet = spark_configs(config)
     assert quiet["spark.log4j.config.file.name"] == str(LOG4J2_QUIET)
-    assert quiet["spark.ray.log4j.config.file.name"] == str(LOG4J2_QUIET)
     assert "spark.log4j.config.file.name" not in spark_configs(config, "debug")
     own = load_config({"spark": {"configs": {"spark.log4j.config.file.name": "mine.xml"}}})
     assert spark_configs(own.spark)["spark.log4j.config.file.name"] == "mine.xml"
