@@ -5,7 +5,9 @@ session (embedded Ray, or ``--address``), builds the job and runs or explains
 it.  Errors are one sentence and a non-zero exit: 2 for a bad command line,
 pipeline file or config (checked before Ray starts), 1 for a failed job.
 ``--debug`` (given once, before the command: ``hybrid-shuffle --debug run ...``)
-shows the traceback.
+shows the traceback and lets Ray, RayDP and Spark print their start-up notices
+(``log_level: debug``, see ``hybrid_shuffle.quiet``); ``-v`` shows the engine's
+own logging at INFO.  A plain run prints the result, the tables and little else.
 """
 
 from __future__ import annotations
@@ -59,8 +61,19 @@ def _stream(build: Callable[[hs.Session], Any], session: hs.Session, path: str) 
     return stream
 
 
+def _load(args: argparse.Namespace) -> Config:
+    """The config file, with ``--debug`` (``log_level: debug``) or ``-v`` (at least
+    ``info``) applied over its ``log_level``."""
+    config = load_config(args.config)
+    if args.debug:
+        return config.with_overrides(log_level="debug")
+    if args.verbose and config.log_level != "debug":
+        return config.with_overrides(log_level="info")
+    return config
+
+
 def _run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)  # a bad config exits 2 before the pipeline or Ray
+    config = _load(args)  # a bad config exits 2 before the pipeline or Ray
     build = _load_build(args.pipeline)
     with hs.Session(config, address=args.address) as session:
         stream = _stream(build, session, args.pipeline)
@@ -77,7 +90,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = _load(args)
     build = _load_build(args.pipeline)
     with hs.Session(config, address=args.address) as session:
         stream = _stream(build, session, args.pipeline)
@@ -101,8 +114,14 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hybrid-shuffle", description=__doc__.splitlines()[0].replace("``", "")
     )
+    # -- logging: --debug and -v (hybrid_shuffle.quiet) --
     parser.add_argument(
-        "--debug", action="store_true", help="show tracebacks (give it before the command)"
+        "--debug",
+        action="store_true",
+        help="show tracebacks and Ray's, RayDP's and Spark's own logs (give it before the command)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="show the engine's logging at INFO"
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, fn, helptext in (
@@ -163,8 +182,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     """Parse ``argv``; ``--debug`` after the command is a usage error that says where it goes."""
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
-    if "--debug" in extra:
-        parser.error(f"--debug goes before the command: hybrid-shuffle --debug {args.command} ...")
+    for flag in ("--debug", "-v", "--verbose"):
+        if flag in extra:
+            parser.error(
+                f"{flag} goes before the command: hybrid-shuffle {flag} {args.command} ..."
+            )
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     return args

@@ -30,6 +30,7 @@ from typing import Any
 
 from hybrid_shuffle.config_file import read_yaml_file
 from hybrid_shuffle.errors import ConfigError
+from hybrid_shuffle.quiet import LOG_LEVELS
 from hybrid_shuffle.shuffle.partition_type import MODES
 from hybrid_shuffle.sizes import format_size, parse_size
 from hybrid_shuffle.spill_dirs import default_spill_dir
@@ -243,6 +244,10 @@ class Config:
     edges: Mapping[str, EdgeConfig] = field(default_factory=lambda: types.MappingProxyType({}))
     #: per operator, by name: slot sharing group, parallelism (over code)
     vertices: Mapping[str, VertexConfig] = field(default_factory=lambda: types.MappingProxyType({}))
+    #: the engine's own log level (error, warning, info, debug); ``debug`` also lets Ray,
+    #: RayDP and Spark print their start-up notices, which are silenced otherwise
+    #: (``hybrid_shuffle.quiet``); unset leaves the engine's loggers as the application set them
+    log_level: str | None = None
     #: job names already warned about (``check_job``): one warning per name and config
     _warned: set[str] = field(
         default_factory=set, init=False, repr=False, compare=False, hash=False
@@ -330,7 +335,7 @@ class Config:
                 raw[key] = {name: _edge_raw(entry) for name, entry in value.items()}
             elif dataclasses.is_dataclass(value) and not isinstance(value, type):
                 raw[key] = _section_raw(value)
-            elif value is None and key in ("job", "slots"):
+            elif value is None and key in ("job", "slots", "log_level"):
                 raw.pop(key, None)
             else:
                 raw[key] = value
@@ -344,6 +349,7 @@ _TOP = (
     "edges",
     "failover",
     "job",
+    "log_level",
     "operators",
     "parallelism",
     "ray",
@@ -645,7 +651,17 @@ def _from_mapping(raw: Mapping[str, Any]) -> Config:
         operators=_operators(_mapping(raw.get("operators"), "operators", "{memory: 256 MiB}")),
         edges=_edges(raw.get("edges")),
         vertices=_vertices(raw.get("vertices")),
+        log_level=_log_level(raw["log_level"]) if raw.get("log_level") is not None else None,
     )
+
+
+def _log_level(value: Any) -> str:
+    level = str(value).lower() if isinstance(value, str) else None
+    if level not in LOG_LEVELS:
+        raise ConfigError(
+            f"log_level: {value!r} is not a log level; use one of: {', '.join(LOG_LEVELS)}"
+        )
+    return level
 
 
 def _edge_raw(entry: Any) -> Any:
@@ -683,6 +699,8 @@ def _as_raw(config: Config) -> dict[str, Any]:
         raw["job"] = config.job
     if config.slots is not None:
         raw["slots"] = config.slots
+    if config.log_level is not None:
+        raw["log_level"] = config.log_level
     return raw
 
 

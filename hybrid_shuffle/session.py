@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from hybrid_shuffle.config import Config, load_config
 from hybrid_shuffle.errors import ConfigError, SessionClosedError
+from hybrid_shuffle.quiet import configure_engine_logging
 from hybrid_shuffle.runtime.cache_catalog import CacheCatalog, CacheInfo
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec, SlotPool
@@ -73,7 +74,10 @@ class Session:
         self._owns_ray = False
         self._spill_dir: str | None = None
         self.transport = RayTransport()
-        self.bridge = SparkBridge(self.config.spark, f"hybrid-shuffle-{self.session_id}", spark)
+        configure_engine_logging(self.config.log_level)
+        self.bridge = SparkBridge(
+            self.config.spark, f"hybrid-shuffle-{self.session_id}", spark, self.config.log_level
+        )
         try:
             self._start(address, slots)
         except BaseException:
@@ -87,7 +91,10 @@ class Session:
         root = check_spill_root(shuffle.spill_dir)
         if not self.transport.is_connected():
             self.transport.connect(
-                address, self.config.ray.num_cpus, self.config.ray.object_store_memory
+                address,
+                self.config.ray.num_cpus,
+                self.config.ray.object_store_memory,
+                self.config.log_level,
             )
             self._owns_ray = True
         sweep_stale_sessions(root, _owner_is_alive)

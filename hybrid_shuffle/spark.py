@@ -32,6 +32,7 @@ import ray
 
 from hybrid_shuffle.config import SparkConfig
 from hybrid_shuffle.errors import PlanError
+from hybrid_shuffle.quiet import spark_log_configs
 
 __all__ = ["JAVA_OPTIONS", "SparkBridge", "spark_configs"]
 
@@ -58,9 +59,14 @@ _JAVA_KEYS = (
 )
 
 
-def spark_configs(config: SparkConfig) -> dict[str, str]:
-    """Spark settings for RayDP: ours, then the user's (Java options are merged, not replaced)."""
+def spark_configs(config: SparkConfig, log_level: str | None = None) -> dict[str, str]:
+    """Spark settings for RayDP: ours, then the user's (Java options are merged, not replaced).
+
+    Spark's log4j2 configuration is the quiet one unless ``log_level`` is ``debug``
+    (``hybrid_shuffle.quiet``); a user's own ``spark.log4j.config.file.name`` wins.
+    """
     settings = {
+        **spark_log_configs(log_level),
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
@@ -89,9 +95,12 @@ _PREWARM_ROUNDS = 3
 class SparkBridge:
     """One Spark session on Ray: started lazily, or the user's own (never stopped by us)."""
 
-    def __init__(self, config: SparkConfig, app_name: str, spark: Any = None) -> None:
+    def __init__(
+        self, config: SparkConfig, app_name: str, spark: Any = None, log_level: str | None = None
+    ) -> None:
         self.config = config
         self.app_name = app_name
+        self.log_level = log_level
         self._spark = spark
         self._owned = False
 
@@ -107,7 +116,7 @@ class SparkBridge:
                 num_executors=self.config.executors,
                 executor_cores=self.config.executor_cores,
                 executor_memory=self.config.executor_memory,
-                configs=spark_configs(self.config),
+                configs=spark_configs(self.config, self.log_level),
             )
             self._owned = True
             try:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 import os
 import socket
 import types
@@ -29,6 +28,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from hybrid_shuffle.actor_process import NAMESPACE, start_pinned
 from hybrid_shuffle.actors.executor import MAX_CONCURRENCY, Executor
 from hybrid_shuffle.errors import ConfigError, ExecutorLostError, WaitTimeoutError, summary
+from hybrid_shuffle.quiet import quiet_ray_init, ray_init_options
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
 from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport
 
@@ -95,13 +95,19 @@ class RayTransport:
         return bool(ray.is_initialized())
 
     @staticmethod
-    def connect(address: str | None, num_cpus: int | None, object_store: int | None) -> None:
-        """Start an embedded Ray (``address`` None) or join the cluster at ``address``."""
+    def connect(
+        address: str | None,
+        num_cpus: int | None,
+        object_store: int | None,
+        log_level: str | None = None,
+    ) -> None:
+        """Start an embedded Ray (``address`` None) or join the cluster at ``address``,
+        as chatty as ``log_level`` asks (``hybrid_shuffle.quiet``)."""
         kwargs: dict[str, Any] = {
             "namespace": NAMESPACE,
             "include_dashboard": False,
-            "logging_level": logging.WARNING,
             "configure_logging": True,
+            **ray_init_options(log_level),
         }
         if address is None:
             kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
@@ -111,7 +117,8 @@ class RayTransport:
             _check_reachable(address)
             kwargs["address"] = address
         try:
-            ray.init(**kwargs)
+            with quiet_ray_init(log_level):
+                ray.init(**kwargs)
         except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
             raise ConfigError(
                 f"address: cannot start or join Ray at {address or 'local'} "

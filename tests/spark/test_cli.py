@@ -53,3 +53,16 @@ def test_explain_prints_every_edge_without_running() -> None:
         assert edge in out.stdout
     assert "mode pipelined (yaml)" in out.stdout
     assert "needs 2 slots at once" in out.stdout
+
+
+@pytest.mark.spark
+def test_a_plain_run_with_spark_prints_almost_nothing_on_stderr() -> None:
+    """Spark's log4j start-up lines, RayDP's and Ray's notices are off by default; what is
+    left are the two C++ lines Ray's Java client prints before its logging starts."""
+    out = run("run", "examples/pipeline_revenue.py", "--config", "configs/main.yaml")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "o_totalprice_sum" in out.stdout
+    stderr = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(stderr) <= 3, out.stderr
+    for noise in ("loopback address", "log4j", "Setting default log level", "DeprecationWarning"):
+        assert noise not in out.stderr

@@ -42,9 +42,18 @@ def test_debug_after_the_command_says_where_it_goes(
     )
 
 
+def test_verbose_after_the_command_says_where_it_goes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["validate", MAIN_YAML, "-v"]) == 2
+    assert stderr_of(capsys).endswith(
+        "error: -v goes before the command: hybrid-shuffle -v validate ..."
+    )
+
+
 def test_unknown_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["validate", MAIN_YAML, "--verbose"]) == 2
-    assert stderr_of(capsys).endswith("error: unrecognized arguments: --verbose")
+    assert main(["validate", MAIN_YAML, "--loud"]) == 2
+    assert stderr_of(capsys).endswith("error: unrecognized arguments: --loud")
 
 
 def test_a_valid_config_validates(capsys: pytest.CaptureFixture[str]) -> None:

@@ -76,7 +76,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         "unknown-top-level-key",
         {"shufle": {}},
         "shufle: unknown key (did you mean 'shuffle'?); allowed keys are: adaptive, edges, "
-        "failover, job, operators, parallelism, ray, shuffle, slots, spark, vertices",
+        "failover, job, log_level, operators, parallelism, ray, shuffle, slots, spark, vertices",
     ),
     (
         "unknown-nested-key",
