@@ -151,7 +151,7 @@ class ProgressBars:
             if bar is None:
                 if self._out is None:
                     self._out = _Guard(self.file or sys.stderr)
-                bar = self._bars[v.name] = _new_bar(v, position, self._out)
+                bar = self._bars[v.name] = _new_bar(f"{v.name:<{width}}", v, position, self._out)
             if bar.total != v.subtasks:
                 bar.total = v.subtasks
             bar.n = v.done
@@ -196,12 +196,12 @@ class _Guard:
             return False
 
 
-def _new_bar(v: VertexProgress, position: int, file: _Guard) -> Any:
+def _new_bar(desc: str, v: VertexProgress, position: int, file: _Guard) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(
         total=v.subtasks,
-        desc=v.name,
+        desc=desc,
         unit="task",
         position=position,
         leave=True,
