@@ -105,11 +105,10 @@ def test_with_progress_off_nothing_is_printed(
 
 
 def test_an_adaptive_vertex_gets_its_total_when_it_is_decided(session: hs.Session) -> None:
-    bars = hs.ProgressBars(file=io.StringIO())
-    result = revenue(session, partitions="auto").collect(progress=bars)
+    out = io.StringIO()
+    result = revenue(session, partitions="auto").collect(progress=hs.ProgressBars(file=out))
     decided = result.edges["by_customer"].partitions
-    assert final_counts(bars.file.getvalue())["totals"] == (decided, decided)  # type: ignore[union-attr]
-    assert "totals: 0/?" in bars.file.getvalue()  # type: ignore[union-attr]
+    assert final_counts(out.getvalue())["totals"] == (decided, decided)
     assert result.table.sort_by("customer").equals(expected(orders()))
     assert_no_leaks(session)
 

@@ -168,6 +168,14 @@ def test_a_failed_run_closes_its_bars_and_marks_the_unfinished_vertices() -> Non
     assert "orders->clean: 1/4" in out.getvalue() and "failed" in out.getvalue()
 
 
+def test_an_undecided_total_shows_as_a_question_mark() -> None:
+    out = io.StringIO()
+    bars = ProgressBars(file=out)
+    bars.started(two_stage_plan(partitions="auto"))
+    bars.finished()
+    assert "totals       : 0/? |" in out.getvalue()
+
+
 class _Stuck(io.StringIO):
     """A terminal that takes no output until released (a full pipe)."""
 
