@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             times["spark generates data"] = time.perf_counter() - started - sum(times.values())
             ranked = engine_pipeline(session, orders, customers)
             print(ranked.explain())
-            result = ranked.collect()
+            # bars while it runs, in a terminal only (CI's logs stay as they were)
+            result = ranked.collect(progress=sys.stderr.isatty())
             times["conversion in"] = result.sources_seconds
             times["engine"] = result.wall_seconds - result.sources_seconds
             mark = time.perf_counter()

@@ -37,8 +37,10 @@ if TYPE_CHECKING:
     from hybrid_shuffle.api.local_keyed_stream import LocalKeyedStream
     from hybrid_shuffle.api.stream import KeyedStream, Stream
     from hybrid_shuffle.config import Config, ConfigWarning, load_config
+    from hybrid_shuffle.progress import ProgressBars
     from hybrid_shuffle.result import EdgeMetrics, JobResult, VertexMetrics
     from hybrid_shuffle.runtime.cache_catalog import CacheInfo
+    from hybrid_shuffle.runtime.progress import JobProgress
     from hybrid_shuffle.session import Session
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -50,9 +52,11 @@ _LAZY = {
     "ConfigWarning": "hybrid_shuffle.config",
     "EdgeMetrics": "hybrid_shuffle.result",
     "Job": "hybrid_shuffle.api.job",
+    "JobProgress": "hybrid_shuffle.runtime.progress",
     "JobResult": "hybrid_shuffle.result",
     "KeyedStream": "hybrid_shuffle.api.stream",
     "LocalKeyedStream": "hybrid_shuffle.api.local_keyed_stream",
+    "ProgressBars": "hybrid_shuffle.progress",
     "Session": "hybrid_shuffle.session",
     "Stream": "hybrid_shuffle.api.stream",
     "VertexMetrics": "hybrid_shuffle.result",
@@ -74,6 +78,7 @@ __all__ = [
     "Job",
     "JobCancelledError",
     "JobFailedError",
+    "JobProgress",
     "JobResult",
     "JobTimeoutError",
     "KeyedStream",
@@ -81,6 +86,7 @@ __all__ = [
     "PartitionNotFoundError",
     "PlanError",
     "ProducerFailedError",
+    "ProgressBars",
     "SchemaMismatchError",
     "Session",
     "SessionClosedError",

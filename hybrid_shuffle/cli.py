@@ -78,7 +78,8 @@ def _run(args: argparse.Namespace) -> int:
     with hs.Session(config, address=args.address) as session:
         stream = _stream(build, session, args.pipeline)
         started = time.perf_counter()
-        result = stream.collect(timeout=args.timeout)
+        progress = sys.stderr.isatty() if args.progress is None else args.progress
+        result = stream.collect(timeout=args.timeout, progress=progress)
         elapsed = time.perf_counter() - started
         print(result.table.slice(0, args.show).to_pandas().to_string(index=False))
         print(f"\n{result.table.num_rows} rows in {elapsed:.2f} s")
@@ -152,6 +153,12 @@ def _parser() -> argparse.ArgumentParser:
                 metavar="FILE",
                 help="after the run, write where time went: FILE.png a chart, FILE.json a "
                 "Chrome trace (Perfetto)",
+            )
+            p.add_argument(
+                "--progress",
+                action=argparse.BooleanOptionalAction,
+                help="one bar per vertex on stderr while the job runs (default: on when "
+                "stderr is a terminal)",
             )
         p.set_defaults(fn=fn)
     v = sub.add_parser("validate", help="check a config file alone")

@@ -28,6 +28,7 @@ from hybrid_shuffle.plan.partitioning import vertex_partitioning
 from hybrid_shuffle.plan.planner import Plan, plan_job, reachable
 from hybrid_shuffle.result import JobResult, edge_metrics, vertex_metrics
 from hybrid_shuffle.runtime.execution import Executed, execute
+from hybrid_shuffle.runtime.progress import JobProgress, NoProgress, guarded
 
 if TYPE_CHECKING:
     from hybrid_shuffle.api.cached_stream import CachedStream
@@ -241,16 +242,20 @@ class Job:
         *,
         collect: bool = True,
         blocks: bool = False,
+        progress: bool | JobProgress = False,
     ) -> JobResult:
         """Plan, fetch lazy sources, execute; the result table with per-edge metrics.
         ``timeout`` bounds the execution (default ``failover.job_timeout``).
         ``collect=False`` runs only for the caches the job fills (an empty table).
         ``blocks=True`` leaves the result in the object store: ``JobResult.blocks``
         holds its refs and the table is empty (``Stream.to_ray_data``).
+        ``progress=True`` shows one bar per vertex while the job runs
+        (``hybrid_shuffle.progress``); a ``JobProgress`` object is told instead.
 
         Caches first (``runtime.cache_catalog``): a read of a cache that lost a
-        partition, or of an empty one from another job, fills it beforehand; a run
-        that loses a cache's partition while it reads it runs again, filling it."""
+        partition, or of an empty one from another job, fills it beforehand (a run
+        of its own, with its own bars); a run that loses a cache's partition while it
+        reads it runs again, filling it (the bars start over)."""
         session = self.session
         session.check_open()
         if timeout is not None and (
@@ -259,6 +264,25 @@ class Job:
             raise ConfigError(
                 f"collect: timeout must be a positive number of seconds, got {timeout!r}"
             )
+        observer = _observer(progress)
+        try:
+            result = self._run(stream, timeout, collect, blocks, progress, observer)
+        except BaseException as e:
+            observer.failed(e)
+            raise
+        observer.finished()
+        return result
+
+    def _run(
+        self,
+        stream: Stream,
+        timeout: float | None,
+        collect: bool,
+        blocks: bool,
+        progress: bool | JobProgress,
+        observer: JobProgress,
+    ) -> JobResult:
+        session = self.session
         started = time.perf_counter()
         statuses: dict[str, str] = {}
         sources_seconds = 0.0
@@ -268,7 +292,7 @@ class Job:
             self._check_caches(stream.node)
             # a bad job fails here, before any cache is filled or lazy source fetched
             plan = self.plan(stream)
-            if self._fill_caches_read(stream.node, statuses, timeout):
+            if self._fill_caches_read(stream.node, statuses, timeout, progress):
                 plan = self.plan(stream)
             lazy = [
                 n
@@ -291,6 +315,7 @@ class Job:
                     transport=session.transport,
                     reader=session.reader,
                     timeout=plan.config.failover.job_timeout if timeout is None else timeout,
+                    progress=observer,
                 )
             except CacheLostError as e:
                 if attempt + 1 == attempts:
@@ -340,7 +365,11 @@ class Job:
                 catalog.check(node.cache)
 
     def _fill_caches_read(
-        self, sink: LogicalNode, statuses: dict[str, str], timeout: float | None
+        self,
+        sink: LogicalNode,
+        statuses: dict[str, str],
+        timeout: float | None,
+        progress: bool | JobProgress,
     ) -> bool:
         """Fill every empty cache the run reads from another job's lineage, by a run of
         that job; whether any was."""
@@ -348,7 +377,7 @@ class Job:
         for node in reachable(sink):
             cache = node.cache
             if cache is not None and node.reads_cache and not cache.readable:
-                filled = cache.job.run(_stream(cache), timeout, collect=False)
+                filled = cache.job.run(_stream(cache), timeout, collect=False, progress=progress)
                 statuses.update(filled.caches)
                 filled_any = True
         return filled_any
@@ -375,6 +404,22 @@ class Job:
             if cache.name not in statuses:  # not filled for this run: a hit
                 statuses[cache.name] = "read"
                 catalog.hit(cache)
+
+
+def _observer(progress: bool | JobProgress) -> JobProgress:
+    """What ``progress=`` asks for, made safe to call (``runtime.progress.guarded``)."""
+    if progress is True:
+        from hybrid_shuffle.progress import ProgressBars
+
+        return guarded(ProgressBars())
+    if progress is False or progress is None:
+        return NoProgress()
+    if not isinstance(progress, JobProgress):
+        raise ConfigError(
+            f"collect: progress must be True, False or a JobProgress observer, got "
+            f"{type(progress).__name__}"
+        )
+    return guarded(progress)
 
 
 def _stream(cache: Cache) -> Stream:

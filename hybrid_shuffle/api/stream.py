@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from hybrid_shuffle.api.cached_stream import CachedStream
     from hybrid_shuffle.api.job import Job
     from hybrid_shuffle.api.local_keyed_stream import LocalKeyedStream
+    from hybrid_shuffle.runtime.progress import JobProgress
 
 __all__ = ["JOIN_STRATEGIES", "KeyedStream", "Stream"]
 
@@ -390,16 +391,22 @@ class Stream:
 
     # -- running --------------------------------------------------------------------------
 
-    def collect(self, timeout: float | None = None) -> JobResult:
+    def collect(
+        self, timeout: float | None = None, *, progress: bool | JobProgress = False
+    ) -> JobResult:
         """Run the job; the result table plus per-edge metrics.
 
         ``timeout`` (seconds; default ``failover.job_timeout``, else unbounded) bounds
         the whole job: past it, its tasks are cancelled and ``JobTimeoutError`` names
-        the job and the tasks that were still running."""
-        return self.job.run(self, timeout)
+        the job and the tasks that were still running.  ``progress=True`` shows one
+        bar per vertex while it runs: subtasks done, rows, bytes, spilled
+        (``hybrid_shuffle.progress``; a ``JobProgress`` object is told instead)."""
+        return self.job.run(self, timeout, progress=progress)
 
-    def to_arrow(self, timeout: float | None = None) -> pa.Table:
-        return self.collect(timeout).table
+    def to_arrow(
+        self, timeout: float | None = None, *, progress: bool | JobProgress = False
+    ) -> pa.Table:
+        return self.collect(timeout, progress=progress).table
 
     def to_ray_data(self, timeout: float | None = None) -> Any:
         """Run the job; a ``ray.data.Dataset`` over the result's buffers, left in the
@@ -449,12 +456,16 @@ class Stream:
         result.table = commit(directory, staging, result.table)
         return result
 
-    def to_pandas(self, timeout: float | None = None) -> pd.DataFrame:
-        return self.to_arrow(timeout).to_pandas()
+    def to_pandas(
+        self, timeout: float | None = None, *, progress: bool | JobProgress = False
+    ) -> pd.DataFrame:
+        return self.to_arrow(timeout, progress=progress).to_pandas()
 
-    def to_spark(self, timeout: float | None = None) -> Any:
+    def to_spark(
+        self, timeout: float | None = None, *, progress: bool | JobProgress = False
+    ) -> Any:
         """Run the job; a Spark DataFrame of the result, with the result's column types."""
-        return self.job.session.bridge.to_dataframe(self.to_arrow(timeout))
+        return self.job.session.bridge.to_dataframe(self.to_arrow(timeout, progress=progress))
 
     def explain(self) -> str:
         return self.job.explain(self)

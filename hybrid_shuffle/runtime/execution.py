@@ -28,6 +28,7 @@ from hybrid_shuffle.plan.graph import VertexId
 from hybrid_shuffle.plan.planner import Plan
 from hybrid_shuffle.runtime.deployment import RESULT_EDGE, Deployer
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
+from hybrid_shuffle.runtime.progress import JobProgress
 from hybrid_shuffle.runtime.scheduler import Scheduler
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool
 from hybrid_shuffle.runtime.task import TaskReport
@@ -62,9 +63,11 @@ def execute(
     transport: TaskTransport,
     reader: ShuffleEnvironment,
     timeout: float | None = None,
+    progress: JobProgress | None = None,
 ) -> Executed:
     """Run ``plan`` on the pool's executors and return its result (see the module
-    docstring); ``timeout`` bounds the whole job (``JobTimeoutError``)."""
+    docstring); ``timeout`` bounds the whole job (``JobTimeoutError``); ``progress``
+    is told what the tasks do (``runtime.progress``: the scheduler calls it)."""
     shuffle = plan.config.shuffle
     job_id = f"{plan.graph.job_name}-{uuid.uuid4().hex[:8]}"
     # the memory budgets of the executors are whole again before this job writes
@@ -80,6 +83,7 @@ def execute(
         plan.config.failover,
         timeout,
         shuffle.service,
+        progress,
     )
     table = None
     blocks = None

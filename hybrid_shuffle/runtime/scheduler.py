@@ -68,6 +68,7 @@ from hybrid_shuffle.runtime.failures import first_line, root_cause, to_error
 from hybrid_shuffle.runtime.locality import Holder, Weight, input_weights, subpartition_bytes
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.placement import place, prefer_nodes
+from hybrid_shuffle.runtime.progress import JobProgress, NoProgress
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool, SlotAllocation
 from hybrid_shuffle.runtime.task import TaskReport, TaskState, attempt_key
 from hybrid_shuffle.runtime.transport import TaskRef, TaskTransport
@@ -106,6 +107,7 @@ class Scheduler:
         failover: FailoverConfig | None = None,
         timeout: float | None = None,
         result_service: str = "executor-local",
+        progress: JobProgress | None = None,
     ) -> None:
         self.plan = plan
         self.graph = plan.graph
@@ -116,6 +118,8 @@ class Scheduler:
         self.wait_timeout = wait_timeout
         self.failover = failover or FailoverConfig()
         self.timeout = timeout
+        #: told of tasks' ends, restarts and adaptive counts (``runtime.progress``)
+        self.progress = progress or NoProgress()
         self.deployer = Deployer(
             plan.graph,
             job_id,
@@ -158,6 +162,7 @@ class Scheduler:
         """Run every region to its end; raises the root cause if the job failed."""
         log.info("job %s: started, %d regions", self.job_id, len(self.plan.regions))
         self._pending = list(self.plan.regions)
+        self.progress.started(self.plan)
         return self._complete()
 
     def recover(self, error: BaseException) -> list[TaskReport]:
@@ -303,6 +308,7 @@ class Scheduler:
                 vertex.parallelism,
                 written,
             )
+            self.progress.parallelism_decided(vertex.name, vertex.parallelism)
         regions = pipelined_regions(self.graph)
         self.plan.regions = regions
         self._topology = FailoverTopology(self.graph, regions)
@@ -425,6 +431,7 @@ class Scheduler:
         self.tracker.consumer_finished(self.job_id, info.task)
         self._reports[info.task] = report
         self.finished.add(info.task)
+        self.progress.task_finished(report)
 
     # -- failover ----------------------------------------------------------------------------
 
@@ -503,6 +510,7 @@ class Scheduler:
             self.finished.discard(task)
             self._reports.pop(task, None)
             self.tracker.task_restarted(self.job_id, task)
+            self.progress.task_restarted(self.graph.vertices[task[0]].name, task[1])
             attempt = self.deployer.attempts.get(task, 0) + 1
             self.deployer.attempts[task] = attempt
             self._not_before[task] = now + backoff_delay(self.failover.backoff, attempt)
