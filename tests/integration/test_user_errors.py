@@ -98,11 +98,21 @@ def test_ctrl_c_during_collect_cancels_the_job_and_raises_keyboard_interrupt(
     session: hs.Session, tmp_path: Path
 ) -> None:
     started = tmp_path / "first-batch"
+    sent = tmp_path / "interrupt-sent"
 
     def slow(table: pa.Table) -> pa.Table:
         import time
 
-        started.touch()
+        if not started.exists():
+            started.touch()
+            # keep the job running until the interrupt was sent, and then for longer than
+            # the scheduler's look at its tasks (0.5 s), where the driver's main thread
+            # takes the interrupt; less than the 2 s a cancelled job's tasks get to stop.
+            # Without it a loaded machine could finish the job before the interrupt landed.
+            deadline = time.monotonic() + 30
+            while not sent.exists() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(1.0)
         time.sleep(0.01)
         return table
 
@@ -117,6 +127,7 @@ def test_ctrl_c_during_collect_cancels_the_job_and_raises_keyboard_interrupt(
     def interrupt() -> None:
         wait_until(started.exists, what="the first batch reached the user function")
         _thread.interrupt_main()
+        sent.touch()
 
     threading.Thread(target=interrupt, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
