@@ -38,6 +38,7 @@ from hybrid_shuffle.spill_dirs import default_spill_dir
 __all__ = [
     "AUTO",
     "BATCH_MODES",
+    "KERNELS",
     "MAX_CREDITS",
     "MAX_WAIT_TIMEOUT",
     "MIN_WAIT_TIMEOUT",
@@ -144,16 +145,26 @@ class FailoverConfig:
     job_timeout: float | None = None
 
 
+#: ``operators.kernel``: the libraries a task's operators can run on
+KERNELS = ("duckdb", "arrow")
+
+
 @dataclass(frozen=True)
 class OperatorsConfig:
-    """The memory each sort, join, aggregate or co_group task may use for its state
-    (Flink's managed memory per slot).  Beyond it the operator spills to
-    ``shuffle.spill_dir`` as Arrow IPC and merges back; a task with several such
-    operators (an aggregate and the combiner in front of its exchange) splits it
-    evenly between them."""
+    """How a task runs its operators: the kernel library, its threads, and the memory
+    each sort, join, aggregate or co_group task may use for its state (Flink's
+    managed memory per slot).  Beyond it the operator spills to a private directory
+    under ``shuffle.spill_dir``; a task with several such operators (an aggregate
+    and the combiner in front of its exchange) splits it evenly between them.  The
+    kernels are compared in ``docs/architecture.md`` ("Kernels")."""
 
     #: bytes of operator state per task; beyond it sorts, joins and aggregates spill
     memory: int = 512 * MiB
+    #: the library that runs aggregates, joins, sorts, top_n and sql inside a task:
+    #: duckdb (spills within memory) or arrow (pyarrow compute, kept for comparison)
+    kernel: str = "duckdb"
+    #: threads each task's DuckDB may use (one slot is one core, so 1)
+    threads: int = 1
 
 
 @dataclass(frozen=True)
@@ -566,15 +577,25 @@ def _failover(raw: Mapping[str, Any]) -> FailoverConfig:
 
 def _operators(raw: Mapping[str, Any]) -> OperatorsConfig:
     _check_keys(raw, _OPERATORS, "operators.")
-    if "memory" not in raw:
-        return OperatorsConfig()
-    memory = parse_size(raw["memory"], "operators.memory")
-    if memory < MiB:
-        raise ConfigError(
-            f"operators.memory: {format_size(memory)} is too small to sort or join in; "
-            "give at least 1 MiB, like 256 MiB"
-        )
-    return OperatorsConfig(memory)
+    s: dict[str, Any] = {}
+    if "memory" in raw:
+        memory = parse_size(raw["memory"], "operators.memory")
+        if memory < MiB:
+            raise ConfigError(
+                f"operators.memory: {format_size(memory)} is too small to sort or join in; "
+                "give at least 1 MiB, like 256 MiB"
+            )
+        s["memory"] = memory
+    if "kernel" in raw:
+        if raw["kernel"] not in KERNELS:
+            raise ConfigError(
+                f"operators.kernel: {raw['kernel']!r} is not a kernel; use one of: "
+                f"{', '.join(KERNELS)}"
+            )
+        s["kernel"] = raw["kernel"]
+    if "threads" in raw:
+        s["threads"] = _positive_int(raw["threads"], "operators.threads")
+    return OperatorsConfig(**s)
 
 
 def _partitions(value: Any, path: str) -> int | str:

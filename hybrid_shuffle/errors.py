@@ -22,6 +22,7 @@ __all__ = [
     "PartitionNotFoundError",
     "PlanError",
     "ProducerFailedError",
+    "QueryFailedError",
     "SchemaMismatchError",
     "SessionClosedError",
     "SlotsExceededError",
@@ -110,6 +111,12 @@ class JobFailedError(HybridShuffleError):
         self.operator = operator
         self.subtask = subtask
         self.attempts = attempts
+
+
+class QueryFailedError(JobFailedError):
+    """A DuckDB query failed on the rows it was given (a cast that cannot be made, a
+    division by zero in ``sql``): the message names the operator and carries DuckDB's.
+    It is not retried: the same rows fail the same way."""
 
 
 class JobTimeoutError(WaitTimeoutError):

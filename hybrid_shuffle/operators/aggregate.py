@@ -107,6 +107,13 @@ class HashAggregate(Operator):
     def reduction(self) -> Reduction:
         return self._agg
 
+    def on_kernel(self, kernel: str) -> Operator:
+        if kernel != "duckdb":
+            return self
+        from hybrid_shuffle.operators.duck.aggregate import DuckAggregate
+
+        return DuckAggregate(self)
+
     def open(self, context: OperatorContext | None = None) -> None:
         self._context = context if context is not None else OperatorContext.unbounded()
         self._memory = self._context.memory

@@ -36,7 +36,7 @@ from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.columns import require_columns, require_key_columns
 from hybrid_shuffle.operators.dense_aggregate import dense_aggregate
 
-__all__ = ["AGGREGATIONS", "Aggregation"]
+__all__ = ["AGGREGATIONS", "Aggregation", "spark_sum_types"]
 
 #: the functions a spec may name for a column
 AGGREGATIONS = ("sum", "count", "min", "max", "mean")
@@ -128,9 +128,9 @@ class Aggregation:
         """Raw rows -> one row per key: the keys, then ``<column>_<partial>`` columns."""
         prepared = self._with_floats(table)
         wanted = self._from_rows()
-        dense = dense_aggregate(prepared, self.keys, wanted, self._partial_schema(table.schema))
+        dense = dense_aggregate(prepared, self.keys, wanted, self.partial_schema(table.schema))
         out = dense if dense is not None else self._group_by(prepared, wanted)
-        return self._as_types(out, _spark_sum_types(table.schema, self.partials))
+        return self._as_types(out, spark_sum_types(table.schema, self.partials))
 
     def combine(self, partials: pa.Table) -> pa.Table:
         """Partials -> fewer partials, same columns and types (associative: any grouping of
@@ -183,7 +183,7 @@ class Aggregation:
         )
         return out.rename_columns([*self.keys, *(name for _, _, name in wanted)])
 
-    def _partial_schema(self, schema: pa.Schema) -> pa.Schema:
+    def partial_schema(self, schema: pa.Schema) -> pa.Schema:
         """The schema ``group_by`` gives partials of this input (what the dense path must
         match, so that partials from either path concatenate)."""
         if schema not in self._schemas:
@@ -205,7 +205,7 @@ class Aggregation:
         return pa.table(columns)
 
 
-def _spark_sum_types(
+def spark_sum_types(
     schema: pa.Schema, partials: Sequence[tuple[str, str]]
 ) -> dict[str, pa.DataType]:
     """Partial name -> the type Spark gives the sum of a decimal column."""

@@ -10,7 +10,8 @@ The task calls, in this order and never concurrently:
 2. ``process(table, input_index)`` for every batch of every input, inputs
    interleaved in whatever order their data arrives;
 3. ``end_input(input_index)`` once per input when that input has no more data;
-4. ``finish()`` once, after every input ended.
+4. ``finish()`` once, after every input ended;
+5. ``close()`` once when the task ends, however it ends.
 
 Each of 2-4 returns an iterable of output tables which the task hands to the
 next operator of the chain (or to the result partition writers).  An operator
@@ -87,6 +88,17 @@ class Operator(ABC):
     def finish(self) -> Iterable[pa.Table]:
         """Every input ended; emit what is left."""
         return ()
+
+    def close(self) -> None:
+        """The task ended, however it ended (after ``finish``, or after a failure or a
+        cancellation mid-input): let go of what ``open`` started.  Idempotent."""
+
+    def on_kernel(self, kernel: str) -> Operator:
+        """The operator that runs this one on ``kernel`` (``operators.kernel``): itself
+        (the default, and every operator on ``arrow``), or its twin in
+        ``operators.duck``, which plans like it and computes the same rows.  The task
+        asks before it opens the chain."""
+        return self
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         """The output schema for these input schemas, or ``None`` if unknown.

@@ -15,6 +15,10 @@ references, not the process's resident memory: a Ray executor runs several
 tasks in one process and shares Arrow's pool between them, so a per-task
 measure of the process would be no measure at all.
 
+An operator on the DuckDB kernel (``operators.duck``) spills through DuckDB
+instead: its queries run on the task's ``TaskDatabase`` (``database``), whose
+``temp_directory`` is the task's, and it reports DuckDB's own peaks.
+
 ``OperatorContext.unbounded()`` (no budget, spills refused) is what an operator
 opened without a task gets: unit tests, and the driver.
 """
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from hybrid_shuffle.operators.duck.database import TaskDatabase
 from hybrid_shuffle.operators.spill_run import SpillRun
 from hybrid_shuffle.spill_dirs import make_private_dirs
 
@@ -64,9 +69,20 @@ class OperatorContext:
     """
 
     def __init__(
-        self, memory: int, spill_dir: str | None, subtask: int = 0, attempt: int = 0
+        self,
+        memory: int,
+        spill_dir: str | None,
+        subtask: int = 0,
+        attempt: int = 0,
+        database: TaskDatabase | None = None,
+        wait_timeout: float = 300.0,
     ) -> None:
         self.memory = memory
+        #: the task's DuckDB (one per task attempt, shared by its operators); an
+        #: operator opened outside a task gets one of its own on first use
+        self._database = database
+        #: the longest a DuckDB operator waits for its query (``shuffle.wait_timeout``)
+        self.wait_timeout = wait_timeout
         self.spill_dir = spill_dir
         #: the task's subtask and attempt (a sink names its files by them)
         self.subtask = subtask
@@ -79,6 +95,13 @@ class OperatorContext:
     def unbounded(cls) -> OperatorContext:
         """No budget and nowhere to spill (an operator opened outside a task)."""
         return cls(UNBOUNDED, None)
+
+    @property
+    def database(self) -> TaskDatabase:
+        """The DuckDB database the operator's queries run on (see the module docstring)."""
+        if self._database is None:
+            self._database = TaskDatabase()
+        return self._database
 
     def hold(self, held_bytes: int) -> None:
         """The operator now holds ``held_bytes`` (records the peak)."""

@@ -59,6 +59,13 @@ class SortPartition(Operator):
             return
         yield from self._sorter.sorted_batches()
 
+    def on_kernel(self, kernel: str) -> Operator:
+        if kernel != "duckdb":
+            return self
+        from hybrid_shuffle.operators.duck.sort import DuckSort
+
+        return DuckSort(self)
+
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         schema = input_schemas[0]
         if schema is not None:

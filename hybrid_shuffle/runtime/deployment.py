@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from hybrid_shuffle.config import OperatorsConfig
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.plan.cache import cache_edge
 from hybrid_shuffle.plan.graph import JobEdge, JobGraph, JobVertex
@@ -68,14 +69,14 @@ class Deployer:
         buffer_size: int,
         wait_timeout: float,
         result_service: str = "executor-local",
-        operator_memory: int = 512 << 20,
+        operators: OperatorsConfig | None = None,
         collect: bool = True,
     ) -> None:
         self.graph = graph
         #: the sink writes the result partition the driver reads
         self.collect = collect
-        #: ``operators.memory``, shipped with every task
-        self.operator_memory = operator_memory
+        #: ``operators:`` (memory, kernel, threads), shipped with every task
+        self.operators = operators or OperatorsConfig()
         #: the service of the sink's result partitions (the session's default)
         self.result_service = result_service
         self.job_id = job_id
@@ -185,7 +186,9 @@ class Deployer:
             source_refs=None if vertex.source_splits is None else vertex.source_splits[subtask],
             buffer_size=self.buffer_size,
             wait_timeout=self.wait_timeout,
-            operator_memory=self.operator_memory,
+            operator_memory=self.operators.memory,
+            kernel=self.operators.kernel,
+            threads=self.operators.threads,
         )
 
     def gate(self, consumer_task: Hashable, edge: JobEdge, consumer: int) -> InputGateDescriptor:

@@ -37,6 +37,7 @@ from hybrid_shuffle.errors import (
     PartitionNotFoundError,
     PlanError,
     ProducerFailedError,
+    QueryFailedError,
     SchemaMismatchError,
 )
 from hybrid_shuffle.plan.graph import JobEdge, JobGraph
@@ -53,7 +54,7 @@ class FailureKind(enum.Enum):
     FATAL = "fatal"  # fails the job at once: a retry would fail the same way
 
 
-_FATAL = (ConfigError, PlanError, SchemaMismatchError)
+_FATAL = (ConfigError, PlanError, QueryFailedError, SchemaMismatchError)
 _COLLATERAL = (
     JobCancelledError,
     ProducerFailedError,

@@ -127,7 +127,7 @@ class Scheduler:
             buffer_size,
             wait_timeout,
             result_service,
-            plan.config.operators.memory,
+            plan.config.operators,
             plan.collect,
         )
         self.slots = SlotAllocation(len(pool.executors))

@@ -38,6 +38,7 @@ from hybrid_shuffle.errors import (
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import project
 from hybrid_shuffle.operators.context import OperatorContext, OperatorMetrics
+from hybrid_shuffle.operators.duck.database import TaskDatabase
 from hybrid_shuffle.runtime.failures import TaskFailure, describe_failure
 from hybrid_shuffle.shuffle.api import (
     HandedOver,
@@ -91,6 +92,10 @@ class TaskDeployment:
     #: ``operators.memory``: bytes the task's stateful operators may hold, split evenly
     #: between them (``operators.context``)
     operator_memory: int = 512 << 20
+    #: ``operators.kernel``: the library the chain's operators run on (``Operator.on_kernel``)
+    kernel: str = "duckdb"
+    #: ``operators.threads``: the threads of the task's DuckDB
+    threads: int = 1
 
     @property
     def name(self) -> str:
@@ -246,7 +251,13 @@ def run_task(
     )
     writers: Sequence[ResultPartitionWriter] = ()
     task_dir = None if spill_dir is None else os.path.join(spill_dir, "operators", uuid.uuid4().hex)
-    contexts = operator_contexts(deployment, task_dir)
+    on_kernel(deployment)
+    database = TaskDatabase(
+        deployment.threads,
+        deployment.operator_memory,
+        None if task_dir is None else os.path.join(task_dir, "duckdb"),
+    )
+    contexts = operator_contexts(deployment, task_dir, database)
     report.operators = [c.metrics for c in contexts.values()]
     try:
         writers = env.create_result_partition_writers(deployment.outputs, cancelled)
@@ -264,18 +275,36 @@ def run_task(
         if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit: not ours to eat
             raise
     finally:
+        for op in _all_operators(deployment):
+            with contextlib.suppress(Exception):
+                op.close()
+        database.close()
         if task_dir is not None:
             shutil.rmtree(task_dir, ignore_errors=True)
     return report
 
 
+def _all_operators(deployment: TaskDeployment) -> list[Operator]:
+    return [*deployment.operators, *(c for c in deployment.combiners if c is not None)]
+
+
+def on_kernel(deployment: TaskDeployment) -> None:
+    """Swap the chain's and combiners' operators for the ones that run them on
+    ``deployment.kernel`` (``Operator.on_kernel``); the deployment is the task's own
+    copy."""
+    deployment.operators = [op.on_kernel(deployment.kernel) for op in deployment.operators]
+    deployment.combiners = [
+        None if c is None else c.on_kernel(deployment.kernel) for c in deployment.combiners
+    ]
+
+
 def operator_contexts(
-    deployment: TaskDeployment, task_dir: str | None
+    deployment: TaskDeployment, task_dir: str | None, database: TaskDatabase | None = None
 ) -> dict[int, OperatorContext]:
     """``id(operator)`` -> its context, for the chain's and combiners' stateful operators:
     an even share of ``operator_memory`` each, and a spill directory of its own; and for
     the operators that ask for one (``needs_context``: a sink), one with no memory."""
-    operators = [*deployment.operators, *(c for c in deployment.combiners if c is not None)]
+    operators = _all_operators(deployment)
     stateful = [op for op in operators if op.uses_memory]
     share = deployment.operator_memory // max(len(stateful), 1)
     task = (deployment.subtask, deployment.attempt)
@@ -284,12 +313,14 @@ def operator_contexts(
             share,
             None if task_dir is None else os.path.join(task_dir, f"{i}-{_safe(op.name)}"),
             *task,
+            database,
+            deployment.wait_timeout,
         )
         for i, op in enumerate(stateful)
     }
     for op in operators:
         if op.needs_context and id(op) not in contexts:
-            contexts[id(op)] = OperatorContext(0, None, *task)
+            contexts[id(op)] = OperatorContext(0, None, *task, database, deployment.wait_timeout)
     return contexts
 
 
@@ -321,7 +352,7 @@ def _run(
         deployment.combiners,
         deployment.columns,
     )
-    for op in [*deployment.operators, *(c for c in deployment.combiners if c is not None)]:
+    for op in _all_operators(deployment):
         op.open(contexts.get(id(op)))
     if deployment.source_refs is not None:
         _read_source(deployment, chain, fetch)

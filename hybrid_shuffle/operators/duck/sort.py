@@ -1,0 +1,56 @@
+"""Sort of one partition on DuckDB: one streamed ``ORDER BY`` per task.
+
+The twin of ``SortPartition``: DuckDB's sort runs within the task's
+``memory_limit`` and spills sorted runs to the task's temp directory, which
+replaced the Arrow kernel's external merge sort.  Nulls are last in both
+directions, as on Arrow.  A descending float key falls back to the Arrow
+operator (DuckDB puts NaN first there, pyarrow last), as does an input with
+no batch at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+from hybrid_shuffle.operators.columns import require_key_columns
+from hybrid_shuffle.operators.duck.twin import DuckTwin, conform, quote
+from hybrid_shuffle.operators.sort import SortPartition
+
+__all__ = ["DuckSort"]
+
+
+class DuckSort(DuckTwin):
+    """``SortPartition`` on DuckDB."""
+
+    original: SortPartition
+
+    def __init__(self, original: SortPartition) -> None:
+        super().__init__(original)
+
+    def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
+        if self._fallback is not None:
+            return self._fallback.process(table, input_index)
+        if self._query is None:
+            schema = table.schema
+            require_key_columns(schema, self.original.by, f"sort {self.what}")
+            floats = any(pa.types.is_floating(schema.field(c).type) for c in self.original.by)
+            if floats and self.original.descending:
+                return self.fall_back().process(table, input_index)
+            direction = "DESC" if self.original.descending else "ASC"
+            order = ", ".join(f"{quote(c)} {direction} NULLS LAST" for c in self.original.by)
+            self._schema = schema
+            self.stream(f"SELECT * FROM input ORDER BY {order}", schema)
+        assert self._query is not None
+        return [self._conform(t) for t in self._query.push(table)]
+
+    def finish(self) -> Iterable[pa.Table]:
+        if self._fallback is not None:
+            return self._fallback.finish()
+        if self._query is None:
+            return self.fall_back().finish()
+        return self.streamed(self._conform(t) for t in self._query.finish())
+
+    def _conform(self, table: pa.Table) -> pa.Table:
+        return conform(table, self._schema, f"sort {self.what}")
