@@ -7,9 +7,10 @@
     python -m benchmarks --workloads batch --runs 3 --name issue12-batch
     python -m benchmarks --workloads cache --runs 3 --name issue13-cache
     python -m benchmarks --workloads modes,skew --rows 1e7 --runs 5 --name issue14
+    python -m benchmarks --workloads tpch,kernels,tight-memory --runs 3 --name issue23
 
 Workloads (``--workloads``, comma-separated; default all but ``failover``, ``batch``,
-``cache`` and ``skew``):
+``cache``, ``skew``, ``tpch``, ``kernels`` and ``tight-memory``):
 
 * ``agg``, ``repartition``: workloads 1 and 2 at ``--rows`` x ``--distributions``,
   the engine (``--engine-modes``) against Ray Data, Spark and the bounds;
@@ -43,12 +44,24 @@ Workloads (``--workloads``, comma-separated; default all but ``failover``, ``bat
 * ``skew``: issue 14, FLIP-44's local aggregation: the sum and count of ``--skew-rows``
   Zipf 1.2 keys with ``combine=False``, the default combiner and ``local_key_by`` (flushing
   every ``--skew-flush-rows``), in the shared session; the wall time and the most rows any
-  one receiver got, against ``combine=False``; see ``benchmarks/skew.py``.  Only when named.
+  one receiver got, against ``combine=False``; see ``benchmarks/skew.py``.  Only when named;
+* ``tpch``: issue 23, TPC-H Q1, Q3 and Q6 at ``--tpch-scale`` (tpchgen-cli Parquet, made
+  once into ``benchmarks/.data/``), the engine (``from_parquet``, its operators and
+  ``sql``, at ``--tpch-parallelism``) against DuckDB with 2 threads (also the oracle every
+  answer is checked against) and Spark SQL through RayDP on both cores (``--tpch-peers``);
+  in its own session and Ray, see ``benchmarks/tpch.py``.  Only when named;
+* ``kernels``: issue 23, a group-by, a sort and two joins of ``--kernel-rows`` with
+  ``operators.kernel: duckdb`` against ``arrow``, checked against pyarrow; in its own
+  Ray, see ``benchmarks/kernels.py``.  Only when named;
+* ``tight-memory``: issue 23, an aggregate of ``--tight-rows`` (half as many keys) with
+  ``operators.memory: 16 MiB`` and the duckdb kernel: checked against pyarrow, its
+  task's peak memory against its memory; see ``benchmarks/tight_memory.py``.  Only when
+  named.
 
 Writes ``benchmarks/results/<name>.json`` (workload 4's per-scale table under
 ``main_job``, the failover tables under ``failover``, issue 12's figures and targets
 under ``batch``, issue 13's under ``cache``, issue 14's skew figures under ``skew``) and
-``<name>.png``.  Not part
+``<name>.png`` (issue 23's under ``tpch``, ``kernels`` and ``tight_memory``).  Not part
 of the test suite: absolute times drift on a shared machine, the ratios printed here
 (each system against the best engine mode, same run, same data) are the claim.
 """
@@ -69,7 +82,17 @@ import pyarrow.compute as pc
 import ray
 
 import hybrid_shuffle as hs
-from benchmarks import batch_operators, cache, failover, mainjob, skew, systems
+from benchmarks import (
+    batch_operators,
+    cache,
+    failover,
+    kernels,
+    mainjob,
+    skew,
+    systems,
+    tight_memory,
+    tpch,
+)
 from benchmarks.data import blocks, make_table
 from benchmarks.harness import CpuBusy, Measurement, measure
 from benchmarks.report import print_table, ratios, write_chart
@@ -86,6 +109,9 @@ WORKLOADS = (
     "batch",
     "cache",
     "skew",
+    "tpch",
+    "kernels",
+    "tight-memory",
 )
 DEFAULT_WORKLOADS = ("agg", "repartition", "modes", "spark", "mainjob")
 #: the workloads that run in (or, for modes, next to) the shared benchmark session
@@ -119,6 +145,18 @@ def parse_peers(text: str) -> list[str]:
     return names
 
 
+def parse_tpch_peers(text: str) -> list[str]:
+    """``--tpch-peers``: ``duckdb,spark``, one of them, or ``none``."""
+    names = [x.strip() for x in text.split(",") if x.strip() and x.strip() != "none"]
+    unknown = set(names) - set(tpch.PEERS)
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown peer(s) {', '.join(sorted(unknown))}; choose from "
+            f"{', '.join(tpch.PEERS)} or none"
+        )
+    return names
+
+
 def parse_workloads(text: str) -> set[str]:
     """The ``--workloads`` names, checked: a typo would otherwise silently run nothing."""
     names = {x.strip() for x in text.split(",") if x.strip()}
@@ -139,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(DEFAULT_WORKLOADS),
         type=parse_workloads,
         help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all but failover, batch, "
-        "cache, skew)",
+        "cache, skew, tpch, kernels, tight-memory)",
     )
     parser.add_argument(
         "--scales",
@@ -219,6 +257,27 @@ def main(argv: list[str] | None = None) -> int:
         type=parse_count,
         help="flush_rows of the skew workload's local aggregate",
     )
+    parser.add_argument(
+        "--tpch-scale", default=tpch.DEFAULT_SCALE, type=float, help="TPC-H scale factor"
+    )
+    parser.add_argument(
+        "--tpch-parallelism",
+        default=tpch.DEFAULT_PARALLELISM,
+        type=parse_count,
+        help="subtasks per vertex of the engine's TPC-H queries",
+    )
+    parser.add_argument(
+        "--tpch-peers",
+        default=",".join(tpch.PEERS),
+        type=parse_tpch_peers,
+        help="peers of the tpch workload: duckdb, spark, or none (DuckDB is the oracle anyway)",
+    )
+    parser.add_argument(
+        "--kernel-rows", default="1e7", type=parse_count, help="rows of the kernels workload"
+    )
+    parser.add_argument(
+        "--tight-rows", default="4e7", type=parse_count, help="rows of the tight-memory workload"
+    )
     args = parser.parse_args(argv)
     workloads: set[str] = args.workloads
     distributions = args.distributions.split(",")
@@ -269,6 +328,28 @@ def main(argv: list[str] | None = None) -> int:
             args.cache_rows, args.runs, object_store=args.object_store, peers=args.cache_peers
         )
         results += measured
+    tpch_summary: dict[str, Any] | None = None
+    if "tpch" in workloads:  # its own session and Ray, like batch
+        measured, tpch_summary = tpch.run(
+            args.tpch_scale,
+            args.runs,
+            args.tpch_parallelism,
+            object_store=args.object_store,
+            peers=args.tpch_peers,
+        )
+        results += measured
+    kernels_summary: dict[str, Any] | None = None
+    if "kernels" in workloads:  # its own sessions and Ray
+        measured, kernels_summary = kernels.run(
+            args.kernel_rows, args.runs, object_store=args.object_store
+        )
+        results += measured
+    tight_summary: dict[str, Any] | None = None
+    if "tight-memory" in workloads:  # its own session and Ray
+        measured, tight_summary = tight_memory.run(
+            args.tight_rows, args.runs, object_store=args.object_store
+        )
+        results += measured
     failover_summary: dict[str, Any] | None = None
     if "failover" in workloads:  # its own Ray: every session above is closed by now
         from hybrid_shuffle.sizes import parse_size
@@ -303,6 +384,12 @@ def main(argv: list[str] | None = None) -> int:
         payload["cache"] = cache_summary
     if skew_summary is not None:
         payload["skew"] = skew_summary
+    if tpch_summary is not None:
+        payload["tpch"] = tpch_summary
+    if kernels_summary is not None:
+        payload["kernels"] = kernels_summary
+    if tight_summary is not None:
+        payload["tight_memory"] = tight_summary
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.name}.json").write_text(json.dumps(payload, indent=2))
@@ -312,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     batch_operators.print_summary(batch_summary)
     cache.print_summary(cache_summary)
     skew.print_summary(skew_summary)
+    tpch.print_summary(tpch_summary)
+    kernels.print_summary(kernels_summary)
+    tight_memory.print_summary(tight_summary)
     failover.print_summary(failover_summary)
     print(f"\nwrote {out / (args.name + '.json')} and .png")
     return 0

@@ -1,0 +1,158 @@
+"""Issue 23: a 40M-row aggregate with 16 MiB of operator memory a task (duckdb kernel).
+
+**Data** (seeded): ``--tight-rows`` (default 40M) rows of ``k`` int64 uniform over
+``rows / 2`` keys (at 40M: about 17.3M distinct keys, so the state cannot fit in
+16 MiB and must spill) and ``v`` float64, dealt as ``PARALLELISM`` = 8 blocks.
+
+**The job**: ``key_by("k").aggregate({"v": ["sum", "count"]})`` (the map-side
+combiner on, as by default: it stops combining by itself on keys this unique), in
+its own Ray (``num_cpus=2``) and session, ``operators.memory: 16 MiB``,
+``operators.kernel: duckdb``, ``parallelism: 8``, 10 slots.  A warm-up, then the
+median of ``--runs``.
+
+**Checked**: every run against pyarrow's ``group_by`` of the whole table (keys and
+counts exactly, sums to 1e-9 relative).
+
+**Reported**, from ``JobResult.vertices`` of the timed runs: the aggregate vertex's
+``peak_memory_bytes`` (its largest subtask's) against its ``memory``, and the bytes
+it spilled; issue 23's target is a peak of at most 1.5x the memory.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+import hybrid_shuffle as hs
+from benchmarks import batch_operators as bo
+from benchmarks import kernels
+from benchmarks.data import blocks
+from benchmarks.harness import Measurement, measure
+
+__all__ = ["DEFAULT_ROWS", "MEMORY", "make_table", "print_summary", "run"]
+
+DEFAULT_ROWS = 40_000_000
+MEMORY = 16 << 20
+PARALLELISM = bo.PARALLELISM
+SLOTS = bo.SLOTS
+WORKLOAD = "aggregate in 16 MiB"
+SYSTEM = "engine duckdb kernel, 16 MiB"
+VERTEX = "aggregate"
+PEAK_TARGET = 1.5
+
+
+def make_table(rows: int, seed: int = 46) -> pa.Table:
+    """``rows`` rows of ``k`` uniform over ``rows // 2`` keys and ``v`` float64."""
+    rng = np.random.default_rng(seed)
+    keys = max(rows // 2, 1)
+    return pa.table({"k": rng.integers(0, keys, rows, dtype=np.int64), "v": rng.random(rows)})
+
+
+def run(
+    rows: int = DEFAULT_ROWS, runs: int = 3, object_store: str = "3 GiB"
+) -> tuple[list[Measurement], dict[str, Any]]:
+    """The measurement in one Ray of its own (no other session may be open) and the
+    summary (``payload["tight_memory"]``)."""
+    started = time.time()
+    table = make_table(rows)
+    data = blocks(table, PARALLELISM)
+    print(f"[bench] {WORKLOAD}: pyarrow's answer for {rows:,} rows", file=sys.stderr, flush=True)
+    want = bo.Expected(0, 0, 0.0, table=_expected(table))
+    config = kernels.session_config("duckdb", MEMORY, object_store)
+    m = Measurement(WORKLOAD, SYSTEM, rows, f"uniform over {rows // 2:,} keys")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", hs.ConfigWarning)
+        with hs.Session(config, slots=SLOTS) as session:
+            run_ = bo.EngineRun(_job(session, data))
+            measure(m, run_, runs)
+    checked = 0
+    for result in run_.results:
+        problem = _check(result.table, want)
+        if problem is not None and m.error is None:
+            m.error = f"wrong result: {problem}"
+        checked += 1
+    timed = run_.results[-runs:] if len(run_.results) > runs else run_.results
+    vertices = [r.vertices[VERTEX] for r in timed if VERTEX in r.vertices]
+    peak = max((v.peak_memory_bytes for v in vertices), default=0)
+    memory = max((v.memory for v in vertices), default=0)
+    spilled = max((v.spilled_bytes for v in vertices), default=0)
+    ratio = peak / memory if memory else None
+    m.note = f"peak {bo.mib(peak)} of {bo.mib(memory)}, spilled {bo.mib(spilled)}"
+    summary = {
+        "rows": rows,
+        "distinct_keys": want.table.num_rows if want.table is not None else None,
+        "runs": runs,
+        "config": config,
+        "median_seconds": m.median if m.seconds and not m.error else None,
+        "seconds": m.seconds,
+        "error": m.error,
+        "checked_runs": checked,
+        "memory_bytes": memory,
+        "peak_memory_bytes": peak,
+        "peak_over_memory": ratio,
+        "spilled_bytes": spilled,
+        "run_peaks": [v.peak_memory_bytes for v in vertices],
+        "target": kernels.target(f"peak <= {PEAK_TARGET:g}x memory", ratio, PEAK_TARGET),
+        "wall_seconds": time.time() - started,
+    }
+    return [m], summary
+
+
+def _job(session: hs.Session, data: list[pa.Table]) -> Any:
+    def build() -> Any:
+        job = session.job("tight-aggregate")
+        source = job.from_arrow(data, name="source", parallelism=len(data))
+        keyed = source.key_by("k", edge="by_k")
+        return keyed.aggregate({"v": ["sum", "count"]}, name=VERTEX)
+
+    return build
+
+
+def _expected(table: pa.Table) -> pa.Table:
+    return table.group_by("k").aggregate([("v", "sum"), ("v", "count")]).sort_by("k")
+
+
+def _check(out: pa.Table, want: bo.Expected) -> str | None:
+    assert want.table is not None
+    expected = want.table
+    got = out.sort_by("k")
+    if got.num_rows != expected.num_rows:
+        return f"{got.num_rows:,} keys, pyarrow has {expected.num_rows:,}"
+    if not got.column("k").equals(expected.column("k")):
+        return "the keys differ from pyarrow's"
+    if not got.column("v_count").cast(pa.int64()).equals(expected.column("v_count")):
+        return "v_count differs from pyarrow's"
+    a, b = got.column("v_sum").to_numpy(), expected.column("v_sum").to_numpy()
+    if not np.allclose(a, b, rtol=1e-9, atol=0):
+        return f"v_sum differs from pyarrow's by up to {np.max(np.abs(a - b)):.3g}"
+    return None
+
+
+def print_summary(summary: dict[str, Any] | None) -> None:
+    if not summary:
+        return
+    s = summary
+    print(
+        f"\naggregate in 16 MiB (issue 23): {s['rows']:,} rows, "
+        f"{s['distinct_keys']:,} keys, duckdb kernel, parallelism {PARALLELISM}"
+    )
+    if s["error"]:
+        print(f"  error: {s['error'][:200]}")
+    else:
+        print(f"  median {s['median_seconds']:.3f} s over {len(s['seconds'])} runs, "
+              f"{s['checked_runs']} runs checked against pyarrow")  # fmt: skip
+    ratio = s["peak_over_memory"]
+    print(
+        f"  aggregate vertex: peak {bo.mib(s['peak_memory_bytes'])} of "
+        f"{bo.mib(s['memory_bytes'])} ({ratio:.2f}x), spilled {bo.mib(s['spilled_bytes'])}"
+        if ratio is not None
+        else "  aggregate vertex: no memory figures"
+    )
+    t = s["target"]
+    value = f"{t['value']:.2f}x" if t["value"] is not None else "-"
+    print(f"\nissue 23 memory target\n  [{t['status']:>9}] {t['target']}: {value}")
