@@ -92,6 +92,7 @@ from benchmarks import (
     systems,
     tight_memory,
     tpch,
+    tpch_data,
 )
 from benchmarks.data import blocks, make_table
 from benchmarks.harness import CpuBusy, Measurement, measure
@@ -273,6 +274,11 @@ def main(argv: list[str] | None = None) -> int:
         help="peers of the tpch workload: duckdb, spark, or none (DuckDB is the oracle anyway)",
     )
     parser.add_argument(
+        "--tpch-data",
+        default=str(tpch_data.CACHE),
+        help="folder of the tpch workload's Parquet caches (git-ignored by default)",
+    )
+    parser.add_argument(
         "--kernel-rows", default="1e7", type=parse_count, help="rows of the kernels workload"
     )
     parser.add_argument(
@@ -336,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             args.tpch_parallelism,
             object_store=args.object_store,
             peers=args.tpch_peers,
+            data=Path(args.tpch_data),
         )
         results += measured
     kernels_summary: dict[str, Any] | None = None

@@ -42,6 +42,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -169,13 +170,15 @@ def run(
     parallelism: int = DEFAULT_PARALLELISM,
     object_store: str = "3 GiB",
     peers: tuple[str, ...] | list[str] = PEERS,
+    data: Path = tpch_data.CACHE,
 ) -> tuple[list[Measurement], dict[str, Any]]:
     """Every measurement in one Ray of its own (no other session may be open): the
     measurements and the summary (``payload["tpch"]``).  DuckDB, the oracle, always
-    runs; ``peers`` says whether it is also timed and whether Spark runs."""
+    runs; ``peers`` says whether it is also timed and whether Spark runs.  ``data`` is
+    the folder of the Parquet caches (``tpch-sf<N>/`` in it)."""
     started = time.time()
-    folder = tpch_data.ensure(scale)
-    paths = tpch_data.table_paths(scale)
+    folder = tpch_data.ensure(scale, data)
+    paths = tpch_data.table_paths(scale, data)
     lineitem_rows = pq.ParquetFile(paths["lineitem"]).metadata.num_rows
     dist = f"TPC-H SF{scale:g}"
     con = tpch_data.duckdb_connection(DUCKDB_THREADS)

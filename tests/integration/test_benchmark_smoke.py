@@ -117,3 +117,47 @@ def test_tiny_skew_run_checks_every_result_and_reports_the_hottest_receiver(
     local = variants["local_key_by"]
     assert local["hottest_receiver_rows"] < variants["combine=False"]["hottest_receiver_rows"]
     assert local["hottest_fewer_x"] > 1 and "issue 14 skew targets" in out.stdout
+
+
+def test_tiny_tpch_run_checks_every_answer_against_duckdb(tmp_path: Path) -> None:
+    """The tpch workload (issue 23) at scale factor 0.01, DuckDB as the only peer: the
+    Parquet is generated into a private cache, Q1, Q3 and Q6 run on the engine, every
+    answer matches DuckDB's (a mismatch is an error), and the ratios are printed."""
+    cmd = [
+        sys.executable, "-m", "benchmarks", "--workloads", "tpch", "--runs", "1",
+        "--tpch-scale", "0.01", "--tpch-peers", "duckdb", "--tpch-data", str(tmp_path / "data"),
+        "--object-store", "300 MiB", "--name", "smoke-tpch", "--out", str(tmp_path),
+    ]  # fmt: skip
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    tpch = json.loads((tmp_path / "smoke-tpch.json").read_text())["tpch"]
+    assert all(m["error"] is None for m in tpch["measurements"]), tpch["measurements"]
+    assert len(tpch["measurements"]) == 2 * 3  # the engine and DuckDB, three queries each
+    assert set(tpch["queries"]) == {"q1", "q3", "q6"}
+    assert all(q["engine_over_duckdb"] > 0 for q in tpch["queries"].values())
+    assert (tmp_path / "data" / "tpch-sf0.01" / "lineitem.parquet").is_file()
+    assert "issue 23 TPC-H targets" in out.stdout
+
+
+def test_tiny_kernel_and_tight_memory_runs_check_every_result(tmp_path: Path) -> None:
+    """The kernels and tight-memory workloads (issue 23) at 100,000 and 200,000 rows:
+    each job runs with both kernels, every run matches pyarrow (a mismatch is an error),
+    and the tight aggregate reports its peak against its 16 MiB."""
+    cmd = [
+        sys.executable, "-m", "benchmarks", "--workloads", "kernels,tight-memory",
+        "--runs", "1", "--kernel-rows", "100000", "--tight-rows", "200000",
+        "--object-store", "300 MiB", "--name", "smoke-kernels", "--out", str(tmp_path),
+    ]  # fmt: skip
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    payload = json.loads((tmp_path / "smoke-kernels.json").read_text())
+    jobs = payload["kernels"]["jobs"]
+    assert len(jobs) == 4
+    for row in jobs.values():
+        for kernel in ("duckdb", "arrow"):
+            assert row[kernel]["error"] is None and row[kernel]["checked_runs"] == 2, row
+        assert row["duckdb_over_arrow"] > 0
+    tight = payload["tight_memory"]
+    assert tight["error"] is None and tight["checked_runs"] == 2
+    assert tight["memory_bytes"] == 16 << 20 and tight["peak_over_memory"] is not None
+    assert "issue 23 kernel targets" in out.stdout and "issue 23 memory target" in out.stdout
