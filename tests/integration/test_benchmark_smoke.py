@@ -152,7 +152,7 @@ def test_tiny_kernel_and_tight_memory_runs_check_every_result(tmp_path: Path) ->
     assert out.returncode == 0, out.stderr[-3000:]
     payload = json.loads((tmp_path / "smoke-kernels.json").read_text())
     jobs = payload["kernels"]["jobs"]
-    assert len(jobs) == 4
+    assert len(jobs) == 5  # two group-bys, a sort, two joins
     for row in jobs.values():
         for kernel in ("duckdb", "arrow"):
             assert row[kernel]["error"] is None and row[kernel]["checked_runs"] == 2, row
