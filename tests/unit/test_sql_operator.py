@@ -12,6 +12,7 @@ import pytest
 
 from hybrid_shuffle.config import load_config
 from hybrid_shuffle.errors import PlanError, QueryFailedError
+from hybrid_shuffle.operators.context import UNBOUNDED, OperatorContext
 from hybrid_shuffle.operators.sql import SqlQuery
 from hybrid_shuffle.plan.graph import ModeOrigin
 from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, plan_job
@@ -242,3 +243,16 @@ def test_a_python_variable_is_not_a_table() -> None:
     op.query = 'SELECT * FROM "table"'  # bound as another query: run it as this one
     with pytest.raises(QueryFailedError, match="Table with name table does not exist"):
         run(op, batches(3))
+
+
+def test_a_query_that_stops_reading_early_drops_the_batches_after_it() -> None:
+    """``LIMIT`` ends DuckDB's query before its input ends: pushing on must not wait for a
+    reader that is gone (the wait would time out), and closing ends its generator."""
+    op = bound("SELECT * FROM input LIMIT 3")
+    op.open(OperatorContext(UNBOUNDED, None, wait_timeout=5))
+    try:
+        out = [t for _ in range(40) for t in op.process(TABLE)]
+        out += list(op.finish())
+    finally:
+        op.close()
+    assert sum(t.num_rows for t in out) == 3
