@@ -153,8 +153,9 @@ class Stream:
 
         A projection or filter runs batch by batch; a query that needs all its input
         (GROUP BY, ORDER BY, a window, an aggregate, DISTINCT, LIMIT, a join) sees
-        *this subtask's* rows only and emits at their end: use ``key_by(...).sql()``
-        to group over the whole stream.  The query is checked against the input's
+        *this subtask's* rows only and emits at their end (``SELECT count(*) FROM
+        input`` gives a row per subtask): use ``key_by(...).sql()`` to group over the
+        whole stream.  The query is checked against the input's
         schema when the job is planned (a bad one is a ``PlanError`` naming it); a
         query that fails on the data fails the job, without retries.  See
         ``hybrid_shuffle.operators.sql``.
