@@ -13,6 +13,7 @@ import pytest
 from hybrid_shuffle.config import load_config
 from hybrid_shuffle.errors import PlanError, QueryFailedError
 from hybrid_shuffle.operators.context import UNBOUNDED, OperatorContext
+from hybrid_shuffle.operators.duck.database import TaskDatabase
 from hybrid_shuffle.operators.sql import SqlQuery
 from hybrid_shuffle.plan.graph import ModeOrigin
 from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, plan_job
@@ -256,3 +257,33 @@ def test_a_query_that_stops_reading_early_drops_the_batches_after_it() -> None:
     finally:
         op.close()
     assert sum(t.num_rows for t in out) == 3
+
+
+def test_two_queries_of_one_chain_share_the_task_database_without_seeing_each_other() -> None:
+    """Each operator has a cursor of its own: its ``input`` (a view, or a staged table)
+    is not the other's."""
+    database = TaskDatabase()
+    contexts = [OperatorContext(UNBOUNDED, None, database=database) for _ in range(3)]
+    first = bound(PER_ROW["filter"], "first")
+    second = SqlQuery("SELECT k, count(*) AS n FROM input GROUP BY k", "second")
+    assert first.binding is not None
+    second.output_schema([first.binding.schema])
+    third = bound(BLOCKING["scalar subquery"], "third")
+    for op, context in zip([first, second, third], contexts, strict=True):
+        op.open(context)
+    try:
+        out: list[pa.Table] = []
+        staged: list[pa.Table] = []
+        for batch in batches(3):
+            staged += third.process(batch)
+            for t in first.process(batch):
+                out += second.process(t)
+        out += second.finish()
+        staged += third.finish()
+    finally:
+        for op in (first, second, third):
+            op.close()
+        database.close()
+    expected = whole("SELECT k, count(*) AS n FROM input WHERE v > 3 GROUP BY k")
+    assert rows(pa.concat_tables(out)) == rows(expected)
+    assert rows(pa.concat_tables(staged)) == rows(whole(BLOCKING["scalar subquery"]))
