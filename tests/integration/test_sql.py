@@ -4,7 +4,7 @@ the data fails the job once, without retries."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -114,7 +114,7 @@ def test_a_grouping_query_reports_duckdbs_peak_memory(session: hs.Session, data:
     assert result.vertices["q"].peak_memory_bytes > 0
 
 
-def count_calls(marker: Path):  # type: ignore[no-untyped-def]
+def count_calls(marker: Path) -> Callable[[pa.Table], pa.Table]:
     """A ``map_batches`` function that appends a line to ``marker`` per batch it sees."""
     path = str(marker)
 
