@@ -56,7 +56,9 @@ from benchmarks.tpch_engine import QUERIES
 __all__ = ["DEFAULT_PARALLELISM", "DEFAULT_SCALE", "PEERS", "compare", "print_summary", "run"]
 
 DEFAULT_SCALE = 1.0
-DEFAULT_PARALLELISM = 4
+#: one subtask per core: each task's DuckDB has one thread (``operators.threads``); 4 and
+#: 8 were measured slower at SF1 on 2 cores (more tasks, the same cores)
+DEFAULT_PARALLELISM = 2
 PEERS = ("duckdb", "spark")
 DUCKDB_THREADS = 2
 SLOTS = 10
@@ -144,11 +146,19 @@ def duckdb_views(con: Any, paths: dict[str, str]) -> None:
 
 
 def engine_runner(
-    session: hs.Session, number: int, paths: dict[str, str], parallelism: int
+    session: hs.Session,
+    number: int,
+    paths: dict[str, str],
+    parallelism: int,
+    vertices: list[dict[str, float]],
 ) -> Callable[[], pa.Table]:
+    """The query on the engine; each run appends its vertices' CPU seconds to
+    ``vertices`` (where the time goes, for the summary)."""
+
     def run() -> pa.Table:
         job = session.job(f"tpch-q{number}")
         result = QUERIES[number](job, paths, parallelism).collect()
+        vertices.append({v.name: v.cpu_seconds for v in result.vertices.values()})
         return result.table
 
     return run
@@ -186,15 +196,24 @@ def run(
     texts = {n: tpch_data.query(con, n) for n in QUERIES}
     oracle = {n: con.execute(texts[n]).to_arrow_table() for n in QUERIES}
     out: list[Measurement] = []
+    vertex_cpu: dict[int, dict[str, float]] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", hs.ConfigWarning)
         config = session_config(parallelism, object_store)
         with hs.Session(config, slots=SLOTS) as session:
             for n in QUERIES:
-                checked = _Checked(engine_runner(session, n, paths, parallelism), oracle[n])
+                cpu: list[dict[str, float]] = []
+                runner = engine_runner(session, n, paths, parallelism, cpu)
+                checked = _Checked(runner, oracle[n])
                 m = Measurement(f"tpch q{n}", ENGINE, lineitem_rows, dist,
                                 note=f"parallelism {parallelism}")  # fmt: skip
                 out.append(checked.finish(measure(m, checked, runs)))
+                if not cpu:
+                    continue
+                vertex_cpu[n] = {k: statistics.median(r[k] for r in cpu[-runs:]) for k in cpu[-1]}
+                print(f"[bench] tpch q{n} engine CPU s per vertex: "
+                      + ", ".join(f"{k} {v:.2f}" for k, v in vertex_cpu[n].items()),
+                      file=sys.stderr, flush=True)  # fmt: skip
             if "duckdb" in peers:
                 for n in QUERIES:
                     checked = _Checked(
@@ -205,7 +224,10 @@ def run(
             if "spark" in peers:
                 out += _spark(session, paths, texts, oracle, lineitem_rows, dist, runs, parallelism)
     con.close()
-    return out, _summary(out, scale, str(folder), parallelism, time.time() - started)
+    summary = _summary(out, scale, str(folder), parallelism, time.time() - started)
+    for n, cpu_seconds in vertex_cpu.items():
+        summary["queries"][f"q{n}"]["engine_vertex_cpu_seconds"] = cpu_seconds
+    return out, summary
 
 
 def _spark(
