@@ -1,4 +1,5 @@
-"""Operators on plain pyarrow, fed the way a task feeds them (many batches, any order)."""
+"""Operators fed the way a task feeds them (many batches, any order), against plain
+pyarrow; the aggregate and the sort on both kernels (``kernels``)."""
 
 from __future__ import annotations
 
@@ -21,17 +22,20 @@ from hybrid_shuffle.operators import (
 )
 from hybrid_shuffle.operators.base import Operator
 
+from .kernels import on_kernel
+
 
 def run(op: Operator, batches: Iterable[tuple[int, pa.Table]]) -> pa.Table:
     op.open()
     out: list[pa.Table] = []
-    ended: set[int] = set()
-    for index, table in batches:
-        out.extend(op.process(table, index))
-    for index in range(op.num_inputs):
-        if index not in ended:
+    try:
+        for index, table in batches:
+            out.extend(op.process(table, index))
+        for index in range(op.num_inputs):
             out.extend(op.end_input(index))
-    out.extend(op.finish())
+        out.extend(op.finish())
+    finally:
+        op.close()
     return pa.concat_tables(out)
 
 
@@ -52,10 +56,11 @@ def batches(table: pa.Table, size: int, index: int = 0) -> list[tuple[int, pa.Ta
     return [(index, table.slice(i, size)) for i in range(0, table.num_rows, size)]
 
 
-def test_aggregate_over_many_batches_equals_one_pyarrow_group_by() -> None:
+def test_aggregate_over_many_batches_equals_one_pyarrow_group_by(kernel: str) -> None:
     table = data()
     spec = {"n": ["sum", "count", "min", "max", "mean"], "x": ["sum", "mean"]}
-    got = run(HashAggregate(["k"], spec, "agg"), batches(table, 997)).sort_by("k")
+    op = on_kernel(HashAggregate(["k"], spec, "agg"), kernel)
+    got = run(op, batches(table, 997)).sort_by("k")
     want = (
         table.group_by("k")
         .aggregate(
@@ -87,9 +92,10 @@ def test_aggregate_over_many_batches_equals_one_pyarrow_group_by() -> None:
         np.testing.assert_allclose(got.column(name).to_numpy(), want.column(name).to_numpy())
 
 
-def test_aggregate_of_an_all_null_group_is_null_and_counts_zero() -> None:
+def test_aggregate_of_an_all_null_group_is_null_and_counts_zero(kernel: str) -> None:
     table = pa.table({"k": ["a", "a"], "n": pa.array([None, None], pa.int64())})
-    got = run(HashAggregate(["k"], {"n": ["sum", "count", "mean"]}, "agg"), [(0, table)])
+    op = on_kernel(HashAggregate(["k"], {"n": ["sum", "count", "mean"]}, "agg"), kernel)
+    got = run(op, [(0, table)])
     assert got.to_pylist() == [{"k": "a", "n_sum": None, "n_count": 0, "n_mean": None}]
 
 
@@ -126,9 +132,10 @@ def test_join_key_type_mismatch_names_the_column_and_both_types() -> None:
 
 
 @pytest.mark.parametrize("descending", [False, True])
-def test_sort_puts_nulls_last_in_both_directions(descending: bool) -> None:
+def test_sort_puts_nulls_last_in_both_directions(descending: bool, kernel: str) -> None:
     table = pa.table({"v": [3, None, 1, 2, None]})
-    got = run(SortPartition(["v"], descending, "s"), batches(table, 2)).column("v").to_pylist()
+    op = on_kernel(SortPartition(["v"], descending, "s"), kernel)
+    got = run(op, batches(table, 2)).column("v").to_pylist()
     assert got == ([3, 2, 1, None, None] if descending else [1, 2, 3, None, None])
 
 

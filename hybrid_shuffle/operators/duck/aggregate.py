@@ -8,8 +8,9 @@
   kernel uses (``Aggregation.partial_columns``), and ``Aggregation.results``
   turns each output batch into the user's columns.  So ``mean`` is the float64
   sum over the count exactly as on Arrow, a decimal sum has Spark's type and
-  overflowing it is the same ``PlanError``, and a combiner's partials from
-  either kernel merge alike.
+  overflowing it is the same ``PlanError``, an integer sum wraps in int64 (uint64)
+  as pyarrow's does (DuckDB sums in int128; ``_wrapped``), and a combiner's
+  partials from either kernel merge alike.
 - ``TopN``: ``row_number()`` over each key's rows in ``TopN``'s total order
   (``by``, then every other column ascending, nulls last), keeping the first
   ``n``; a key's rows come out together, best first.
@@ -44,6 +45,20 @@ _ON_ROWS = {
 _MERGING = {"sum": "sum({c})", "count": "sum({c})", "min": "min({c})", "max": "max({c})"}
 _MERGING["fsum"] = _MERGING["sum"]
 _ROW_NUMBER = "__hs_row"
+_TWO_64 = 1 << 64
+
+
+def _wrapped(expression: str, kind: pa.DataType) -> str:
+    """An integer sum (DuckDB's int128) wrapped into pyarrow's sum type for a column of
+    ``kind``: int64 for a signed column, uint64 for an unsigned one, modulo 2^64 as
+    pyarrow's own ``sum`` wraps; any other expression as it is."""
+    if pa.types.is_signed_integer(kind):
+        low = 1 << 63
+        wrapped = f"(({expression}) % {_TWO_64} + {_TWO_64 + low}) % {_TWO_64} - {low}"
+        return f"CAST({wrapped} AS BIGINT)"
+    if pa.types.is_unsigned_integer(kind):
+        return f"CAST((({expression}) % {_TWO_64} + {_TWO_64}) % {_TWO_64} AS UBIGINT)"
+    return expression
 
 
 def _floating(schema: pa.Schema, names: Iterable[str]) -> bool:
@@ -107,11 +122,14 @@ class DuckAggregate(DuckTwin):
         sql = _ON_ROWS if on_rows else _MERGING
         columns = [quote(k) for k in agg.keys]
         for column, partial in agg.partials:
-            source = quote(column if on_rows else f"{column}_{partial}")
+            read = column if on_rows else f"{column}_{partial}"
+            source = quote(read)
             if on_rows and partial == "fsum" and pa.types.is_decimal(schema.field(column).type):
                 expression = f"sum({source})"  # exact; divided in float64 by ``results``
             else:
                 expression = sql[partial].format(c=source)
+            if partial == "sum":
+                expression = _wrapped(expression, schema.field(read).type)
             columns.append(f"{expression} AS {quote(f'{column}_{partial}')}")
         keys = ", ".join(quote(k) for k in agg.keys)
         query = f"SELECT {', '.join(columns)} FROM input GROUP BY {keys}"
