@@ -91,7 +91,8 @@ class DuckAggregate(DuckTwin):
             return self._fallback.finish()
         if self._query is None:  # no batch at all: the original knows what that gives
             return self.fall_back().finish()
-        return self.streamed(self._convert(t) for t in self._query.finish())
+        empty = self._convert(self._target.empty_table())
+        return self.streamed((self._convert(t) for t in self._query.finish()), empty)
 
     # -- the query ------------------------------------------------------------------------
 

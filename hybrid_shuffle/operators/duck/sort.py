@@ -50,7 +50,9 @@ class DuckSort(DuckTwin):
             return self._fallback.finish()
         if self._query is None:
             return self.fall_back().finish()
-        return self.streamed(self._conform(t) for t in self._query.finish())
+        return self.streamed(
+            (self._conform(t) for t in self._query.finish()), self._schema.empty_table()
+        )
 
     def _conform(self, table: pa.Table) -> pa.Table:
         return conform(table, self._schema, f"sort {self.what}")

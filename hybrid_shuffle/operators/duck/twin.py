@@ -123,9 +123,18 @@ class DuckTwin(Operator):
         if profile.spilled_bytes:
             self.context.metrics.spill_runs += 1
 
-    def streamed(self, convert: Iterable[pa.Table]) -> Iterator[pa.Table]:
-        """``convert``'s tables, then the query's peaks recorded."""
-        yield from convert
+    def streamed(
+        self, convert: Iterable[pa.Table], empty: pa.Table | None = None
+    ) -> Iterator[pa.Table]:
+        """``convert``'s tables, then the query's peaks recorded.  If the query gave no
+        rows, ``empty`` (when given) comes out instead: the original emits one empty
+        table then, so the schema still travels downstream."""
+        given = False
+        for table in convert:
+            given = True
+            yield table
+        if not given and empty is not None:
+            yield empty
         self.record()
 
     def close(self) -> None:
