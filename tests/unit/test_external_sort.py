@@ -283,3 +283,25 @@ def test_sorters_sharing_a_budget_spill_the_larger_buffer_and_leave_a_small_side
     got_small = pa.concat_tables(small.sorted_batches())
     assert got_small.num_rows == small_rows.num_rows
     assert context.metrics.peak_memory_bytes <= 1.5 * memory
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_partition_gives_back_negative_zeros_as_they_were(
+    descending: bool, kernel: str
+) -> None:
+    """-0.0 and 0.0 tie, and each row keeps its own (DuckDB would write the key back
+    normalized to 0.0 if it sorted on the column itself)."""
+    rng = np.random.default_rng(8)
+    x = rng.choice(np.array([0.0, -0.0, 1.0, -2.0, np.nan]), 20_000)
+    table = pa.table({"x": x, "i": np.arange(20_000)})
+    op = on_kernel(SortPartition(["x"], descending, "s"), kernel)
+    op.open()
+    out = [t for part in batches(table, 3000) for t in op.process(part, 0)]
+    out += [*op.end_input(0), *op.finish()]
+    op.close()
+    got = pa.concat_tables(out)
+    got_x = got.column("x").to_numpy()
+    assert (np.signbit(got_x) == np.signbit(x[got.column("i").to_numpy()])).all()
+    order = "descending" if descending else "ascending"
+    want = table.sort_by([("x", order, "at_end")]).column("x").to_numpy()
+    assert np.array_equal(got_x, want, equal_nan=True)  # -0.0 == 0.0: the zeros tie

@@ -338,3 +338,23 @@ def test_top_n_in_a_hash_aggregate_spills_past_its_memory_and_stays_exact(
     order = [("k", "ascending"), ("score", "descending"), ("n", "ascending"), ("x", "ascending")]
     assert got.sort_by(order).equals(expected.sort_by(order))
     context.remove()
+
+
+def test_top_n_gives_back_float_ties_as_they_were(kernel: str) -> None:
+    """A float tie-break column's -0.0 stays -0.0 (and ties with 0.0)."""
+    table = pa.table(
+        {
+            "k": ["a"] * 4 + ["b"] * 2,
+            "score": [1, 5, None, 2, 3, 1],
+            "f": [1.0, float("nan"), 0.5, -0.0, 0.0, None],
+            "id": [1, 2, 3, 4, 5, 6],
+        }
+    )
+    op = on_kernel(HashAggregate.of(TopN(["k"], 2, ["score"], "top")), kernel)
+    op.open()
+    assert list(op.process(table)) == []
+    got = pa.concat_tables(op.finish())
+    op.close()
+    rows = {r["id"]: r["f"] for r in got.to_pylist()}
+    assert sorted(rows) == [2, 4, 5, 6]
+    assert np.signbit(rows[4]) and not np.signbit(rows[5])

@@ -158,3 +158,31 @@ def test_select_names_the_missing_column_and_the_columns_there_are() -> None:
     with pytest.raises(PlanError) as err:
         Select(["custmer"], "s").output_schema([pa.schema([("customer", pa.string())])])
     assert str(err.value) == "select 's': column 'custmer' not in input; columns are: customer"
+
+
+def test_float_max_and_min_skip_nan_unless_a_group_has_nothing_else(kernel: str) -> None:
+    nan = float("nan")
+    table = pa.table({"k": ["a", "a", "b", "b", "c"], "x": [1.0, nan, nan, nan, None]})
+    op = on_kernel(HashAggregate(["k"], {"x": ["min", "max"]}, "agg"), kernel)
+    got = run(op, batches(table, 1)).sort_by("k")
+    want = table.group_by("k").aggregate([("x", "min"), ("x", "max")]).sort_by("k")
+    assert got.column("x_max").to_pylist()[0] == 1.0 == want.column("x_max").to_pylist()[0]
+    for name in ("x_min", "x_max"):  # NaN only where a group had nothing else
+        assert pc.is_nan(got.column(name)).equals(pc.is_nan(want.column(name))), name
+        assert pc.is_null(got.column(name)).equals(pc.is_null(want.column(name))), name
+
+
+def test_integer_sums_wrap_as_pyarrows_do(kernel: str) -> None:
+    table = pa.table(
+        {
+            "k": [1, 1, 2],
+            "i": pa.array([2**62, 2**62, -5], pa.int64()),
+            "u": pa.array([2**64 - 1, 5, 1], pa.uint64()),
+            "s": pa.array([100, 100, -5], pa.int8()),
+        }
+    )
+    op = on_kernel(HashAggregate(["k"], {"i": "sum", "u": "sum", "s": "sum"}, "agg"), kernel)
+    got = run(op, batches(table, 1)).sort_by("k")
+    want = table.group_by("k").aggregate([("i", "sum"), ("u", "sum"), ("s", "sum")])
+    assert got.equals(want.sort_by("k").select(got.column_names))
+    assert got.column("i_sum").to_pylist() == [-(2**63), -5]  # wrapped, as pyarrow's
