@@ -3,6 +3,7 @@ pyarrow; the aggregate and the sort on both kernels (``kernels``)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 import numpy as np
@@ -186,3 +187,21 @@ def test_integer_sums_wrap_as_pyarrows_do(kernel: str) -> None:
     want = table.group_by("k").aggregate([("i", "sum"), ("u", "sum"), ("s", "sum")])
     assert got.equals(want.sort_by("k").select(got.column_names))
     assert got.column("i_sum").to_pylist() == [-(2**63), -5]  # wrapped, as pyarrow's
+
+
+@pytest.mark.parametrize("which", ["aggregate", "sort"])
+def test_close_in_the_middle_of_the_input_stops_the_work(which: str, kernel: str) -> None:
+    """A task that fails or is cancelled mid-input only closes its operators: a DuckDB
+    twin's query (running in a thread of its own) must stop, and nothing stays alive."""
+    op = on_kernel(
+        HashAggregate(["k"], {"n": "sum"}, "stopped")
+        if which == "aggregate"
+        else SortPartition(["k"], False, "stopped"),
+        kernel,
+    )
+    op.open()
+    for _, table in batches(data(50_000), 5_000)[:4]:
+        assert list(op.process(table)) == []
+    op.close()
+    op.close()  # idempotent
+    assert [t.name for t in threading.enumerate() if "stopped" in t.name] == []
