@@ -3,10 +3,10 @@
 The twin of ``SortPartition``: DuckDB's sort runs within the task's
 ``memory_limit`` and spills sorted runs to the task's temp directory, which
 replaced the Arrow kernel's external merge sort.  Nulls are last in both
-directions, as on Arrow; a float key is sorted on as an expression (``sort_key``) so
-that its ``-0.0`` values come out as they went in.  A descending float key falls back to the Arrow
-operator (DuckDB puts NaN first there, pyarrow last), as does an input with
-no batch at all.
+directions, as on Arrow; a float key is sorted on as an expression (``sort_key``),
+so that its ``-0.0`` values come out as they went in.  A descending float key
+falls back to the Arrow operator (DuckDB puts NaN first there, pyarrow last), as
+does an input with no batch at all.
 """
 
 from __future__ import annotations
