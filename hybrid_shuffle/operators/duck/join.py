@@ -1,0 +1,224 @@
+"""Hash and sort-merge join on DuckDB: both inputs staged in temp tables, one query at the end.
+
+The twin of ``HashJoin`` and ``SortMergeJoin`` (every ``how`` of
+``join_types``).  A join reads two inputs that arrive interleaved, so the
+streamed reader of the aggregate and the sort does not fit: DuckDB reads a
+join's build side whole before the probe side, and a reader blocking on one
+input's queue while the task has a batch of the other would deadlock.  So each
+batch is appended to a DuckDB TEMP table of its input as it arrives (``CREATE
+TEMP TABLE ... AS`` on the first, ``INSERT INTO`` after), and ``finish`` runs
+one join query (``join_sql``) and streams its rows out, conformed to the
+Arrow kernel's output schema.  DuckDB keeps the staged rows and the join's
+hash table within the task's ``memory_limit``, spilling both to the task's
+temp directory, which is what replaced the grace hash join and the external
+sort.  The peaks recorded are the largest DuckDB reported for a staging
+statement or the join.
+
+A side with no batch is an empty table of its planned columns
+(``planned_schemas``, remembered by the original's ``output_schema``).  The
+Arrow operator runs instead (``fall_back``, the staged rows replayed into it)
+where DuckDB would not give its answer: float keys (DuckDB matches ``0.0``
+with ``-0.0`` and NaN with NaN), a column type the round trip through DuckDB
+does not keep, column names DuckDB cannot tell apart (it ignores case), a
+layout ``join_sql`` cannot write, and a side whose columns nobody knows (the
+Arrow operator decides whether that is no row or ``SchemaMismatchError``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterable, Iterator
+
+import duckdb
+import pyarrow as pa
+
+from hybrid_shuffle.operators.co_group import check_key_types
+from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.duck.database import QueryProfile, TaskDatabase
+from hybrid_shuffle.operators.duck.join_sql import JoinQuery, join_query
+from hybrid_shuffle.operators.duck.streamed_query import OUTPUT_ROWS, query_error
+from hybrid_shuffle.operators.duck.twin import DuckTwin, conform, quote
+from hybrid_shuffle.operators.join import HashJoin
+from hybrid_shuffle.operators.sort_merge_join import SortMergeJoin
+
+__all__ = ["DuckJoin", "duck_types"]
+
+_SIDES = 2
+_BATCH = "__hs_join_batch"
+
+
+def _kept(t: pa.DataType) -> bool:
+    """A type DuckDB gives back as it came (after ``conform``'s cast)."""
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_date32(t)
+        or (pa.types.is_timestamp(t) and t.tz is None)
+        or pa.types.is_decimal128(t)
+    )
+
+
+def duck_types(schema: pa.Schema, on: Iterable[str]) -> bool:
+    """Whether a side of schema ``schema`` joins on DuckDB as on Arrow (see the module
+    docstring): every type kept, keys not floating, names distinct ignoring case."""
+    if len({n.lower() for n in schema.names}) != len(schema.names):
+        return False
+    if not all(_kept(t) for t in schema.types):
+        return False
+    return not any(pa.types.is_floating(schema.field(k).type) for k in on)
+
+
+class DuckJoin(DuckTwin):
+    """``HashJoin`` or ``SortMergeJoin`` on DuckDB (see the module docstring)."""
+
+    original: HashJoin | SortMergeJoin
+
+    def __init__(self, original: HashJoin | SortMergeJoin) -> None:
+        super().__init__(original)
+
+    def open(self, context: OperatorContext | None = None) -> None:
+        super().open(context)
+        #: per input, the schema of its first batch
+        self._schemas: list[pa.Schema | None] = [None, None]
+        #: per input, whether its temp table exists
+        self._staged = [False, False]
+        self._tables = tuple(f"__hs_join_{id(self):x}_{i}" for i in range(_SIDES))
+        self._peak = QueryProfile()
+
+    # -- arrival --------------------------------------------------------------------------
+
+    def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
+        if self._fallback is not None:
+            return self._fallback.process(table, input_index)
+        if self._schemas[input_index] is None:
+            self._schemas[input_index] = table.schema
+            check_key_types(self._schemas, self.original.on, f"join '{self.original.name}'")
+            if not duck_types(table.schema, self.original.on):
+                return self._replayed([(table, input_index)])
+        self._stage(table, input_index)
+        return ()
+
+    def end_input(self, input_index: int) -> Iterable[pa.Table]:
+        if self._fallback is not None:
+            return self._fallback.end_input(input_index)
+        return ()
+
+    def finish(self) -> Iterable[pa.Table]:
+        if self._fallback is not None:
+            return self._fallback.finish()
+        planned = self.original.planned_schemas
+        left, right = (self._schemas[i] or planned[i] for i in range(_SIDES))
+        on = self.original.on
+        query = None
+        if (
+            left is not None
+            and right is not None
+            and duck_types(left, on)
+            and duck_types(right, on)
+        ):
+            query = join_query(
+                left,
+                right,
+                (self._tables[0], self._tables[1]),
+                on,
+                self.original.how,
+                self.original.right_suffix,
+            )
+        if query is None:
+            return itertools.chain(self._replayed([]), self._fallback_finish())
+        for index, schema in ((0, left), (1, right)):
+            if not self._staged[index]:
+                assert schema is not None
+                self._stage(schema.empty_table(), index)
+        return self._joined(query)
+
+    def _fallback_finish(self) -> Iterator[pa.Table]:
+        assert self._fallback is not None
+        yield from self._fallback.finish()
+
+    # -- staging --------------------------------------------------------------------------
+
+    def _execute(self, sql: str) -> duckdb.DuckDBPyConnection:
+        try:
+            return self.cursor.execute(sql)
+        except duckdb.Error as e:
+            raise query_error(e, self.what) from e
+
+    def _stage(self, table: pa.Table, index: int) -> None:
+        """Append ``table`` to input ``index``'s temp table (made by the first batch)."""
+        name = quote(self._tables[index])
+        self.cursor.register(_BATCH, table)
+        try:
+            if self._staged[index]:
+                self._execute(f"INSERT INTO {name} SELECT * FROM {_BATCH}")
+            else:
+                self._execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM {_BATCH}")
+                self._staged[index] = True
+        finally:
+            self.cursor.unregister(_BATCH)
+        self._note_peak()
+
+    def _note_peak(self) -> None:
+        profile = TaskDatabase.profile(self.cursor)
+        self._peak = QueryProfile(
+            max(self._peak.peak_memory_bytes, profile.peak_memory_bytes),
+            max(self._peak.spilled_bytes, profile.spilled_bytes),
+        )
+
+    def _replayed(self, pending: list[tuple[pa.Table, int]]) -> list[pa.Table]:
+        """Hand the join to the Arrow operator: the staged rows (read back with their
+        input's types), then ``pending``; what it emits for them."""
+        fallback = self.fall_back()
+        out: list[pa.Table] = []
+        for index in range(_SIDES):
+            schema = self._schemas[index]
+            if not self._staged[index] or schema is None:
+                continue
+            name = quote(self._tables[index])
+            reader = self._execute(f"SELECT * FROM {name}").to_arrow_reader(OUTPUT_ROWS)
+            for batch in reader:
+                rows = conform(pa.Table.from_batches([batch]), schema, f"join {self.what}")
+                out.extend(fallback.process(rows, index))
+            self._drop(index)
+        for table, index in pending:
+            out.extend(fallback.process(table, index))
+        return out
+
+    def _drop(self, index: int) -> None:
+        if self._staged[index]:
+            self._staged[index] = False
+            with contextlib.suppress(duckdb.Error):
+                self.cursor.execute(f"DROP TABLE IF EXISTS {quote(self._tables[index])}")
+
+    # -- the join -------------------------------------------------------------------------
+
+    def _joined(self, query: JoinQuery) -> Iterator[pa.Table]:
+        """The join's rows, conformed; its peaks recorded and the temp tables dropped."""
+        what = f"join {self.what}"
+        emitted = False
+        try:
+            reader = self._execute(query.sql).to_arrow_reader(OUTPUT_ROWS)
+            for batch in reader:
+                if batch.num_rows:
+                    emitted = True
+                    yield conform(pa.Table.from_batches([batch]), query.output, what)
+        except duckdb.Error as e:  # raised while the reader streams
+            raise query_error(e, self.what) from e
+        self._note_peak()
+        self._record_peak()
+        for index in range(_SIDES):
+            self._drop(index)
+        if not emitted:  # the schema still travels downstream
+            yield query.output.empty_table()
+
+    def _record_peak(self) -> None:
+        self.context.hold(self._peak.peak_memory_bytes)
+        self.context.metrics.spilled_bytes += self._peak.spilled_bytes
+        if self._peak.spilled_bytes:
+            self.context.metrics.spill_runs += 1
