@@ -128,7 +128,7 @@ def test_the_probe_side_is_not_exchanged_and_the_build_side_is_broadcast(
 ) -> None:
     job, joined = broadcast_join(session, "broadcast-plan", ["k"], "left")
     plan = job.explain_data(joined)
-    join_vertex = next(v for v in plan["vertices"] if v["operators"][-1] == "j")
+    join_vertex = next(v for v in plan["vertices"] if v["operators"][-1:] == ["j"])
     assert join_vertex["parallelism"] == PROBE_PARALLELISM
     into_join = {e["name"]: e for e in plan["edges"] if e["target"] == join_vertex["name"]}
     assert into_join["j.right"]["partitioner"] == "broadcast"
