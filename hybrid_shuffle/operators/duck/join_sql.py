@@ -43,13 +43,17 @@ def pyarrow_output(
     left: pa.Schema, right: pa.Schema, on: Sequence[str], how: str, right_suffix: str
 ) -> pa.Schema:
     """The schema pyarrow's join of two empty inputs has: the Arrow kernels' output."""
-    return left.empty_table().join(
-        right.empty_table(),
-        keys=list(on),
-        join_type=JOIN_TYPES[how],
-        right_suffix=right_suffix,
-        use_threads=False,
-    ).schema
+    return (
+        left.empty_table()
+        .join(
+            right.empty_table(),
+            keys=list(on),
+            join_type=JOIN_TYPES[how],
+            right_suffix=right_suffix,
+            use_threads=False,
+        )
+        .schema
+    )
 
 
 def join_query(
