@@ -22,7 +22,7 @@ from hybrid_shuffle.operators import HashJoin, SortMergeJoin
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.database import MIN_MEMORY, TaskDatabase
-from hybrid_shuffle.operators.duck.join import DuckJoin
+from hybrid_shuffle.operators.duck.join import STREAMED, DuckJoin
 from hybrid_shuffle.operators.join_types import JOIN_TYPES
 
 LEFT, RIGHT = 0, 1
@@ -120,6 +120,25 @@ def test_duckdb_join_equals_pyarrow_and_the_arrow_operator(
     assert twin._fallback is None  # DuckDB ran it
     assert_same(got, pyarrow_join(left, right, on, how))
     assert_same(got, run(planned(cls, on, how, left, right), left, right))
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_probe_batches_after_the_build_side_ended_stream_through_one_query(how: str) -> None:
+    """Inner, left, semi and anti joins answer probe batches as they come once the build
+    side ended (a ``StreamedQuery``); right and full wait for every probe row."""
+    left, right = left_table(), right_table()
+    twin = planned(HashJoin, ["k"], how, left, right).on_kernel("duckdb")
+    assert isinstance(twin, DuckJoin)
+    twin.open()
+    try:
+        out = [*twin.process(right, RIGHT), *twin.end_input(RIGHT)]
+        for start in range(0, left.num_rows, 500):
+            out += twin.process(left.slice(start, 500), LEFT)
+        assert (twin._query is not None) == (how in STREAMED)
+        out += [*twin.end_input(LEFT), *twin.finish()]
+    finally:
+        twin.close()
+    assert_same(pa.concat_tables(out), pyarrow_join(left, right, ["k"], how))
 
 
 def test_the_arrow_kernel_keeps_the_arrow_operator() -> None:

@@ -8,11 +8,17 @@ input's queue while the task has a batch of the other would deadlock.  So each
 batch is appended to a DuckDB TEMP table of its input as it arrives (``CREATE
 TEMP TABLE ... AS`` on the first, ``INSERT INTO`` after), and ``finish`` runs
 one join query (``join_sql``) and streams its rows out, conformed to the
-Arrow kernel's output schema.  DuckDB keeps the staged rows and the join's
-hash table within the task's ``memory_limit``, spilling both to the task's
-temp directory, which is what replaced the grace hash join and the external
-sort.  The peaks recorded are the largest DuckDB reported for a staging
-statement or the join.
+Arrow kernel's output schema.  An inner, left, semi or anti join (whose output
+row needs one probe row and the build rows: ``STREAMED``) does better once its
+build side ended, as the Arrow ``HashJoin`` does: a ``StreamedQuery`` then
+joins the probe rows staged so far and every probe batch after, pushed as it
+comes, with the staged build side, so its rows flow out while the probe side
+is still arriving (a broadcast join's large probe side is never staged).
+
+DuckDB keeps the staged rows and the join's hash table within the task's
+``memory_limit``, spilling both to the task's temp directory, which is what replaced
+the grace hash join and the external sort. The peaks recorded are the largest DuckDB
+reported for a staging statement or the join.
 
 A side with no batch is an empty table of its planned columns
 (``planned_schemas``, remembered by the original's ``output_schema``).  The
@@ -42,9 +48,12 @@ from hybrid_shuffle.operators.duck.twin import DuckTwin, conform, quote
 from hybrid_shuffle.operators.join import HashJoin
 from hybrid_shuffle.operators.sort_merge_join import SortMergeJoin
 
-__all__ = ["DuckJoin", "duck_types"]
+__all__ = ["STREAMED", "DuckJoin", "duck_types"]
 
 _SIDES = 2
+_LEFT, _RIGHT = 0, 1
+#: the joins a probe batch can be answered for as soon as the build side ended
+STREAMED = ("inner", "left", "semi", "anti")
 _BATCH = "__hs_join_batch"
 
 
@@ -90,6 +99,10 @@ class DuckJoin(DuckTwin):
         self._staged = [False, False]
         self._tables = tuple(f"__hs_join_{id(self):x}_{i}" for i in range(_SIDES))
         self._peak = QueryProfile()
+        self._build_ended = False
+        #: the schema the join's rows are conformed to, once its query started
+        self._output: pa.Schema | None = None
+        self._emitted = False
 
     # -- arrival --------------------------------------------------------------------------
 
@@ -101,42 +114,67 @@ class DuckJoin(DuckTwin):
             check_key_types(self._schemas, self.original.on, f"join '{self.original.name}'")
             if not duck_types(table.schema, self.original.on):
                 return self._replayed([(table, input_index)])
+        if input_index == _LEFT and self._build_ended and self.original.how in STREAMED:
+            return self._streamed(table)
         self._stage(table, input_index)
         return ()
 
     def end_input(self, input_index: int) -> Iterable[pa.Table]:
         if self._fallback is not None:
             return self._fallback.end_input(input_index)
+        if input_index == _RIGHT:
+            self._build_ended = True
         return ()
 
     def finish(self) -> Iterable[pa.Table]:
         if self._fallback is not None:
             return self._fallback.finish()
+        if self._query is not None:
+            return self._ended(self._conformed(t) for t in self._query.finish())
+        query = self._join_query(quote(self._tables[_LEFT]))
+        if query is None:
+            return itertools.chain(self._replayed([]), self._fallback_finish())
+        return self._ended(self._joined(query))
+
+    def _join_query(self, left_relation: str) -> JoinQuery | None:
+        """The join of ``left_relation`` with the staged build side (a side with no batch
+        staged as an empty table of its planned columns); None: the Arrow operator's."""
         planned = self.original.planned_schemas
         left, right = (self._schemas[i] or planned[i] for i in range(_SIDES))
         on = self.original.on
-        query = None
-        if (
-            left is not None
-            and right is not None
-            and duck_types(left, on)
-            and duck_types(right, on)
-        ):
-            query = join_query(
-                left,
-                right,
-                (self._tables[0], self._tables[1]),
-                on,
-                self.original.how,
-                self.original.right_suffix,
-            )
+        if left is None or right is None or not (duck_types(left, on) and duck_types(right, on)):
+            return None
+        query = join_query(
+            left,
+            right,
+            (left_relation, quote(self._tables[_RIGHT])),
+            on,
+            self.original.how,
+            self.original.right_suffix,
+        )
         if query is None:
-            return itertools.chain(self._replayed([]), self._fallback_finish())
-        for index, schema in ((0, left), (1, right)):
+            return None
+        for index, schema in ((_LEFT, left), (_RIGHT, right)):
             if not self._staged[index]:
-                assert schema is not None
                 self._stage(schema.empty_table(), index)
-        return self._joined(query)
+        self._output = query.output
+        return query
+
+    def _streamed(self, table: pa.Table) -> Iterable[pa.Table]:
+        """Push probe batch ``table`` into the streamed join, started on the first."""
+        if self._query is None:
+            staged = quote(self._tables[_LEFT])
+            query = self._join_query(f"(SELECT * FROM {staged} UNION ALL SELECT * FROM input)")
+            if query is None:
+                return self._replayed([(table, _LEFT)])
+            self.stream(query.sql, table.schema)
+        assert self._query is not None
+        return [self._conformed(t) for t in self._query.push(table)]
+
+    def _conformed(self, table: pa.Table) -> pa.Table:
+        assert self._output is not None
+        self._emitted = self._emitted or table.num_rows > 0
+        return conform(table, self._output, f"join {self.what}")
 
     def _fallback_finish(self) -> Iterator[pa.Table]:
         assert self._fallback is not None
@@ -199,26 +237,26 @@ class DuckJoin(DuckTwin):
     # -- the join -------------------------------------------------------------------------
 
     def _joined(self, query: JoinQuery) -> Iterator[pa.Table]:
-        """The join's rows, conformed; its peaks recorded and the temp tables dropped."""
-        what = f"join {self.what}"
-        emitted = False
+        """The staged join's rows, conformed."""
         try:
             reader = self._execute(query.sql).to_arrow_reader(OUTPUT_ROWS)
             for batch in reader:
-                if batch.num_rows:
-                    emitted = True
-                    yield conform(pa.Table.from_batches([batch]), query.output, what)
+                yield self._conformed(pa.Table.from_batches([batch]))
         except duckdb.Error as e:  # raised while the reader streams
             raise query_error(e, self.what) from e
-        self._note_peak()
-        self._record_peak()
-        for index in range(_SIDES):
-            self._drop(index)
-        if not emitted:  # the schema still travels downstream
-            yield query.output.empty_table()
 
-    def _record_peak(self) -> None:
+    def _ended(self, tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
+        """``tables`` (the join's last rows), then its peaks recorded and the temp tables
+        dropped; a zero-row table if the join gave no row (the schema still travels)."""
+        for table in tables:
+            if table.num_rows:
+                yield table
+        self._note_peak()
         self.context.hold(self._peak.peak_memory_bytes)
         self.context.metrics.spilled_bytes += self._peak.spilled_bytes
         if self._peak.spilled_bytes:
             self.context.metrics.spill_runs += 1
+        for index in range(_SIDES):
+            self._drop(index)
+        if not self._emitted and self._output is not None:
+            yield self._output.empty_table()

@@ -1,14 +1,14 @@
 """The SQL of a join whose output equals pyarrow's ``Table.join``, column for column.
 
 The Arrow join operators (``HashJoin``, ``SortMergeJoin``) give pyarrow's join
-schema for each ``how`` (``join_types``): key columns appear once, a right
-column whose name the left has gets ``right_suffix``; a right join has the left
-non-key columns, then every right column (its keys from the right side); a full
-join coalesces the keys of both sides; semi and anti keep only the left
-columns.  ``join_query`` writes the one query that gives those columns in that
-order, over the two staged inputs, or ``None`` when its layout would not be
-pyarrow's (an empty ``right_suffix`` on a collision, say): the twin then hands
-the join to the Arrow operator.
+schema for each ``how`` (``join_types``): key columns appear once, a right column
+whose name the left has gets ``right_suffix``; a right join has the left non-key
+columns, then every right column (its keys from the right side); a full join
+coalesces the keys of both sides; semi and anti keep only the left columns.
+``join_query`` writes the one query that gives those columns in that order, over two
+relations (the staged inputs, or the left one streamed), or ``None`` when its layout
+would not be pyarrow's (an empty ``right_suffix`` on a collision, say): the twin
+then hands the join to the Arrow operator.
 
 SQL's ``=`` is never true for a null, so null keys never match, as in pyarrow;
 an anti join is ``NOT EXISTS``, which keeps a left row with a null key (``NOT
@@ -59,12 +59,13 @@ def pyarrow_output(
 def join_query(
     left: pa.Schema,
     right: pa.Schema,
-    tables: tuple[str, str],
+    relations: tuple[str, str],
     on: Sequence[str],
     how: str,
     right_suffix: str,
 ) -> JoinQuery | None:
-    """The join of the staged tables ``tables`` (left, right; see the module docstring)."""
+    """The join of ``relations`` (SQL: a quoted table name or a parenthesized query; left,
+    right) whose columns are ``left`` and ``right``'s (see the module docstring)."""
     output = pyarrow_output(left, right, on, how, right_suffix)
     keys = set(on)
 
@@ -93,7 +94,7 @@ def join_query(
         return None
     select = ", ".join(f"{e} AS {quote(f'c{i}')}" for i, (e, _) in enumerate(columns))
     condition = " AND ".join(f"{col('l', k)} = {col('r', k)}" for k in on)
-    left_table, right_table = (quote(t) for t in tables)
+    left_table, right_table = relations
     if how in ("semi", "anti"):
         exists = "EXISTS" if how == "semi" else "NOT EXISTS"
         sql = (
