@@ -136,6 +136,9 @@ def test_probe_batches_after_the_build_side_ended_stream_through_one_query(how: 
             out += twin.process(left.slice(start, 500), LEFT)
         assert (twin._query is not None) == (how in STREAMED)
         out += [*twin.end_input(LEFT), *twin.finish()]
+        # the hash table is built on the staged build side, not on the probe stream
+        disabled = twin.context.database.setting("disabled_optimizers")
+        assert ("build_side_probe_side" in disabled) == (how in STREAMED)
     finally:
         twin.close()
     assert_same(pa.concat_tables(out), pyarrow_join(left, right, ["k"], how))

@@ -55,6 +55,8 @@ _LEFT, _RIGHT = 0, 1
 #: the joins a probe batch can be answered for as soon as the build side ended
 STREAMED = ("inner", "left", "semi", "anti")
 _BATCH = "__hs_join_batch"
+#: DuckDB's optimizer that swaps a hash join's sides by estimated rows
+_BUILD_SIDE = "build_side_probe_side"
 
 
 def _kept(t: pa.DataType) -> bool:
@@ -167,9 +169,25 @@ class DuckJoin(DuckTwin):
             query = self._join_query(f"(SELECT * FROM {staged} UNION ALL SELECT * FROM input)")
             if query is None:
                 return self._replayed([(table, _LEFT)])
+            self._build_on_the_right()
             self.stream(query.sql, table.schema)
         assert self._query is not None
         return [self._conformed(t) for t in self._query.push(table)]
+
+    def _build_on_the_right(self) -> None:
+        """Keep DuckDB from building the streamed join's hash table on the probe stream.
+
+        It picks the side with fewer estimated rows, and it estimates a stream at one
+        row: it then reads every probe row before the first row out, holding them all
+        (5M probe rows x 100k build rows: 257 MiB and 0.7-1.3 s, against 12 MiB and
+        0.2 s with the build side as written).  The setting is global to the task's
+        database, whose joins are this operator's (a task runs at most one join).
+        """
+        disabled = str(self.context.database.setting("disabled_optimizers") or "")
+        names = {n.strip() for n in disabled.split(",") if n.strip()}
+        if _BUILD_SIDE not in names:
+            value = ",".join(sorted(names | {_BUILD_SIDE}))
+            self._execute(f"SET disabled_optimizers = '{value}'")
 
     def _conformed(self, table: pa.Table) -> pa.Table:
         assert self._output is not None
