@@ -223,31 +223,37 @@ def test_names_duckdb_cannot_tell_apart_fall_back() -> None:
     assert_same(run(twin, left, right), pyarrow_join(left, right, ["k"], "inner"))
 
 
-def test_a_join_larger_than_its_memory_spills_and_stays_exact(tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["staged", "streamed"])
+def test_a_join_larger_than_its_memory_spills_and_stays_exact(
+    tmp_path: Path, streamed: bool
+) -> None:
     """Past ``MIN_MEMORY`` of build rows, DuckDB spills the staged rows and the join to
-    the task's temp directory; every probe row finds its one build row."""
+    the task's temp directory, whether the probe rows were staged or come after the
+    build side ended; every probe row finds its one build row, and closing the
+    database leaves no file behind."""
     rows, batch = 5_000_000, 1 << 20
     database = TaskDatabase(1, 16 << 20, str(tmp_path / "duckdb"))
     context = OperatorContext(16 << 20, str(tmp_path / "ops"), database=database)
     twin = HashJoin(["k"], "inner", "j").on_kernel("duckdb")
     twin.open(context)
+    out: list[pa.Table] = []
     try:
         for start in range(0, rows, batch):
             k = np.arange(start, min(start + batch, rows), dtype=np.int64)
             assert not list(twin.process(pa.table({"k": k, "w": -k}), RIGHT))
+        if streamed:
+            out += twin.end_input(RIGHT)
         probe = np.arange(0, rows, 7, dtype=np.int64)
-        assert not list(twin.process(pa.table({"k": probe, "v": probe}), LEFT))
-        assert not [*twin.end_input(LEFT), *twin.end_input(RIGHT)]
-        got = pa.concat_tables(twin.finish())
+        for part in np.array_split(probe, 4):
+            out += twin.process(pa.table({"k": part, "v": part}), LEFT)
+        out += [*twin.end_input(LEFT), *twin.end_input(RIGHT), *twin.finish()]
     finally:
         twin.close()
         database.close()
+    got = pa.concat_tables(out)
     assert rows * 16 > MIN_MEMORY
     assert got.num_rows == probe.size
-    assert pc_equal(got.column("w"), got.column("k"))
+    assert (got.column("w").to_numpy() == -got.column("k").to_numpy()).all()
     assert context.metrics.spilled_bytes > 0
     assert context.metrics.peak_memory_bytes > 0
-
-
-def pc_equal(w: pa.ChunkedArray, k: pa.ChunkedArray) -> bool:
-    return bool((w.to_numpy() == -k.to_numpy()).all())
+    assert [p for p in (tmp_path / "duckdb").rglob("*") if p.is_file()] == []

@@ -1,4 +1,4 @@
-"""Hash and sort-merge join on DuckDB: both inputs staged in temp tables, one query at the end.
+"""Hash and sort-merge join on DuckDB: inputs staged in temp tables, joined by one query.
 
 The twin of ``HashJoin`` and ``SortMergeJoin`` (every ``how`` of
 ``join_types``).  A join reads two inputs that arrive interleaved, so the
