@@ -11,6 +11,7 @@ that the twin handed over (with the rows it had staged) and answers as it does.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -141,6 +142,60 @@ def test_probe_batches_after_the_build_side_ended_stream_through_one_query(how: 
         assert ("build_side_probe_side" in disabled) == (how in STREAMED)
     finally:
         twin.close()
+    assert_same(pa.concat_tables(out), pyarrow_join(left, right, ["k"], how))
+
+
+def typed_columns() -> dict[str, pa.Array]:
+    """A column of every type DuckDB gives back unchanged, each with a null."""
+    return {
+        "ts_s": pa.array([0, 1, None, 5], pa.timestamp("s")),
+        "ts_ns": pa.array([0, 1, None, 5], pa.timestamp("ns")),
+        "dec": pa.array(
+            [Decimal("1.10"), Decimal("2.20"), None, Decimal("-3.30")], pa.decimal128(20, 2)
+        ),
+        "d32": pa.array([0, 1, None, 3], pa.date32()),
+        "bin": pa.array([b"a", b"b", None, b"\x00"], pa.binary()),
+        "lbin": pa.array([b"a", b"b", None, b"\x00"], pa.large_binary()),
+        "u64": pa.array([0, 2**64 - 1, None, 2**63], pa.uint64()),
+        "i8": pa.array([0, -1, None, 127], pa.int8()),
+        "b": pa.array([True, False, None, True]),
+        "f32": pa.array([0.5, float("nan"), None, -0.0], pa.float32()),
+    }
+
+
+@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("key", [k for k in typed_columns() if k != "f32"])
+def test_every_kept_type_joins_on_duckdb_as_on_pyarrow(key: str, how: str) -> None:
+    """Keys and payload of each type DuckDB keeps come out with their values and types."""
+    columns = typed_columns()
+    left = pa.table({**columns, "v": [1, 2, 3, 4]})
+    right = pa.table(
+        {key: columns[key].take([3, 0, 0, 2]), "w": list("xyzn"), "dec": columns["dec"]}
+    )
+    twin = planned(HashJoin, [key], how, left, right).on_kernel("duckdb")
+    got = run(twin, left, right)
+    assert isinstance(twin, DuckJoin) and twin._fallback is None
+    want = pyarrow_join(left, right, [key], how)
+    assert got is not None and got.schema == want.schema
+    assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, want.to_pylist()))
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_a_fallback_after_the_build_side_ended_still_ends_it(how: str) -> None:
+    """The probe side's first batch comes after the build side ended and has a type DuckDB
+    does not keep: the Arrow operator gets the build rows, their end, then the probe."""
+    left = pa.table(
+        {"k": pa.array([3, 6, None], pa.int32()), "t": pa.array([1, 2, 3], pa.duration("s"))}
+    )
+    right = right_table()
+    twin = HashJoin(["k"], how, "j").on_kernel("duckdb")
+    twin.open()
+    try:
+        out = [*twin.process(right, RIGHT), *twin.end_input(RIGHT), *twin.process(left, LEFT)]
+        out += [*twin.end_input(LEFT), *twin.finish()]
+    finally:
+        twin.close()
+    assert isinstance(twin, DuckJoin) and twin._fallback is not None
     assert_same(pa.concat_tables(out), pyarrow_join(left, right, ["k"], how))
 
 

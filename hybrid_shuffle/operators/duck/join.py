@@ -55,8 +55,8 @@ _LEFT, _RIGHT = 0, 1
 #: the joins a probe batch can be answered for as soon as the build side ended
 STREAMED = ("inner", "left", "semi", "anti")
 _BATCH = "__hs_join_batch"
-#: DuckDB's optimizer that swaps a hash join's sides by estimated rows
-_BUILD_SIDE = "build_side_probe_side"
+#: DuckDB's optimizers the streamed join turns off (``_streamed_optimizers`` says why)
+_OFF = ("build_side_probe_side", "join_filter_pushdown")
 
 
 def _kept(t: pa.DataType) -> bool:
@@ -169,24 +169,27 @@ class DuckJoin(DuckTwin):
             query = self._join_query(f"(SELECT * FROM {staged} UNION ALL SELECT * FROM input)")
             if query is None:
                 return self._replayed([(table, _LEFT)])
-            self._build_on_the_right()
+            self._streamed_optimizers()
             self.stream(query.sql, table.schema)
         assert self._query is not None
         return [self._conformed(t) for t in self._query.push(table)]
 
-    def _build_on_the_right(self) -> None:
-        """Keep DuckDB from building the streamed join's hash table on the probe stream.
+    def _streamed_optimizers(self) -> None:
+        """Turn off two of DuckDB's optimizers for the streamed join (``_OFF``).
 
-        It picks the side with fewer estimated rows, and it estimates a stream at one
-        row: it then reads every probe row before the first row out, holding them all
-        (5M probe rows x 100k build rows: 257 MiB and 0.7-1.3 s, against 12 MiB and
-        0.2 s with the build side as written).  The setting is global to the task's
+        ``build_side_probe_side`` builds a hash join on the side with fewer estimated
+        rows, and DuckDB estimates a stream at one row: it would then read every probe
+        row before the first row out, holding them all (5M probe rows x 100k build rows:
+        257 MiB and 0.7-1.3 s, against 12 MiB and 0.2 s with the build side as written).
+        ``join_filter_pushdown`` pushes the build keys' range into the probe stream's
+        scan as a pyarrow expression, which loses a timestamp's nanoseconds (rows go
+        missing) and fails on a uint64 past 2^63.  The setting is global to the task's
         database, whose joins are this operator's (a task runs at most one join).
         """
         disabled = str(self.context.database.setting("disabled_optimizers") or "")
         names = {n.strip() for n in disabled.split(",") if n.strip()}
-        if _BUILD_SIDE not in names:
-            value = ",".join(sorted(names | {_BUILD_SIDE}))
+        if not names.issuperset(_OFF):
+            value = ",".join(sorted(names.union(_OFF)))
             self._execute(f"SET disabled_optimizers = '{value}'")
 
     def _conformed(self, table: pa.Table) -> pa.Table:
@@ -242,6 +245,8 @@ class DuckJoin(DuckTwin):
                 rows = conform(pa.Table.from_batches([batch]), schema, f"join {self.what}")
                 out.extend(fallback.process(rows, index))
             self._drop(index)
+            if index == _RIGHT and self._build_ended:  # as the task told this twin
+                out.extend(fallback.end_input(_RIGHT))
         for table, index in pending:
             out.extend(fallback.process(table, index))
         return out
