@@ -151,3 +151,11 @@ def test_a_broadcast_join_that_would_repeat_build_rows_is_refused_in_one_sentenc
     assert "join 'j'" in message and f"how='{how}'" in message
     assert "strategy='hash'" in message and "'sort-merge'" in message
     assert message.count(". ") == 0
+
+
+def test_a_broadcast_join_refuses_partitions_it_would_not_use(session: hs.Session) -> None:
+    job = session.job("broadcast-partitions")
+    probe = job.from_arrow(probe_table(), name="probe")
+    build = job.from_arrow(build_table(), name="build")
+    with pytest.raises(PlanError, match="join 'j': strategy='broadcast' runs in as many"):
+        probe.join(build, on="k", partitions=4, name="j", strategy="broadcast")
