@@ -17,8 +17,9 @@ is still arriving (a broadcast join's large probe side is never staged).
 
 DuckDB keeps the staged rows and the join's hash table within the task's
 ``memory_limit``, spilling both to the task's temp directory, which is what replaced
-the grace hash join and the external sort. The peaks recorded are the largest DuckDB
-reported for a staging statement or the join.
+the grace hash join and the external sort. The peaks recorded are the join query's
+(DuckDB keeps no profile of an ``INSERT``; the join's temp directory peak holds the
+staged rows that spilled).
 
 A side with no batch is an empty table of its planned columns
 (``planned_schemas``, remembered by the original's ``output_schema``).  The
@@ -41,7 +42,6 @@ import pyarrow as pa
 
 from hybrid_shuffle.operators.co_group import check_key_types
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.duck.database import QueryProfile, TaskDatabase
 from hybrid_shuffle.operators.duck.join_sql import JoinQuery, join_query
 from hybrid_shuffle.operators.duck.streamed_query import OUTPUT_ROWS, query_error
 from hybrid_shuffle.operators.duck.twin import DuckTwin, conform, quote
@@ -100,7 +100,6 @@ class DuckJoin(DuckTwin):
         #: per input, whether its temp table exists
         self._staged = [False, False]
         self._tables = tuple(f"__hs_join_{id(self):x}_{i}" for i in range(_SIDES))
-        self._peak = QueryProfile()
         self._build_ended = False
         #: the schema the join's rows are conformed to, once its query started
         self._output: pa.Schema | None = None
@@ -221,14 +220,6 @@ class DuckJoin(DuckTwin):
                 self._staged[index] = True
         finally:
             self.cursor.unregister(_BATCH)
-        self._note_peak()
-
-    def _note_peak(self) -> None:
-        profile = TaskDatabase.profile(self.cursor)
-        self._peak = QueryProfile(
-            max(self._peak.peak_memory_bytes, profile.peak_memory_bytes),
-            max(self._peak.spilled_bytes, profile.spilled_bytes),
-        )
 
     def _replayed(self, pending: list[tuple[pa.Table, int]]) -> list[pa.Table]:
         """Hand the join to the Arrow operator: the staged rows (read back with their
@@ -274,11 +265,7 @@ class DuckJoin(DuckTwin):
         for table in tables:
             if table.num_rows:
                 yield table
-        self._note_peak()
-        self.context.hold(self._peak.peak_memory_bytes)
-        self.context.metrics.spilled_bytes += self._peak.spilled_bytes
-        if self._peak.spilled_bytes:
-            self.context.metrics.spill_runs += 1
+        self.record()
         for index in range(_SIDES):
             self._drop(index)
         if not self._emitted and self._output is not None:
