@@ -40,6 +40,7 @@ from hybrid_shuffle.operators import (
 )
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.join_types import check_how
+from hybrid_shuffle.operators.sql import SqlQuery
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
 from hybrid_shuffle.result import JobResult
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
@@ -148,6 +149,23 @@ class Stream:
         """Rename columns, ``{"old": "new"}`` (Spark's ``withColumnRenamed``); the planner
         sees through it when it prunes columns, which it cannot through ``map_batches``."""
         return self._chain("rename", name, lambda n: Rename(mapping, n))
+
+    def sql(self, query: str, name: str | None = None) -> Stream:
+        """Run ``query`` (DuckDB's SQL) over each subtask's batches, which it names
+        ``input``; chained into this stream's tasks, with no exchange::
+
+            stream.sql("SELECT id, amount * 1.2 AS gross FROM input WHERE amount > 0")
+
+        A projection or filter runs batch by batch; a query that needs all its input
+        (GROUP BY, ORDER BY, a window, an aggregate, DISTINCT, LIMIT, a join) sees
+        *this subtask's* rows only and emits at their end (``SELECT count(*) FROM
+        input`` gives a row per subtask): use ``key_by(...).sql()`` to group over the
+        whole stream.  The query is checked against the input's
+        schema when the job is planned (a bad one is a ``PlanError`` naming it); a
+        query that fails on the data fails the job, without retries.  See
+        ``hybrid_shuffle.operators.sql``.
+        """
+        return self._chain("sql", name, lambda n: SqlQuery(query, n))
 
     # -- exchanges ------------------------------------------------------------------------
 
@@ -624,4 +642,20 @@ class KeyedStream:
             name,
             lambda n: MapBatches(self._stream._user_function(fn, f"map_batches '{n}'"), n),
             [(self._stream, self._spec)],
+        )
+
+    def sql(self, query: str, name: str | None = None) -> Stream:
+        """Run ``query`` (DuckDB's SQL, over ``input``) in each subtask after the hash
+        exchange: every row of a key is in the same subtask, so grouping or
+        partitioning a window by (at least) the keys gives the answer over the whole
+        stream::
+
+            orders.key_by("customer").sql(
+                "SELECT customer, sum(cents) AS cents FROM input GROUP BY customer"
+            )
+
+        Otherwise as ``Stream.sql``.
+        """
+        return self._stream._exchange(
+            "sql", name, lambda n: SqlQuery(query, n), [(self._stream, self._spec)]
         )

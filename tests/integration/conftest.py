@@ -20,6 +20,9 @@ def local_ray() -> Iterator[None]:
     if ray.is_initialized():
         ray.shutdown()
     ray.init(
+        # a Ray of this module's own: without it, ray.init joins a cluster another
+        # process on the machine started (its address file), and refuses num_cpus
+        address="local",
         num_cpus=2,
         object_store_memory=OBJECT_STORE,
         include_dashboard=False,

@@ -6,6 +6,10 @@ single-process pyarrow computation and the vertex's ``spilled_bytes`` must be
 positive (and its peak within 1.5x the memory).  co_group also runs in all four
 modes, with keys on one side only and with empty sides; and the output-on-EOF
 rule shows in ``EdgeMetrics.mode_origin`` and ``explain()``.
+
+These pin the Arrow kernel's own spilling (``operators.kernel: arrow``) at 2 MiB; DuckDB
+never runs below its 64 MiB floor, and its spilling is pinned by
+``test_duckdb_spilling.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ ROWS = 2 * 4 * MEMORY // 16
 def session(local_ray: None) -> Iterator[hs.Session]:
     config = {
         "parallelism": 2,
-        "operators": {"memory": MEMORY},
+        "operators": {"memory": MEMORY, "kernel": "arrow"},
         "shuffle": {"buffer_size": "256 KiB", "memory_budget": "128 MiB"},
     }
     with hs.Session(config, slots=4) as s:

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 from hybrid_shuffle.config import (
+    KERNELS,
     Config,
     ConfigWarning,
     EdgeConfig,
+    OperatorsConfig,
     ShuffleConfig,
     format_size,
     load_config,
@@ -164,6 +166,46 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("job-not-a-string", {"job": 5}, "job: must be the job's name as a string, got 5"),
     (
+        "unknown-kernel",
+        {"operators": {"kernel": "velox"}},
+        "operators.kernel: 'velox' is not a kernel; use one of: duckdb, arrow",
+    ),
+    (
+        "kernel-in-capitals",
+        {"operators": {"kernel": "DuckDB"}},
+        "operators.kernel: 'DuckDB' is not a kernel; use one of: duckdb, arrow",
+    ),
+    (
+        "kernel-not-a-string",
+        {"operators": {"kernel": 1}},
+        "operators.kernel: 1 is not a kernel; use one of: duckdb, arrow",
+    ),
+    (
+        "zero-threads",
+        {"operators": {"threads": 0}},
+        "operators.threads: must be a positive integer, got 0",
+    ),
+    (
+        "negative-threads",
+        {"operators": {"threads": -2}},
+        "operators.threads: must be a positive integer, got -2",
+    ),
+    (
+        "fractional-threads",
+        {"operators": {"threads": 1.5}},
+        "operators.threads: must be a positive integer, got 1.5",
+    ),
+    (
+        "string-threads",
+        {"operators": {"threads": "2"}},
+        "operators.threads: must be a positive integer, got '2'",
+    ),
+    (
+        "bool-threads",
+        {"operators": {"threads": True}},
+        "operators.threads: must be a positive integer, got True",
+    ),
+    (
         "shuffle-not-a-mapping",
         {"shuffle": "fast"},
         "shuffle: must be a mapping like {buffer_size: 4 MiB}",
@@ -176,6 +218,27 @@ def test_bad_config_is_one_sentence_naming_the_key(raw: dict[str, Any], message:
     with pytest.raises(ConfigError) as err:
         load_config(raw)
     assert str(err.value) == message
+
+
+def test_operators_default_to_duckdb_on_one_thread() -> None:
+    operators = load_config(None).operators
+    assert (operators.kernel, operators.threads) == ("duckdb", 1)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_each_kernel_and_a_thread_count_are_kept(kernel: str) -> None:
+    config = load_config({"operators": {"kernel": kernel, "threads": 2, "memory": "16 MiB"}})
+    assert config.operators == OperatorsConfig(memory=16 << 20, kernel=kernel, threads=2)
+    assert load_config(config) == config  # and survive revalidation
+    assert config.with_overrides(operators={"kernel": "arrow"}).operators.kernel == "arrow"
+
+
+def test_a_bad_kernel_is_one_sentence_naming_the_key_and_the_choices() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"operators": {"kernel": "polars"}})
+    message = str(err.value)
+    assert message.startswith("operators.kernel: ") and message.count(". ") == 0
+    assert all(k in message for k in KERNELS)
 
 
 def test_missing_file_is_named(tmp_path: Path) -> None:

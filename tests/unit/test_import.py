@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 
 def test_importing_the_package_loads_neither_ray_nor_pandas_nor_pyarrow() -> None:
@@ -16,3 +18,16 @@ def test_importing_the_package_loads_neither_ray_nor_pandas_nor_pyarrow() -> Non
         "assert 'ray' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_every_package_is_in_the_wheel() -> None:
+    """pyproject lists the packages one by one: a new folder must be added there, or a
+    wheel (not an editable install) ships without it."""
+    root = Path(__file__).resolve().parents[2]
+    with open(root / "pyproject.toml", "rb") as f:
+        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(init.parent.relative_to(root).parts)
+        for init in (root / "hybrid_shuffle").rglob("__init__.py")
+    }
+    assert found - listed == set()

@@ -1,6 +1,8 @@
 """FLIP-44's local stage (``LocalAggregate``) and its merge, without a cluster: the
 phases against one pyarrow reduction of all rows, the flush policy, ``TopN``'s order,
-the merge checks, and how the planner chains a local operator."""
+the merge checks, and how the planner chains a local operator.  ``LocalAggregate`` has no
+DuckDB twin; the merge after it (a ``HashAggregate``) runs on both kernels
+(``kernels``)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from hybrid_shuffle.shuffle.partitioner import hash_partition_ids, split_by_ids
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 from .builders import Builder
+from .kernels import on_kernel
 
 SPEC = {"n": ["sum", "count", "min", "max", "mean"], "x": ["sum", "max", "mean"]}
 PYARROW = [(c, fn) for c, fns in SPEC.items() for fn in fns]
@@ -54,8 +57,9 @@ def run_local(
     return out + list(op.end_input(0))
 
 
-def merged(partials: list[pa.Table], final: HashAggregate, consumers: int) -> pa.Table:
-    """What the job does after the local stage: hash-partition, then merge per consumer."""
+def merged(partials: list[pa.Table], final: HashAggregate, consumers: int, kernel: str) -> pa.Table:
+    """What the job does after the local stage: hash-partition, then merge per consumer
+    (each a task of its own: ``final`` on ``kernel``, opened and closed)."""
     per_consumer: list[list[pa.Table]] = [[] for _ in range(consumers)]
     for t in partials:
         ids = hash_partition_ids(t, final.keys, consumers)
@@ -63,10 +67,12 @@ def merged(partials: list[pa.Table], final: HashAggregate, consumers: int) -> pa
             per_consumer[c].append(piece)
     results = []
     for tables in per_consumer:
-        final.open()
+        task = on_kernel(final, kernel)
+        task.open()
         for t in tables:
-            final.process(t)
-        results.extend(final.finish())
+            task.process(t)
+        results.extend(task.finish())
+        task.close()
     return pa.concat_tables([r for r in results if r.num_rows])
 
 
@@ -85,7 +91,9 @@ def assert_aggregates_equal(got: pa.Table, expected: pa.Table) -> None:
 
 
 @pytest.mark.parametrize(("flush_rows", "batch"), [(None, 700), (1_000, 700), (1, 333)])
-def test_local_partials_merge_to_one_pyarrow_group_by(flush_rows: int | None, batch: int) -> None:
+def test_local_partials_merge_to_one_pyarrow_group_by(
+    flush_rows: int | None, batch: int, kernel: str
+) -> None:
     table = skewed(20_000)
     producers = 4
     rows = -(-table.num_rows // producers)
@@ -95,7 +103,7 @@ def test_local_partials_merge_to_one_pyarrow_group_by(flush_rows: int | None, ba
         partials += run_local(op, table.slice(p * rows, rows), batch)
     final = merge_aggregate(LocalAggregate(Aggregation(["k"], SPEC, "local")), ["k"], None, "agg")
     expected = table.group_by("k").aggregate(PYARROW)
-    assert_aggregates_equal(merged(partials, final, 3), expected)
+    assert_aggregates_equal(merged(partials, final, 3, kernel), expected)
 
 
 def test_flush_rows_emits_once_per_n_rows_taken_in_and_at_the_end() -> None:
@@ -108,7 +116,7 @@ def test_flush_rows_emits_once_per_n_rows_taken_in_and_at_the_end() -> None:
     assert sum(t.num_rows for t in out) > len(pc.unique(table.column("k")))
 
 
-def test_a_full_memory_flushes_without_spilling_and_the_result_holds() -> None:
+def test_a_full_memory_flushes_without_spilling_and_the_result_holds(kernel: str) -> None:
     table = skewed(20_000)
     op = LocalAggregate(Aggregation(["id"], {"n": ["sum", "mean"]}, "local"))  # unique keys
     context = OperatorContext(64 << 10, None)
@@ -117,7 +125,7 @@ def test_a_full_memory_flushes_without_spilling_and_the_result_holds() -> None:
     assert context.metrics.spilled_bytes == 0
     assert context.metrics.peak_memory_bytes < 4 * (64 << 10)
     final = HashAggregate.of(Aggregation(["id"], {"n": ["sum", "mean"]}, "agg"), "merge")
-    got = merged(out, final, 2).rename_columns(["k", "n_sum", "n_mean"])
+    got = merged(out, final, 2, kernel).rename_columns(["k", "n_sum", "n_mean"])
     expected = table.group_by("id").aggregate([("n", "sum"), ("n", "mean")])
     assert_aggregates_equal(got, expected.rename_columns(["k", "n_sum", "n_mean"]))
 
@@ -130,12 +138,13 @@ def test_the_local_output_is_the_documented_partial_columns() -> None:
     assert schema.field("n_fsum").type == pa.float64()
 
 
-def test_an_empty_input_emits_nothing_and_the_merge_gives_no_rows() -> None:
+def test_an_empty_input_emits_nothing_and_the_merge_gives_no_rows(kernel: str) -> None:
     op = LocalAggregate(Aggregation(["k"], SPEC, "local"), 10)
     assert run_local(op, skewed(10).slice(0, 0), 10) == []
-    final = HashAggregate.of(Aggregation(["k"], SPEC, "agg"), "merge")
+    final = on_kernel(HashAggregate.of(Aggregation(["k"], SPEC, "agg"), "merge"), kernel)
     final.open()
     assert list(final.finish()) == []
+    final.close()
 
 
 def reference_top_n(table: pa.Table, n: int, by: str, ascending: bool) -> pd.DataFrame:
@@ -155,7 +164,7 @@ def as_frame(table: pa.Table) -> pd.DataFrame:
 @pytest.mark.parametrize("ascending", [False, True])
 @pytest.mark.parametrize("flush_rows", [None, 500])
 def test_local_top_n_merges_to_the_top_n_of_all_rows(
-    ascending: bool, flush_rows: int | None
+    ascending: bool, flush_rows: int | None, kernel: str
 ) -> None:
     ids = pa.array(np.arange(12_000, dtype=np.int64) % 4_000)  # whole-row ties too
     table = skewed(12_000).drop_columns(["id"]).append_column("id", ids)
@@ -167,7 +176,7 @@ def test_local_top_n_merges_to_the_top_n_of_all_rows(
         partials += run_local(op, table.slice(p * rows, rows), 250)
     local = LocalAggregate(TopN(["k"], 3, ["score"], "local", ascending))
     final = merge_top_n(local, ["k"], 3, None, None, "top")
-    got = merged(partials, final, 2)
+    got = merged(partials, final, 2, kernel)
     expected = reference_top_n(table, 3, "score", ascending)
     pd.testing.assert_frame_equal(
         as_frame(got).sort_values(list(got.column_names)).reset_index(drop=True),
@@ -176,17 +185,39 @@ def test_local_top_n_merges_to_the_top_n_of_all_rows(
     )
 
 
+TIES = pa.table(
+    {
+        "k": ["a", "a", "a", None, None, "b"],
+        "score": [1, None, 3, 2, 2, None],
+        "id": [1, 2, 3, 4, 5, 6],
+    }
+)
+
+
 def test_top_n_keeps_a_keys_rows_together_best_first_and_nulls_last() -> None:
-    table = pa.table(
-        {
-            "k": ["a", "a", "a", None, None, "b"],
-            "score": [1, None, 3, 2, 2, None],
-            "id": [1, 2, 3, 4, 5, 6],
-        }
-    )
-    got = TopN(["k"], 2, ["score"], "top").combine(table).to_pydict()
+    got = TopN(["k"], 2, ["score"], "top").combine(TIES).to_pydict()
     assert got["id"] == [3, 1, 4, 5, 6]  # ties on score broken by id ascending
     assert got["k"] == ["a", "a", None, None, "b"]
+
+
+@pytest.mark.parametrize("ascending", [False, True])
+def test_the_top_n_operator_keeps_a_keys_rows_together_best_first(
+    ascending: bool, kernel: str
+) -> None:
+    """The order the operator promises: a key's rows together, best first (ties broken
+    by the other columns ascending, nulls last); the order of the keys is not promised."""
+    op = on_kernel(HashAggregate.of(TopN(["k"], 2, ["score"], "top", ascending)), kernel)
+    op.open()
+    for i in range(TIES.num_rows):
+        op.process(TIES.slice(i, 1))
+    got = pa.concat_tables(op.finish()).to_pydict()
+    op.close()
+    keys = got["k"]
+    runs = [k for i, k in enumerate(keys) if i == 0 or keys[i - 1] != k]
+    assert len(runs) == len(set(runs)) == 3  # each key's rows in one run
+    per_key = {k: [i for i, key in zip(got["id"], keys, strict=True) if key == k] for k in runs}
+    a = [1, 3] if ascending else [3, 1]  # scores 1 and 3 (the null score last)
+    assert per_key == {"a": a, None: [4, 5], "b": [6]}  # None's tie broken by id
 
 
 def test_top_n_refuses_a_column_it_cannot_order() -> None:
@@ -285,16 +316,20 @@ def test_a_local_operator_must_keep_its_inputs_parallelism_and_group() -> None:
         plan_job("j", totals, load_config(None), slots=8)
 
 
-def test_top_n_in_a_hash_aggregate_spills_past_its_memory_and_stays_exact(tmp_path: Path) -> None:
+def test_top_n_in_a_hash_aggregate_spills_past_its_memory_and_stays_exact(
+    kernel: str, tmp_path: Path
+) -> None:
     table = skewed(20_000).drop_columns(["k"]).rename_columns(["n", "x", "score", "k"])
     table = table.set_column(3, "k", pc.divide(table.column("k"), 4))  # 5,000 keys
-    op = HashAggregate.of(TopN(["k"], 2, ["score"], "top"))
+    op = on_kernel(HashAggregate.of(TopN(["k"], 2, ["score"], "top")), kernel)
     context = OperatorContext(64 << 10, str(tmp_path / "spill"))
     op.open(context)
     for i in range(0, table.num_rows, 1_000):
         assert list(op.process(table.slice(i, 1_000))) == []
     got = pa.concat_tables(op.finish())
-    assert context.metrics.spilled_bytes > 0
+    op.close()
+    if kernel == "arrow":  # the Arrow kernel's spilling; DuckDB's floor is 64 MiB
+        assert context.metrics.spilled_bytes > 0
     keys = [("score", "descending", "at_end"), ("n", "ascending", "at_end")]
     keys += [("x", "ascending", "at_end")]
     ordered = table.take(pc.sort_indices(table, sort_keys=keys))
@@ -303,3 +338,23 @@ def test_top_n_in_a_hash_aggregate_spills_past_its_memory_and_stays_exact(tmp_pa
     order = [("k", "ascending"), ("score", "descending"), ("n", "ascending"), ("x", "ascending")]
     assert got.sort_by(order).equals(expected.sort_by(order))
     context.remove()
+
+
+def test_top_n_gives_back_float_ties_as_they_were(kernel: str) -> None:
+    """A float tie-break column's -0.0 stays -0.0 (and ties with 0.0)."""
+    table = pa.table(
+        {
+            "k": ["a"] * 4 + ["b"] * 2,
+            "score": [1, 5, None, 2, 3, 1],
+            "f": [1.0, float("nan"), 0.5, -0.0, 0.0, None],
+            "id": [1, 2, 3, 4, 5, 6],
+        }
+    )
+    op = on_kernel(HashAggregate.of(TopN(["k"], 2, ["score"], "top")), kernel)
+    op.open()
+    assert list(op.process(table)) == []
+    got = pa.concat_tables(op.finish())
+    op.close()
+    rows = {r["id"]: r["f"] for r in got.to_pylist()}
+    assert sorted(rows) == [2, 4, 5, 6]
+    assert np.signbit(rows[4]) and not np.signbit(rows[5])

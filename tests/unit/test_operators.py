@@ -1,7 +1,9 @@
-"""Operators on plain pyarrow, fed the way a task feeds them (many batches, any order)."""
+"""Operators fed the way a task feeds them (many batches, any order), against plain
+pyarrow; the aggregate and the sort on both kernels (``kernels``)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 import numpy as np
@@ -21,17 +23,20 @@ from hybrid_shuffle.operators import (
 )
 from hybrid_shuffle.operators.base import Operator
 
+from .kernels import on_kernel
+
 
 def run(op: Operator, batches: Iterable[tuple[int, pa.Table]]) -> pa.Table:
     op.open()
     out: list[pa.Table] = []
-    ended: set[int] = set()
-    for index, table in batches:
-        out.extend(op.process(table, index))
-    for index in range(op.num_inputs):
-        if index not in ended:
+    try:
+        for index, table in batches:
+            out.extend(op.process(table, index))
+        for index in range(op.num_inputs):
             out.extend(op.end_input(index))
-    out.extend(op.finish())
+        out.extend(op.finish())
+    finally:
+        op.close()
     return pa.concat_tables(out)
 
 
@@ -52,10 +57,11 @@ def batches(table: pa.Table, size: int, index: int = 0) -> list[tuple[int, pa.Ta
     return [(index, table.slice(i, size)) for i in range(0, table.num_rows, size)]
 
 
-def test_aggregate_over_many_batches_equals_one_pyarrow_group_by() -> None:
+def test_aggregate_over_many_batches_equals_one_pyarrow_group_by(kernel: str) -> None:
     table = data()
     spec = {"n": ["sum", "count", "min", "max", "mean"], "x": ["sum", "mean"]}
-    got = run(HashAggregate(["k"], spec, "agg"), batches(table, 997)).sort_by("k")
+    op = on_kernel(HashAggregate(["k"], spec, "agg"), kernel)
+    got = run(op, batches(table, 997)).sort_by("k")
     want = (
         table.group_by("k")
         .aggregate(
@@ -87,9 +93,10 @@ def test_aggregate_over_many_batches_equals_one_pyarrow_group_by() -> None:
         np.testing.assert_allclose(got.column(name).to_numpy(), want.column(name).to_numpy())
 
 
-def test_aggregate_of_an_all_null_group_is_null_and_counts_zero() -> None:
+def test_aggregate_of_an_all_null_group_is_null_and_counts_zero(kernel: str) -> None:
     table = pa.table({"k": ["a", "a"], "n": pa.array([None, None], pa.int64())})
-    got = run(HashAggregate(["k"], {"n": ["sum", "count", "mean"]}, "agg"), [(0, table)])
+    op = on_kernel(HashAggregate(["k"], {"n": ["sum", "count", "mean"]}, "agg"), kernel)
+    got = run(op, [(0, table)])
     assert got.to_pylist() == [{"k": "a", "n_sum": None, "n_count": 0, "n_mean": None}]
 
 
@@ -126,9 +133,10 @@ def test_join_key_type_mismatch_names_the_column_and_both_types() -> None:
 
 
 @pytest.mark.parametrize("descending", [False, True])
-def test_sort_puts_nulls_last_in_both_directions(descending: bool) -> None:
+def test_sort_puts_nulls_last_in_both_directions(descending: bool, kernel: str) -> None:
     table = pa.table({"v": [3, None, 1, 2, None]})
-    got = run(SortPartition(["v"], descending, "s"), batches(table, 2)).column("v").to_pylist()
+    op = on_kernel(SortPartition(["v"], descending, "s"), kernel)
+    got = run(op, batches(table, 2)).column("v").to_pylist()
     assert got == ([3, 2, 1, None, None] if descending else [1, 2, 3, None, None])
 
 
@@ -151,3 +159,49 @@ def test_select_names_the_missing_column_and_the_columns_there_are() -> None:
     with pytest.raises(PlanError) as err:
         Select(["custmer"], "s").output_schema([pa.schema([("customer", pa.string())])])
     assert str(err.value) == "select 's': column 'custmer' not in input; columns are: customer"
+
+
+def test_float_max_and_min_skip_nan_unless_a_group_has_nothing_else(kernel: str) -> None:
+    nan = float("nan")
+    table = pa.table({"k": ["a", "a", "b", "b", "c"], "x": [1.0, nan, nan, nan, None]})
+    op = on_kernel(HashAggregate(["k"], {"x": ["min", "max"]}, "agg"), kernel)
+    got = run(op, batches(table, 1)).sort_by("k")
+    want = table.group_by("k").aggregate([("x", "min"), ("x", "max")]).sort_by("k")
+    assert got.column("x_max").to_pylist()[0] == 1.0 == want.column("x_max").to_pylist()[0]
+    for name in ("x_min", "x_max"):  # NaN only where a group had nothing else
+        assert pc.is_nan(got.column(name)).equals(pc.is_nan(want.column(name))), name
+        assert pc.is_null(got.column(name)).equals(pc.is_null(want.column(name))), name
+
+
+def test_integer_sums_wrap_as_pyarrows_do(kernel: str) -> None:
+    table = pa.table(
+        {
+            "k": [1, 1, 2],
+            "i": pa.array([2**62, 2**62, -5], pa.int64()),
+            "u": pa.array([2**64 - 1, 5, 1], pa.uint64()),
+            "s": pa.array([100, 100, -5], pa.int8()),
+        }
+    )
+    op = on_kernel(HashAggregate(["k"], {"i": "sum", "u": "sum", "s": "sum"}, "agg"), kernel)
+    got = run(op, batches(table, 1)).sort_by("k")
+    want = table.group_by("k").aggregate([("i", "sum"), ("u", "sum"), ("s", "sum")])
+    assert got.equals(want.sort_by("k").select(got.column_names))
+    assert got.column("i_sum").to_pylist() == [-(2**63), -5]  # wrapped, as pyarrow's
+
+
+@pytest.mark.parametrize("which", ["aggregate", "sort"])
+def test_close_in_the_middle_of_the_input_stops_the_work(which: str, kernel: str) -> None:
+    """A task that fails or is cancelled mid-input only closes its operators: a DuckDB
+    twin's query (running in a thread of its own) must stop, and nothing stays alive."""
+    op = on_kernel(
+        HashAggregate(["k"], {"n": "sum"}, "stopped")
+        if which == "aggregate"
+        else SortPartition(["k"], False, "stopped"),
+        kernel,
+    )
+    op.open()
+    for _, table in batches(data(50_000), 5_000)[:4]:
+        assert list(op.process(table)) == []
+    op.close()
+    op.close()  # idempotent
+    assert [t.name for t in threading.enumerate() if "stopped" in t.name] == []

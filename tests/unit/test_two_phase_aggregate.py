@@ -1,5 +1,7 @@
 """Partial (map-side) then final aggregation, and the dense integer-key path, against
-one ``pyarrow`` ``group_by`` over the whole input."""
+one ``pyarrow`` ``group_by`` over the whole input.  The two phases run on both kernels
+(``kernels``); the combiner's flush tests and the dense path are the Arrow kernel's
+(``PartialAggregate`` has no twin: it is the same operator on both)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import pytest
 from hybrid_shuffle.operators import HashAggregate, PartialAggregate
 from hybrid_shuffle.operators.dense_aggregate import dense_aggregate
 from hybrid_shuffle.shuffle.partitioner import hash_partition_ids, split_by_ids
+
+from .kernels import on_kernel
 
 SPEC = {"n": ["sum", "count", "min", "max", "mean"], "x": ["sum", "count", "mean"]}
 PYARROW = [(c, fn) for c, fns in SPEC.items() for fn in fns]
@@ -32,12 +36,12 @@ def integer_keyed(
     )
 
 
-def two_phase(table: pa.Table, producers: int, consumers: int, batch: int) -> pa.Table:
+def two_phase(table: pa.Table, producers: int, consumers: int, batch: int, kernel: str) -> pa.Table:
     """What a job does: combine in each producer, hash-partition partials, merge."""
     partials: list[list[pa.Table]] = [[] for _ in range(consumers)]
     rows = -(-table.num_rows // producers)
     for p in range(producers):
-        combiner = PartialAggregate(["k"], SPEC, "agg")
+        combiner = on_kernel(PartialAggregate(["k"], SPEC, "agg"), kernel)
         combiner.open()
         part = table.slice(p * rows, rows)
         out = [
@@ -46,17 +50,19 @@ def two_phase(table: pa.Table, producers: int, consumers: int, batch: int) -> pa
             for t in combiner.process(part.slice(i, batch))
         ]
         out += combiner.end_input(0)
+        combiner.close()
         for t in out:
             ids = hash_partition_ids(t, ["k"], consumers)
             for c, piece in enumerate(split_by_ids(t, ids, consumers)):
                 partials[c].append(piece)
     results = []
     for c in range(consumers):
-        final = HashAggregate(["k"], SPEC, "agg", phase="final")
+        final = on_kernel(HashAggregate(["k"], SPEC, "agg", phase="final"), kernel)
         final.open()
         for t in partials[c]:
             final.process(t)
         results.extend(final.finish())
+        final.close()
     return pa.concat_tables(results)
 
 
@@ -76,9 +82,9 @@ def assert_same_groups(got: pa.Table, want: pa.Table) -> None:
 
 
 @pytest.mark.parametrize("keys", [50, 100_000, 10**9])  # dense, dense and wide, hashed
-def test_partials_merged_after_a_hash_exchange_equal_one_group_by(keys: int) -> None:
+def test_partials_merged_after_a_hash_exchange_equal_one_group_by(keys: int, kernel: str) -> None:
     table = integer_keyed(60_000, keys)
-    got = two_phase(table, producers=3, consumers=4, batch=7_000)
+    got = two_phase(table, producers=3, consumers=4, batch=7_000, kernel=kernel)
     want = table.group_by("k").aggregate(PYARROW)
     assert_same_groups(got, want.select(got.column_names))
 

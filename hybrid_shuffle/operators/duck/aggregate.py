@@ -8,11 +8,14 @@
   kernel uses (``Aggregation.partial_columns``), and ``Aggregation.results``
   turns each output batch into the user's columns.  So ``mean`` is the float64
   sum over the count exactly as on Arrow, a decimal sum has Spark's type and
-  overflowing it is the same ``PlanError``, and a combiner's partials from
-  either kernel merge alike.
+  overflowing it is the same ``PlanError``, an integer sum wraps in int64 (uint64)
+  as pyarrow's does (DuckDB sums in int128; ``_wrapped``), a float ``max`` skips
+  NaN unless a key has nothing else (pyarrow's rule; DuckDB's NaN is above every
+  number), and a combiner's partials from either kernel merge alike.
 - ``TopN``: ``row_number()`` over each key's rows in ``TopN``'s total order
   (``by``, then every other column ascending, nulls last), keeping the first
-  ``n``; a key's rows come out together, best first.
+  ``n``; a key's rows come out together, best first (float columns are ordered by
+  ``sort_key``, which keeps their ``-0.0`` values).
 
 DuckDB spills the hash table (or the window's partitions) to the task's temp
 directory within ``memory_limit``, which is what replaced the Arrow kernel's
@@ -28,7 +31,7 @@ import pyarrow as pa
 
 from hybrid_shuffle.operators.aggregate import HashAggregate
 from hybrid_shuffle.operators.aggregation import Aggregation, spark_sum_types
-from hybrid_shuffle.operators.duck.twin import DuckTwin, conform, quote
+from hybrid_shuffle.operators.duck.twin import DuckTwin, conform, quote, sort_key
 from hybrid_shuffle.operators.top_n import TopN
 
 __all__ = ["DuckAggregate"]
@@ -44,6 +47,20 @@ _ON_ROWS = {
 _MERGING = {"sum": "sum({c})", "count": "sum({c})", "min": "min({c})", "max": "max({c})"}
 _MERGING["fsum"] = _MERGING["sum"]
 _ROW_NUMBER = "__hs_row"
+_TWO_64 = 1 << 64
+
+
+def _wrapped(expression: str, kind: pa.DataType) -> str:
+    """An integer sum (DuckDB's int128) wrapped into pyarrow's sum type for a column of
+    ``kind``: int64 for a signed column, uint64 for an unsigned one, modulo 2^64 as
+    pyarrow's own ``sum`` wraps; any other expression as it is."""
+    if pa.types.is_signed_integer(kind):
+        low = 1 << 63
+        wrapped = f"(({expression}) % {_TWO_64} + {_TWO_64 + low}) % {_TWO_64} - {low}"
+        return f"CAST({wrapped} AS BIGINT)"
+    if pa.types.is_unsigned_integer(kind):
+        return f"CAST((({expression}) % {_TWO_64} + {_TWO_64}) % {_TWO_64} AS UBIGINT)"
+    return expression
 
 
 def _floating(schema: pa.Schema, names: Iterable[str]) -> bool:
@@ -76,7 +93,8 @@ class DuckAggregate(DuckTwin):
             return self._fallback.finish()
         if self._query is None:  # no batch at all: the original knows what that gives
             return self.fall_back().finish()
-        return self.streamed(self._convert(t) for t in self._query.finish())
+        empty = self._convert(self._target.empty_table())
+        return self.streamed((self._convert(t) for t in self._query.finish()), empty)
 
     # -- the query ------------------------------------------------------------------------
 
@@ -107,11 +125,21 @@ class DuckAggregate(DuckTwin):
         sql = _ON_ROWS if on_rows else _MERGING
         columns = [quote(k) for k in agg.keys]
         for column, partial in agg.partials:
-            source = quote(column if on_rows else f"{column}_{partial}")
+            read = column if on_rows else f"{column}_{partial}"
+            source = quote(read)
             if on_rows and partial == "fsum" and pa.types.is_decimal(schema.field(column).type):
                 expression = f"sum({source})"  # exact; divided in float64 by ``results``
             else:
                 expression = sql[partial].format(c=source)
+            kind = schema.field(read).type
+            if partial == "sum":
+                expression = _wrapped(expression, kind)
+            elif partial == "max" and pa.types.is_floating(kind):
+                # pyarrow's max skips NaN unless a group has nothing else; DuckDB's NaN
+                # is above every number (its min already skips it so)
+                expression = (
+                    f"coalesce(max({source}) FILTER (WHERE NOT isnan({source})), max({source}))"
+                )
             columns.append(f"{expression} AS {quote(f'{column}_{partial}')}")
         keys = ", ".join(quote(k) for k in agg.keys)
         query = f"SELECT {', '.join(columns)} FROM input GROUP BY {keys}"
@@ -126,9 +154,9 @@ class DuckAggregate(DuckTwin):
 
     def _top_n(self, top: TopN, schema: pa.Schema) -> str:
         direction = "ASC" if top.ascending else "DESC"
-        order = [f"{quote(b)} {direction} NULLS LAST" for b in top.by]
+        order = [f"{sort_key(b, schema)} {direction} NULLS LAST" for b in top.by]
         ties = [n for n in schema.names if n not in top.keys and n not in top.by]
-        order += [f"{quote(t)} ASC NULLS LAST" for t in ties]
+        order += [f"{sort_key(t, schema)} ASC NULLS LAST" for t in ties]
         partition = ", ".join(quote(k) for k in top.keys)
         columns = ", ".join(quote(n) for n in schema.names)
         ranked = (

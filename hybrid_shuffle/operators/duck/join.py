@@ -183,7 +183,8 @@ class DuckJoin(DuckTwin):
         ``join_filter_pushdown`` pushes the build keys' range into the probe stream's
         scan as a pyarrow expression, which loses a timestamp's nanoseconds (rows go
         missing) and fails on a uint64 past 2^63.  The setting is global to the task's
-        database, whose joins are this operator's (a task runs at most one join).
+        database: an ``sql`` operator of the same task plans its queries without these
+        two as well (its results are the same; a join in it may be slower).
         """
         disabled = str(self.context.database.setting("disabled_optimizers") or "")
         names = {n.strip() for n in disabled.split(",") if n.strip()}

@@ -3,9 +3,10 @@
 The twin of ``SortPartition``: DuckDB's sort runs within the task's
 ``memory_limit`` and spills sorted runs to the task's temp directory, which
 replaced the Arrow kernel's external merge sort.  Nulls are last in both
-directions, as on Arrow.  A descending float key falls back to the Arrow
-operator (DuckDB puts NaN first there, pyarrow last), as does an input with
-no batch at all.
+directions, as on Arrow; a float key is sorted on as an expression (``sort_key``),
+so that its ``-0.0`` values come out as they went in.  A descending float key
+falls back to the Arrow operator (DuckDB puts NaN first there, pyarrow last), as
+does an input with no batch at all.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 
 from hybrid_shuffle.operators.columns import require_key_columns
-from hybrid_shuffle.operators.duck.twin import DuckTwin, conform, quote
+from hybrid_shuffle.operators.duck.twin import DuckTwin, conform, sort_key
 from hybrid_shuffle.operators.sort import SortPartition
 
 __all__ = ["DuckSort"]
@@ -39,7 +40,9 @@ class DuckSort(DuckTwin):
             if floats and self.original.descending:
                 return self.fall_back().process(table, input_index)
             direction = "DESC" if self.original.descending else "ASC"
-            order = ", ".join(f"{quote(c)} {direction} NULLS LAST" for c in self.original.by)
+            order = ", ".join(
+                f"{sort_key(c, schema)} {direction} NULLS LAST" for c in self.original.by
+            )
             self._schema = schema
             self.stream(f"SELECT * FROM input ORDER BY {order}", schema)
         assert self._query is not None
@@ -50,7 +53,9 @@ class DuckSort(DuckTwin):
             return self._fallback.finish()
         if self._query is None:
             return self.fall_back().finish()
-        return self.streamed(self._conform(t) for t in self._query.finish())
+        return self.streamed(
+            (self._conform(t) for t in self._query.finish()), self._schema.empty_table()
+        )
 
     def _conform(self, table: pa.Table) -> pa.Table:
         return conform(table, self._schema, f"sort {self.what}")

@@ -7,7 +7,9 @@ whose generator takes batches from the queue, so an aggregate or a sort
 consumes a pipelined or hybrid input as it arrives, within DuckDB's
 ``memory_limit``, instead of after it was all kept.  Its output batches come
 back through a second bounded queue: ``push`` returns what is ready (a
-streaming query's rows), ``finish`` ends the input and returns the rest.
+streaming query's rows), ``finish`` ends the input and returns the rest.  A
+query may end before its input does (``LIMIT``: DuckDB stops reading); the
+batches pushed after that are dropped, not waited on.
 
 Every wait is bounded: a push or a read that waits longer than
 ``wait_timeout`` raises ``WaitTimeoutError`` naming the operator, and a failed
@@ -22,7 +24,7 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import duckdb
 import pyarrow as pa
@@ -70,13 +72,14 @@ class StreamedQuery:
         self._in: queue.Queue[pa.Table | None] = queue.Queue(_CAPACITY)
         self._out: queue.Queue[pa.RecordBatch | _End | BaseException] = queue.Queue(_CAPACITY)
         self._closed = threading.Event()
+        self._generator: Generator[pa.RecordBatch] | None = None
         self._done = False
         self._thread = threading.Thread(target=self._run, name=f"duckdb {what}", daemon=True)
         self._thread.start()
 
     # -- the query's thread ---------------------------------------------------------------
 
-    def _batches(self) -> Iterator[pa.RecordBatch]:
+    def _batches(self) -> Generator[pa.RecordBatch]:
         while True:
             try:
                 table = self._in.get(timeout=_POLL)
@@ -90,7 +93,8 @@ class StreamedQuery:
 
     def _run(self) -> None:
         try:
-            reader = pa.RecordBatchReader.from_batches(self.schema, self._batches())
+            self._generator = self._batches()
+            reader = pa.RecordBatchReader.from_batches(self.schema, self._generator)
             self.cursor.register("input", reader)
             for batch in self.cursor.execute(self.query).to_arrow_reader(OUTPUT_ROWS):
                 if not self._put_out(batch):
@@ -114,7 +118,7 @@ class StreamedQuery:
         """Queue ``table`` for the query; return the output that is ready."""
         ready: list[pa.Table] = []
         started = time.monotonic()
-        while True:
+        while not self._done:  # a query that ended early (LIMIT) reads no more input
             try:
                 self._in.put(table, timeout=_POLL)
                 break
@@ -128,7 +132,7 @@ class StreamedQuery:
         """End the input; the rest of the output, until the query ends."""
         ready: list[pa.Table] = []
         started = time.monotonic()
-        while True:
+        while not self._done:
             try:
                 self._in.put(None, timeout=_POLL)
                 break
@@ -188,3 +192,21 @@ class StreamedQuery:
             with contextlib.suppress(duckdb.Error):
                 self.cursor.interrupt()
             self._thread.join(self.wait_timeout)
+        self._end_input()
+
+    def _end_input(self) -> None:
+        """End the input's generator.  A query that ended early (``LIMIT``) leaves DuckDB
+        still pulling from it; a thread left in it when Python exits aborts the process.
+        ``_closed`` makes it raise within ``_POLL``; until then ``close`` cannot end it."""
+        generator = self._generator
+        if generator is None:
+            return
+        deadline = time.monotonic() + self.wait_timeout
+        while True:
+            try:
+                generator.close()
+                return
+            except ValueError:  # "generator already executing", in DuckDB's thread
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(_POLL)

@@ -28,12 +28,22 @@ from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.database import TaskDatabase
 from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery
 
-__all__ = ["DuckTwin", "conform", "quote"]
+__all__ = ["DuckTwin", "conform", "quote", "sort_key"]
 
 
 def quote(name: str) -> str:
     """``name`` as a DuckDB identifier (any character, quotes doubled)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def sort_key(name: str, schema: pa.Schema) -> str:
+    """Column ``name`` as an ORDER BY expression that leaves the column's values as they
+    are: DuckDB writes a float column it sorts on back from its normalized sort key,
+    so ``-0.0`` came out as ``0.0``; ordering by ``column + 0.0`` (the same order:
+    the zeros tie, NaN stays above every number) keeps the column itself a payload."""
+    if pa.types.is_floating(schema.field(name).type):
+        return f"({quote(name)} + 0.0)"
+    return quote(name)
 
 
 def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
@@ -123,9 +133,18 @@ class DuckTwin(Operator):
         if profile.spilled_bytes:
             self.context.metrics.spill_runs += 1
 
-    def streamed(self, convert: Iterable[pa.Table]) -> Iterator[pa.Table]:
-        """``convert``'s tables, then the query's peaks recorded."""
-        yield from convert
+    def streamed(
+        self, convert: Iterable[pa.Table], empty: pa.Table | None = None
+    ) -> Iterator[pa.Table]:
+        """``convert``'s tables, then the query's peaks recorded.  If the query gave no
+        rows, ``empty`` (when given) comes out instead: the original emits one empty
+        table then, so the schema still travels downstream."""
+        given = False
+        for table in convert:
+            given = True
+            yield table
+        if not given and empty is not None:
+            yield empty
         self.record()
 
     def close(self) -> None:

@@ -1,0 +1,286 @@
+"""``Stream.sql``: a DuckDB query over each subtask's input, which it names ``input``.
+
+SQL runs on DuckDB whatever ``operators.kernel`` says (there is no Arrow
+kernel for it), on the task's database (``TaskDatabase``): its threads, its
+``memory_limit`` and its spill directory.
+
+**Binding.**  The planner asks ``output_schema`` before anything runs; the
+operator then *binds* the query: it runs it on an empty table of the input's
+schema in a throwaway DuckDB connection (``threads=1``), which gives the
+output schema, and a bad query (syntax, unknown column or function) is a
+``PlanError`` naming the operator before any task starts.  When the input's
+schema is unknown at plan time (after a ``map_batches``), the query is bound
+on the first batch instead, and its errors surface while the job runs.
+
+**Classification.**  DuckDB's own physical plan of the bound query
+(``EXPLAIN``) says how it runs: if every physical operator is a scan of
+``input``, a projection or a filter, and ``input`` is scanned once, the query
+is *per-row* and runs on each batch as it comes (``output_on_eof`` False);
+anything else (a group-by, an aggregate, an order, a window, DISTINCT, LIMIT,
+a join) needs all of the subtask's input and emits at end of input
+(``output_on_eof`` True, so FLIP-331's rule makes its input edges batch; see
+``plan.output_on_eof``).  Reading the plan rather than the text means the
+optimizer's view decides, not a parser of our own.  The planner reads
+``output_on_eof`` only after it asked every node's ``output_schema``
+(``plan_job``: schemas are checked before the graph is built), so binding in
+``output_schema`` is in time; an operator whose input schema is unknown keeps
+the conservative class defaults (end of input, a share of memory) for
+planning and classifies its query on its first batch.
+
+**Running.**  A per-row query runs on each batch registered as ``input`` on
+the operator's cursor: no thread, no state.  A blocking query that scans
+``input`` once is a ``StreamedQuery``: it consumes a pipelined or hybrid
+input as it arrives and spills within ``memory_limit``.  One that scans it
+more than once (a self-join, a scalar subquery over ``input``) cannot read a
+stream twice, so its input is staged into a DuckDB temp table named
+``input`` as batches arrive (DuckDB spills that too) and the query runs at
+finish.  A query that fails on the data (a cast that cannot be made) is a
+``QueryFailedError`` naming the operator: fatal, so the job is not retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from hybrid_shuffle.errors import PlanError, summary
+from hybrid_shuffle.operators.base import Columns, Operator
+from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.duck.database import TaskDatabase
+from hybrid_shuffle.operators.duck.streamed_query import OUTPUT_ROWS, StreamedQuery, query_error
+from hybrid_shuffle.operators.duck.twin import conform
+
+__all__ = ["SqlBinding", "SqlQuery", "bind"]
+
+#: the physical operators of a per-row query (``EXPLAIN``'s names; a filter is often
+#: pushed into the scan)
+_PER_ROW = frozenset({"ARROW_SCAN", "PROJECTION", "FILTER"})
+#: how a registered Arrow table (``input``) is scanned in DuckDB's plan
+_INPUT_SCAN = "ARROW_SCAN"
+#: the name a batch is registered under while it is staged into the ``input`` table
+_BATCH = "__hs_sql_batch"
+
+
+@dataclass(frozen=True)
+class SqlBinding:
+    """What binding a query against an input schema found (see the module docstring)."""
+
+    #: the input schema it was bound against
+    input_schema: pa.Schema
+    #: the query's output schema
+    schema: pa.Schema
+    #: every physical operator is a scan, projection or filter, over one scan of input
+    per_row: bool
+    #: how many times the plan scans ``input``
+    input_scans: int
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect(":memory:", config={"threads": 1})
+    _no_python_scans(connection)
+    return connection
+
+
+def _no_python_scans(cursor: duckdb.DuckDBPyConnection) -> None:
+    """Keep a table name in the query from resolving to a Python variable of the caller's
+    frame (DuckDB's replacement scans): ``input`` is the only table there is."""
+    cursor.execute("SET python_enable_replacements = false")
+
+
+def _operators(plan: Any) -> Iterator[str]:
+    """The names of every physical operator in ``EXPLAIN (FORMAT json)``'s tree."""
+    nodes = plan if isinstance(plan, list) else [plan]
+    for node in nodes:
+        yield str(node.get("name", ""))
+        yield from _operators(node.get("children", []))
+
+
+def bind(query: str, schema: pa.Schema, what: str) -> SqlBinding:
+    """Bind ``query`` over an empty ``input`` of ``schema``; a ``PlanError`` naming
+    ``what`` (``sql 'name'``) and DuckDB's first line if DuckDB rejects it."""
+    connection = _connection()
+    try:
+        connection.register("input", schema.empty_table())
+        out = connection.execute(query).to_arrow_table().schema
+        rows = connection.execute(f"EXPLAIN (FORMAT json) {query}").fetchall()
+        names = [n for _, text in rows for n in _operators(json.loads(text))]
+    except duckdb.Error as e:
+        raise PlanError(f"{what}: DuckDB cannot run the query: {summary(e)}") from e
+    finally:
+        connection.close()
+    scans = names.count(_INPUT_SCAN)
+    per_row = scans == 1 and all(n in _PER_ROW for n in names)
+    return SqlBinding(schema, out, per_row, scans)
+
+
+class SqlQuery(Operator):
+    """A DuckDB query over the subtask's input (``input``); see the module docstring.
+
+    The class defaults are the conservative ones of a query not bound yet: it emits at
+    end of input and gets a share of ``operators.memory``.
+    """
+
+    output_on_eof = True
+    uses_memory = True
+    # per-task state (``open``); set here too so that ``close`` works before ``open``
+    _cursor: duckdb.DuckDBPyConnection | None = None
+    _query: StreamedQuery | None = None
+    _own_context = False
+
+    def __init__(self, query: str, name: str) -> None:
+        if not isinstance(query, str) or not query.strip():
+            raise PlanError(
+                f"sql '{name}': the query must be a non-empty string of SQL naming its input "
+                f"'input', got {query!r}"
+            )
+        self.query = query.strip().rstrip(";")
+        self.name = name
+        self.binding: SqlBinding | None = None
+
+    @property
+    def what(self) -> str:
+        return f"sql '{self.name}'"
+
+    def describe(self) -> str:
+        if self.binding is None:
+            return f"{self.name} (sql)"
+        how = "per batch" if self.binding.per_row else "at end of input"
+        return f"{self.name} (sql, {how})"
+
+    # -- planning -------------------------------------------------------------------------
+
+    def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
+        schema = input_schemas[0]
+        if schema is None:
+            return None
+        self._adopt(bind(self.query, schema, self.what))
+        assert self.binding is not None
+        return self.binding.schema
+
+    def _adopt(self, binding: SqlBinding) -> None:
+        """Take ``binding``'s class: what the planner and the task read of the operator."""
+        self.binding = binding
+        self.output_on_eof = not binding.per_row
+        self.uses_memory = not binding.per_row
+        self.needs_context = binding.per_row  # the task's database, no memory of its own
+
+    def input_columns(self, wanted: Columns) -> list[Columns]:
+        return [None]  # the engine cannot see which columns the SQL reads
+
+    # -- running --------------------------------------------------------------------------
+
+    def open(self, context: OperatorContext | None = None) -> None:
+        self._own_context = context is None
+        self.context = context if context is not None else OperatorContext.unbounded()
+        self._cursor = None
+        self._query = None
+        self._staged = False
+
+    @property
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        if self._cursor is None:
+            self._cursor = self.context.database.cursor()
+            _no_python_scans(self._cursor)
+        return self._cursor
+
+    def _bound(self, schema: pa.Schema) -> SqlBinding:
+        if self.binding is None:  # the planner did not know the input schema
+            self.binding = bind(self.query, schema, self.what)
+        return self.binding
+
+    def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
+        binding = self._bound(table.schema)
+        if binding.per_row:
+            return self._per_batch(table, binding.schema)
+        if binding.input_scans == 1:
+            if self._query is None:
+                self._query = StreamedQuery(
+                    self.cursor, self.query, table.schema, self.what, self.context.wait_timeout
+                )
+            return [self._conform(t) for t in self._query.push(table)]
+        self._stage(table)
+        return ()
+
+    def finish(self) -> Iterable[pa.Table]:
+        binding = self.binding
+        if binding is None:  # no batch and no schema: nothing to run the query on
+            return ()
+        if binding.per_row:
+            return ()
+        if binding.input_scans == 1:
+            if self._query is None:  # no batch: the query runs on an empty input
+                empty = binding.input_schema
+                self._query = StreamedQuery(
+                    self.cursor, self.query, empty, self.what, self.context.wait_timeout
+                )
+            return self._recorded(self._conform(t) for t in self._query.finish())
+        if not self._staged:
+            self._stage(binding.input_schema.empty_table())
+        return self._recorded(self._run_staged())
+
+    def _per_batch(self, table: pa.Table, schema: pa.Schema) -> list[pa.Table]:
+        cursor = self.cursor
+        cursor.register("input", table)
+        try:
+            out = cursor.execute(self.query).to_arrow_table()
+        except duckdb.Error as e:
+            raise query_error(e, self.what) from e
+        finally:
+            cursor.unregister("input")
+        return [conform(out, schema, self.what)] if out.num_rows else []
+
+    def _stage(self, table: pa.Table) -> None:
+        """Add ``table`` to the temp table ``input`` (created by the first batch)."""
+        cursor = self.cursor
+        cursor.register(_BATCH, table)
+        try:
+            if self._staged:
+                cursor.execute(f"INSERT INTO input SELECT * FROM {_BATCH}")
+            else:
+                cursor.execute(f"CREATE TEMP TABLE input AS SELECT * FROM {_BATCH}")
+                self._staged = True
+        except duckdb.Error as e:
+            raise query_error(e, self.what) from e
+        finally:
+            cursor.unregister(_BATCH)
+
+    def _run_staged(self) -> Iterator[pa.Table]:
+        try:
+            reader = self.cursor.execute(self.query).to_arrow_reader(OUTPUT_ROWS)
+            for batch in reader:
+                yield self._conform(pa.Table.from_batches([batch]))
+        except duckdb.Error as e:
+            raise query_error(e, self.what) from e
+
+    def _conform(self, table: pa.Table) -> pa.Table:
+        assert self.binding is not None
+        return conform(table, self.binding.schema, self.what)
+
+    def _recorded(self, tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
+        """``tables``, then the finished query's DuckDB peaks in the operator's metrics."""
+        yield from tables
+        if self._cursor is None:
+            return
+        profile = TaskDatabase.profile(self._cursor)
+        self.context.hold(profile.peak_memory_bytes)
+        self.context.metrics.spilled_bytes += profile.spilled_bytes
+        if profile.spilled_bytes:
+            self.context.metrics.spill_runs += 1
+
+    def close(self) -> None:
+        if self._query is not None:
+            self._query.close()
+            self._query = None
+        if self._cursor is not None:
+            with contextlib.suppress(duckdb.Error):
+                self._cursor.close()
+            self._cursor = None
+        if self._own_context:  # opened outside a task: the database is the operator's
+            self.context.database.close()
+            self._own_context = False

@@ -1,0 +1,146 @@
+"""A task's DuckDB (``TaskDatabase``): exactly ``operators.threads`` threads, the task's
+memory (raised to the floor), and a private temp directory that goes with the task.
+
+DuckDB's default is one thread per core and 80% of the RAM in every database: a task
+that got it would run as many threads as the machine has cores beside every other
+task of its executor.  The last test runs a real task (``run_task``) with no
+exchange: a source split into a DuckDB sort and an operator that reads the settings
+its task's database has.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from hybrid_shuffle.operators import SortPartition
+from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.duck.database import MIN_MEMORY, TaskDatabase
+from hybrid_shuffle.operators.duck.sort import DuckSort
+from hybrid_shuffle.runtime.task import TaskDeployment, TaskState, run_task
+
+MiB = 1 << 20
+
+
+def mode(path: Path | str) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_database_runs_the_threads_memory_and_temp_directory_it_was_given(
+    threads: int, tmp_path: Path
+) -> None:
+    temp = tmp_path / "task" / "duckdb"
+    database = TaskDatabase(threads, 100 * MiB, str(temp))
+    try:
+        assert database.setting("threads") == threads
+        assert database.setting("memory_limit") == "100.0 MiB"
+        assert database.setting("temp_directory") == str(temp)
+        # what an operator's own cursor sees is the database's
+        cursor = database.cursor()
+        assert cursor.execute("SELECT current_setting('threads')").fetchone() == (threads,)
+        cursor.close()
+        assert mode(temp) == 0o700 and mode(temp.parent) == 0o700
+    finally:
+        database.close()
+
+
+def test_a_memory_below_the_floor_is_raised_to_it() -> None:
+    database = TaskDatabase(1, 16 * MiB, None)
+    try:
+        assert database.memory_limit == MIN_MEMORY == 64 * MiB
+        assert database.setting("memory_limit") == "64.0 MiB"
+        assert database.setting("temp_directory") == ""  # nowhere to spill: no spilling
+    finally:
+        database.close()
+
+
+def test_the_database_connects_on_first_use_only_and_closes_idempotently(
+    tmp_path: Path,
+) -> None:
+    temp = tmp_path / "duckdb"
+    database = TaskDatabase(1, 64 * MiB, str(temp))
+    assert not temp.exists()  # a task whose operators all run on Arrow opens none
+    assert database.setting("threads") == 1
+    assert temp.is_dir()
+    database.close()
+    database.close()
+
+
+class SettingsProbe(Operator):
+    """Swallows its input; its ``finish`` emits one row of the settings its task's
+    database has (read in ``open``, as an operator of the task sees them)."""
+
+    uses_memory = True  # so the task gives it a context, with the task's database
+    name = "probe"
+
+    def open(self, context: OperatorContext | None = None) -> None:
+        assert context is not None
+        self.context = context
+        database = context.database
+        self.database = database
+        self.seen: dict[str, Any] = {
+            name: database.setting(name) for name in ("threads", "memory_limit", "temp_directory")
+        }
+        self.seen["mode"] = mode(self.seen["temp_directory"])
+
+    def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
+        return ()
+
+    def finish(self) -> Iterable[pa.Table]:
+        return [pa.table({k: [v] for k, v in self.seen.items()})]
+
+
+class NoExchanges:
+    """The shuffle environment of a task with no input gate and no output partition."""
+
+    def create_result_partition_writers(
+        self, partitions: Sequence[Any], cancelled: threading.Event
+    ) -> list[Any]:
+        return []
+
+    def create_input_gates(self, inputs: Sequence[Any]) -> list[Any]:
+        return []
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_tasks_operators_share_its_database_and_its_directory_goes_with_it(
+    threads: int, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(4)
+    data = pa.table({"k": rng.integers(0, 1000, 10_000), "v": rng.random(10_000)})
+    probe = SettingsProbe()
+    deployment = TaskDeployment(
+        "job",
+        "sorted",
+        0,
+        0,
+        [SortPartition(["k"], False, "sorted"), probe],
+        [],
+        [],
+        source_refs=[data],
+        operator_memory=16 * MiB,
+        kernel="duckdb",
+        threads=threads,
+    )
+    spill = tmp_path / "spill"
+    report = run_task(deployment, NoExchanges(), threading.Event(), 0, lambda r, t: r, str(spill))  # type: ignore[arg-type]
+    assert report.state == TaskState.FINISHED, report.failure
+    assert isinstance(deployment.operators[0], DuckSort)  # the sort ran on DuckDB
+    assert report.rows_out == 1
+    temp = probe.seen["temp_directory"]
+    assert probe.seen["threads"] == threads
+    assert probe.seen["memory_limit"] == "64.0 MiB"  # the task's 16 MiB, raised to the floor
+    assert temp.startswith(str(spill / "operators")) and probe.seen["mode"] == 0o700
+    assert not os.path.exists(temp)  # removed with the task's directory
+    assert os.listdir(spill / "operators") == []
+    assert probe.database._connection is None  # the task closed its database
