@@ -51,10 +51,15 @@ if TYPE_CHECKING:
     from hybrid_shuffle.api.local_keyed_stream import LocalKeyedStream
     from hybrid_shuffle.runtime.progress import JobProgress
 
-__all__ = ["JOIN_STRATEGIES", "KeyedStream", "Stream"]
+__all__ = ["BROADCAST_HOWS", "JOIN_STRATEGIES", "KeyedStream", "Stream"]
 
-#: ``join(strategy=)``: a hash join (grace hash past memory) or a sort-merge join
-JOIN_STRATEGIES = ("hash", "sort-merge")
+#: ``join(strategy=)``: a hash join (grace hash past memory), a sort-merge join, or a
+#: broadcast hash join (``other`` sent whole to every subtask, this stream not moved)
+JOIN_STRATEGIES = ("hash", "sort-merge", "broadcast")
+#: the ``how``s a broadcast join can run: those where a subtask with every build row and
+#: a part of the probe rows gives its part of the result (right and full would emit the
+#: unmatched build rows once per subtask)
+BROADCAST_HOWS = ("inner", "left", "semi", "anti")
 
 
 def _keys(on: str | Sequence[str], what: str) -> tuple[str, ...]:
@@ -107,7 +112,7 @@ class Stream:
         kind: str,
         name: str | None,
         operator_factory: Callable[[str], Operator],
-        inputs: list[tuple[Stream, ExchangeSpec]],
+        inputs: Sequence[tuple[Stream, ExchangeSpec | None]],
     ) -> Stream:
         node_name = name or f"{kind}_{next(self.job._ids)}"
         node = self.job._node(
@@ -264,6 +269,14 @@ class Stream:
         stream as it arrives, falling back to a grace hash join on disk when ``other``
         outgrows ``operators.memory``; ``"sort-merge"`` sorts both sides (spilling
         beyond memory) and merges them, emitting only at end of input.
+
+        ``strategy="broadcast"`` (Spark's BroadcastHashJoin, for a small ``other``)
+        moves no row of this stream: the join runs in as many subtasks as this
+        stream's producer, each reading its subtask's rows over a forward edge, and
+        ``other`` goes whole to every subtask over a broadcast edge named
+        ``<edge>.right`` (``mode=`` is that edge's).  Only ``how`` inner, left, semi
+        and anti (``BROADCAST_HOWS``): in a right or full join every subtask would
+        emit the build rows it did not match, so each such row once per subtask.
         """
         node_name = name or f"join_{next(self.job._ids)}"
         check_how(how, node_name)
@@ -276,9 +289,41 @@ class Stream:
             raise PlanError(f"join '{node_name}': both streams must belong to the same job")
         keys = _keys(on, f"join '{node_name}'")
         what = f"join '{node_name}'"
+        if strategy == "broadcast":
+            build = self._broadcast_build(other, node_name, how, edge, mode, partitions)
+            return self._exchange("join", node_name, lambda n: HashJoin(list(keys), how, n), build)
         inputs = self._co_partitioned(other, keys, node_name, what, edge, mode, partitions)
         join: type[HashJoin | SortMergeJoin] = HashJoin if strategy == "hash" else SortMergeJoin
         return self._exchange("join", node_name, lambda n: join(list(keys), how, n), inputs)
+
+    def _broadcast_build(
+        self,
+        other: Stream,
+        node_name: str,
+        how: str,
+        edge: str | None,
+        mode: str | None,
+        partitions: int | str | None,
+    ) -> list[tuple[Stream, ExchangeSpec | None]]:
+        """The inputs of a broadcast join: this stream forward (``None``: no exchange, the
+        planner gives the join its producer's parallelism), ``other`` broadcast."""
+        if how not in BROADCAST_HOWS:
+            raise PlanError(
+                f"join '{node_name}': how='{how}' cannot run with strategy='broadcast', "
+                "whose every subtask would emit the unmatched build rows again; use "
+                f"strategy='hash' or 'sort-merge' for it (broadcast runs only "
+                f"{', '.join(BROADCAST_HOWS)})"
+            )
+        if partitions is not None:
+            raise PlanError(
+                f"join '{node_name}': strategy='broadcast' runs in as many subtasks as its "
+                "probe side's producer, so partitions= does not apply; drop it, or "
+                "rebalance(partitions=) the probe side first"
+            )
+        spec = ExchangeSpec(
+            Partitioner(PartitionerKind.BROADCAST), f"{edge or node_name}.right", mode
+        )
+        return [(self, None), (other, spec)]
 
     def co_group(
         self,

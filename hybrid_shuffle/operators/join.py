@@ -400,6 +400,13 @@ class HashJoin(Operator):
             return None
         return self._spec.layout(left, right).output
 
+    def on_kernel(self, kernel: str) -> Operator:
+        if kernel != "duckdb":
+            return self
+        from hybrid_shuffle.operators.duck.join import DuckJoin
+
+        return DuckJoin(self)
+
     def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
         # a joined row has its key values (once, whichever side it came from)
         return keys if set(keys) <= set(self.on) else None

@@ -152,6 +152,13 @@ class SortMergeJoin(Operator):
             return None
         return self._join(left.empty_table(), right.empty_table()).schema
 
+    def on_kernel(self, kernel: str) -> Operator:
+        if kernel != "duckdb":
+            return self
+        from hybrid_shuffle.operators.duck.join import DuckJoin
+
+        return DuckJoin(self)
+
     def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
         # a joined row has its key values (once, whichever side it came from)
         return keys if set(keys) <= set(self.on) else None

@@ -246,7 +246,7 @@ def test_a_wrong_join_or_co_group_argument_is_one_sentence_before_running(
     with pytest.raises(hs.PlanError) as err:
         left.join(right, on="k", strategy="merge", name="j")
     assert str(err.value) == (
-        "join 'j': strategy='merge' is not a join strategy; use one of: hash, sort-merge"
+        "join 'j': strategy='merge' is not a join strategy; use one of: hash, sort-merge, broadcast"
     )
     as_text = right.map_batches(lambda t: t.set_column(0, "k", pc.cast(t["k"], pa.string())))
     with pytest.raises(hs.PlanError, match=r"co_group 'g'.*'k'.*int64.*string"):
