@@ -15,12 +15,16 @@ uses.  The plans, as Spark would run them on 2 cores:
   means) -> ``sort`` on (flag, status).
 * **Q3**: ``customer`` -> ``sql`` (the BUILDING segment; ``c_custkey`` named
   ``o_custkey`` for the join); ``orders`` -> ``sql`` (date filter; ``o_orderkey``
-  named ``l_orderkey`` for the join) -> semi join with the customers on the customer
-  key; ``lineitem`` -> ``sql``
-  (date filter, ``volume = l_extendedprice * (1 - l_discount)``) -> inner join
-  with those orders on the order key -> chained ``sql``, revenue per order and the
-  subtask's top 10 (the join is hash-partitioned on the order key, so each order's
-  rows are all in one subtask) -> one partition -> ``sql``, the global top 10.
+  named ``l_orderkey`` for the join) -> semi join with those customers (30,000 rows
+  at SF1) on the customer key; ``lineitem`` -> ``sql`` (date filter, ``volume =
+  l_extendedprice * (1 - l_discount)``) -> inner join with those orders (147,000
+  rows) on the order key.  Both joins broadcast their small side, as Spark's
+  BroadcastHashJoin does (``strategy="broadcast"``: ``lineitem`` and ``orders`` are
+  not moved), so the joined rows are then hashed on the order key -> ``sql``,
+  revenue per order and the subtask's top 10 -> one partition -> ``sql``, the global
+  top 10.  With ``strategy="hash"`` both sides of each join are hash-partitioned
+  instead, and the revenue per order is chained to the join (its subtask already
+  holds every row of its orders).
 * **Q6**: ``lineitem`` -> ``filter`` (a pyarrow expression: discount and quantity)
   -> chained ``sql`` (the date filter and the partial sum) -> one partition -> ``sql``
   summing the partials.
@@ -131,7 +135,9 @@ def q1(job: hs.Job, paths: Mapping[str, str], parallelism: int) -> hs.Stream:
     return final.sort(["l_returnflag", "l_linestatus"], edge="to_sort", name="q1_sort")
 
 
-def q3(job: hs.Job, paths: Mapping[str, str], parallelism: int) -> hs.Stream:
+def q3(
+    job: hs.Job, paths: Mapping[str, str], parallelism: int, strategy: str = "broadcast"
+) -> hs.Stream:
     customer = job.from_parquet(
         paths["customer"], name="customer", parallelism=parallelism,
         columns=["c_custkey", "c_mktsegment"],
@@ -141,17 +147,24 @@ def q3(job: hs.Job, paths: Mapping[str, str], parallelism: int) -> hs.Stream:
         paths["orders"], name="orders", parallelism=parallelism,
         columns=["o_orderkey", "o_custkey", "o_orderdate", "o_shippriority"],
     ).sql(Q3_ORDERS, name="orders_before")  # fmt: skip
+    # a broadcast join runs in as many subtasks as its probe side (no partitions=)
+    partitions = None if strategy == "broadcast" else parallelism
     their_orders = orders.join(
-        building, on="o_custkey", how="semi", name="building_orders", partitions=parallelism
-    )
+        building, on="o_custkey", how="semi", name="building_orders",
+        partitions=partitions, strategy=strategy,
+    )  # fmt: skip
     lineitem = job.from_parquet(
         paths["lineitem"], name="lineitem", parallelism=parallelism,
         columns=["l_orderkey", "l_extendedprice", "l_discount", "l_shipdate"],
     ).sql(Q3_LINEITEM, name="lineitem_after")  # fmt: skip
     joined = lineitem.join(
-        their_orders, on="l_orderkey", name="lines_orders", partitions=parallelism
-    )
-    local_top = joined.sql(Q3_TOP, name="q3_local_top")
+        their_orders, on="l_orderkey", name="lines_orders", partitions=partitions,
+        strategy=strategy,
+    )  # fmt: skip
+    if strategy == "broadcast":  # an order's lines may lie in two source splits
+        local_top = joined.key_by("l_orderkey", edge="by_order").sql(Q3_TOP, name="q3_local_top")
+    else:
+        local_top = joined.sql(Q3_TOP, name="q3_local_top")
     return local_top.rebalance(edge="to_one", partitions=1).sql(Q3_FINAL, name="q3_top")
 
 
