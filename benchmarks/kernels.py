@@ -28,9 +28,10 @@ group-by key for key: keys and counts exactly, sums and means to 1e-9 relative; 
 sort and the joins by ``batch_operators``' checks); a mismatch is the measurement's
 error.
 
-**Printed**: per job both medians, duckdb / arrow, and the stateful vertex's CPU
-seconds per kernel (the part the kernel changes), against issue 23's targets: no job
-slower with duckdb, the group-by at most 0.6x arrow.
+**Printed**: per job both medians and duckdb / arrow, against issue 23's targets: no
+job slower with duckdb, the group-by at most 0.6x arrow.  The JSON also keeps the
+stateful vertex's ``cpu_seconds`` per kernel, which are the task threads' own: the
+DuckDB query's thread is not counted, so they cannot compare the kernels' CPU.
 """
 
 from __future__ import annotations
@@ -196,7 +197,9 @@ def _summary(
         row[kernel] = {
             "median_seconds": m.median if m.seconds and not m.error else None,
             "seconds": m.seconds,
-            "stateful_cpu_seconds": f.stateful_cpu_seconds,
+            # the task threads' CPU (VertexMetrics.cpu_seconds): DuckDB's query thread is
+            # not counted, so the duckdb kernel's figure is low; wall time is the claim
+            "task_thread_cpu_seconds": f.stateful_cpu_seconds,
             "stateful_wall_seconds": f.stateful_wall_seconds,
             "peak_over_memory": f.peak_over_memory,
             "spilled_bytes": f.spilled_bytes,
@@ -206,8 +209,6 @@ def _summary(
     for row in jobs.values():
         d, a = (row.get(k, {}).get("median_seconds") for k in KERNELS)
         row["duckdb_over_arrow"] = d / a if d and a else None
-        dc, ac = (row.get(k, {}).get("stateful_cpu_seconds") for k in KERNELS)
-        row["stateful_cpu_duckdb_over_arrow"] = dc / ac if dc and ac else None
     targets = [
         target(f"{name}: duckdb <= arrow", row["duckdb_over_arrow"], NOT_SLOWER)
         for name, row in jobs.items()
@@ -240,17 +241,12 @@ def print_summary(summary: dict[str, Any] | None) -> None:
         f"\nkernels (issue 23): {summary['rows']:,} rows, parallelism {PARALLELISM}, "
         f"operators.memory {bo.mib(MEMORY)}; every run checked against pyarrow"
     )
-    print(
-        f"  {'job':<38} {'duckdb s':>9} {'arrow s':>9} {'duck/arrow':>11} "
-        f"{'op cpu duck':>12} {'op cpu arrow':>13} {'cpu d/a':>8}"
-    )
+    print(f"  {'job':<38} {'duckdb s':>9} {'arrow s':>9} {'duck/arrow':>11}")
     for name, row in summary["jobs"].items():
         d, a = row.get("duckdb", {}), row.get("arrow", {})
         print(
             f"  {name:<38} {_s(d.get('median_seconds')):>9} {_s(a.get('median_seconds')):>9} "
-            f"{_x(row['duckdb_over_arrow']):>11} {_s(d.get('stateful_cpu_seconds')):>12} "
-            f"{_s(a.get('stateful_cpu_seconds')):>13} "
-            f"{_x(row['stateful_cpu_duckdb_over_arrow']):>8}"
+            f"{_x(row['duckdb_over_arrow']):>11}"
         )
         for kernel, figures in (("duckdb", d), ("arrow", a)):
             if figures.get("error"):
