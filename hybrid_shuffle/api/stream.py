@@ -271,9 +271,9 @@ class Stream:
         beyond memory) and merges them, emitting only at end of input.
 
         ``strategy="broadcast"`` (Spark's BroadcastHashJoin, for a small ``other``)
-        moves no row of this stream: the join runs in as many subtasks as this
-        stream's producer, each reading its subtask's rows over a forward edge, and
-        ``other`` goes whole to every subtask over a broadcast edge named
+        moves no row of this stream: the join is chained into this stream's producer
+        (its tasks, its parallelism; a producer with other consumers feeds it over a
+        forward edge instead), and ``other`` goes whole to every subtask over a broadcast edge named
         ``<edge>.right`` (``mode=`` is that edge's).  Only ``how`` inner, left, semi
         and anti (``BROADCAST_HOWS``): in a right or full join every subtask would
         emit the build rows it did not match, so each such row once per subtask.

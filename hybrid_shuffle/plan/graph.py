@@ -125,7 +125,7 @@ class JobEdge:
     name: EdgeName
     source: VertexId
     target: VertexId
-    #: which input of the target's head operator this edge feeds (1 = join build side)
+    #: which input of the target's operator this edge feeds (1 = join build side)
     target_input: int
     partitioner: Partitioner
     partition_type: ResultPartitionType
@@ -142,6 +142,9 @@ class JobEdge:
     service: str = "executor-local"
     #: why the planner picked this mode (``ModeOrigin.AUTO``), for explain
     mode_reason: str = ""
+    #: which operator of the target's chain it feeds: the head (0), or a broadcast
+    #: join chained into its probe side's producer (its place in the chain)
+    target_operator: int = 0
 
     @property
     def mode(self) -> Mode:

@@ -42,25 +42,32 @@ def apply_output_on_eof(graph: JobGraph, batch_mode: str) -> list[str]:
     return warnings
 
 
-def _output_on_eof(vertex: JobVertex) -> str | None:
-    """The name of the vertex's first output-on-EOF operator, if it has one."""
-    return next((op.name for op in vertex.operators if op.output_on_eof), None)
+def _output_on_eof(vertex: JobVertex, start: int = 0) -> str | None:
+    """The name of the first output-on-EOF operator of the vertex's chain from operator
+    ``start`` on (what an input feeding operator ``start`` flows through), if any."""
+    return next((op.name for op in vertex.operators[start:] if op.output_on_eof), None)
 
 
 def _batch_producers(graph: JobGraph) -> dict[VertexId, str]:
     """Every vertex whose results the rule makes batch -> the output-on-EOF operator
-    that makes it so (its own, or the first one downstream of it)."""
+    that makes it so (its own, or the first one downstream of it).
+
+    An input edge that feeds an operator chained further down (a broadcast join's
+    build side, ``JobEdge.target_operator``) is upstream only of the operators from
+    that one on, so an aggregate at the head of the chain does not make it batch."""
     found: dict[VertexId, str] = {}
+    #: vertex -> the output-on-EOF operator downstream of its results
+    downstream: dict[VertexId, str] = {}
     for vid in reversed(graph.topological_order()):  # consumers before producers
         vertex = graph.vertices[vid]
-        own = _output_on_eof(vertex)
-        if own is not None:
-            found[vid] = own
-        reason = found.get(vid)
-        if reason is None:
-            continue
+        after = downstream.get(vid)
+        reason = _output_on_eof(vertex) or after
+        if reason is not None:
+            found[vid] = reason
         for edge in vertex.inputs:
-            found.setdefault(edge.source, reason)
+            into = _output_on_eof(vertex, edge.target_operator) or after
+            if into is not None:
+                downstream.setdefault(edge.source, into)
     return found
 
 

@@ -396,7 +396,8 @@ def _build_graph(
 
     for node in nodes:
         chainable = (
-            len(node.inputs) == 1
+            len(node.inputs) >= 1
+            and all(_is_side_input(spec) for _, spec in node.inputs[1:])
             and (node.inputs[0][1] is None or (node.id, 0) in elided)
             and consumers[node.inputs[0][0].id] == 1
             and node.inputs[0][0].parallelism == node.parallelism
@@ -425,9 +426,12 @@ def _build_graph(
                     "other operators already; co-locate the first operator of the chain only"
                 )
             vertex.co_location = node.co_location
-        if chainable:
-            continue
+        # a chained node's other inputs (a broadcast join's build side) feed it where it
+        # stands in the chain; an unchained node's inputs feed the head of a new vertex
+        first, operator_index = (1, len(vertex.operators) - 1) if chainable else (0, 0)
         for input_index, (up, spec) in enumerate(node.inputs):
+            if input_index < first:
+                continue
             producer = vertex_of[up.id]
             if spec is not None and (node.id, input_index) in elided:
                 spec = ExchangeSpec(
@@ -453,6 +457,7 @@ def _build_graph(
                 spec.combiner,
                 needs.inputs.get((node.id, input_index)),
                 _service(name, config, overrides),
+                target_operator=operator_index,
             )
             edges.append(edge)
             producer.outputs.append(edge)
@@ -476,6 +481,12 @@ def _build_graph(
             f"'{job_name}'; give each exchange its own edge= name"
         )
     return graph, warnings
+
+
+def _is_side_input(spec: ExchangeSpec | None) -> bool:
+    """An input that may feed an operator chained behind others: a broadcast edge (every
+    subtask gets all of it, so it does not matter which task the operator runs in)."""
+    return spec is not None and spec.partitioner.kind is PartitionerKind.BROADCAST
 
 
 def _check_local(node: LogicalNode, groups: dict[int, str]) -> None:

@@ -217,7 +217,12 @@ class Deployer:
                 edge.partitioner.descending,
             )
         return InputGateDescriptor(
-            edge.target_input, edge.name, consumer, tuple(channels), range_read
+            edge.target_input,
+            edge.name,
+            consumer,
+            tuple(channels),
+            range_read,
+            edge.target_operator,
         )
 
     def cache_gate(self, vertex: JobVertex, subtask: int) -> InputGateDescriptor:

@@ -187,17 +187,22 @@ class _Chain:
             else:
                 self.push(level + 1, self.operators[level].process(table, 0))
 
-    def process(self, table: pa.Table, input_index: int) -> None:
-        self.rows_in += table.num_rows
+    def process(self, table: pa.Table, input_index: int, operator_index: int = 0) -> None:
+        """A batch of input ``input_index`` of operator ``operator_index``: the head's
+        inputs, or a chained operator's second input (a broadcast join's build side)."""
+        if operator_index == 0:
+            self.rows_in += table.num_rows
         if not self.operators:
             self.push(0, [table])
         else:
-            self._check_schema(0, input_index, table)
-            self.push(1, self.operators[0].process(table, input_index))
+            self._check_schema(operator_index, input_index, table)
+            op = self.operators[operator_index]
+            self.push(operator_index + 1, op.process(table, input_index))
 
-    def end_input(self, input_index: int) -> None:
+    def end_input(self, input_index: int, operator_index: int = 0) -> None:
         if self.operators:
-            self.push(1, self.operators[0].end_input(input_index))
+            op = self.operators[operator_index]
+            self.push(operator_index + 1, op.end_input(input_index))
 
     def finish(self) -> None:
         """Every head input ended: finish each operator, ending the next one's input."""
@@ -355,6 +360,9 @@ def _run(
     for op in _all_operators(deployment):
         op.open(contexts.get(id(op)))
     if deployment.source_refs is not None:
+        # a source's chain may hold a broadcast join: its build side is read whole first
+        # (it is the small side, and a source depends on no other task, so nothing waits)
+        _read_inputs(env, gates, cancelled, chain)
         _read_source(deployment, chain, fetch)
         chain.end_input(0)
     else:
@@ -384,12 +392,14 @@ def _read_inputs(
 ) -> None:
     """Feed the chain from the gates; the reader is closed on every exit, so a failed
     task stops its polls and lets go of the buffers it fetched."""
+    if not gates:
+        return
     with contextlib.closing(env.read(gates, cancelled)) as inputs:  # type: ignore[type-var]
-        for input_index, table in inputs:
+        for gate, table in inputs:
             if table is None:
-                chain.end_input(input_index)
+                chain.end_input(gate.input_index, gate.operator_index)
             else:
-                chain.process(table, input_index)
+                chain.process(table, gate.input_index, gate.operator_index)
 
 
 @runtime_checkable

@@ -200,13 +200,18 @@ class RangeRead:
 
 @dataclass(frozen=True)
 class InputGateDescriptor:
-    """Every channel of one input edge of one consumer subtask."""
+    """Every channel of one input edge of one consumer subtask.
+
+    It feeds input ``input_index`` of operator ``operator_index`` of the task's chain:
+    the head (0), or an operator chained further down that takes a second input (a
+    broadcast join chained into its probe side's producer)."""
 
     input_index: int
     edge: str
     consumer_subtask: int
     channels: tuple[ConsumerDescriptor, ...]
     range_read: RangeRead | None = None
+    operator_index: int = 0
 
 
 # -- the data plane ------------------------------------------------------------------------
@@ -380,9 +385,11 @@ class ShuffleEnvironment(Protocol):
 
     def read(
         self, gates: Sequence[InputGate], cancelled: threading.Event
-    ) -> Iterator[tuple[int, pa.Table | None]]:
-        """``(input_index, table)`` as buffers arrive, ``(input_index, None)`` at each
-        input's end; raises the library's errors for failed or lost producers."""
+    ) -> Iterator[tuple[InputGateDescriptor, pa.Table | None]]:
+        """``(gate, table)`` as buffers arrive, ``(gate, None)`` at each input's end, where
+        ``gate`` is the input's descriptor (its ``input_index`` and ``operator_index`` say
+        which operator input of the chain it feeds); raises the library's errors for
+        failed or lost producers."""
 
     def release_partitions_locally(self, partition_ids: Collection[PartitionId]) -> None:
         """Drop these partitions' buffers and spill files, if held here."""

@@ -166,7 +166,7 @@ class ShuffleEnvironments:
 
     def read(
         self, gates: Sequence[InputGate], cancelled: threading.Event
-    ) -> Iterator[tuple[int, pa.Table | None]]:
+    ) -> Iterator[tuple[InputGateDescriptor, pa.Table | None]]:
         return self.environment(self._default).read(gates, cancelled)
 
     def poll_many(self, requests: Sequence[PollRequest], wait_seconds: float) -> list[PollResponse]:

@@ -4,7 +4,7 @@ pyarrow's join, in every mode and on both kernels.
 
 The probe side runs at a parallelism (3) other than the session's default (2), so a
 join that kept it without an exchange shows it: the join has the probe producer's
-parallelism and reads it over a forward edge.
+parallelism and is chained into its task, whose only input edge is the build side's.
 """
 
 from __future__ import annotations
@@ -130,11 +130,11 @@ def test_the_probe_side_is_not_exchanged_and_the_build_side_is_broadcast(
     plan = job.explain_data(joined)
     join_vertex = next(v for v in plan["vertices"] if v["operators"][-1:] == ["j"])
     assert join_vertex["parallelism"] == PROBE_PARALLELISM
+    # the join is chained into its probe side's producer: one task, no edge between them
+    assert join_vertex["operators"][-2:] == ["probe_map", "j"]
     into_join = {e["name"]: e for e in plan["edges"] if e["target"] == join_vertex["name"]}
+    assert list(into_join) == ["j.right"]
     assert into_join["j.right"]["partitioner"] == "broadcast"
-    (probe_edge,) = [e for n, e in into_join.items() if n != "j.right"]
-    assert probe_edge["partitioner"] == "forward"
-    assert "probe" in probe_edge["source"]
     assert "broadcast" in job.explain(joined).split("edges:", 1)[1]
 
 
@@ -159,3 +159,27 @@ def test_a_broadcast_join_refuses_partitions_it_would_not_use(session: hs.Sessio
     build = job.from_arrow(build_table(), name="build")
     with pytest.raises(PlanError, match="join 'j': strategy='broadcast' runs in as many"):
         probe.join(build, on="k", partitions=4, name="j", strategy="broadcast")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_broadcast_join_chained_behind_an_exchange_and_in_a_diamond_equals_pyarrow(
+    session: hs.Session, mode: str
+) -> None:
+    """The chained join's task reads its head input (an aggregate's exchange) and the build
+    side interleaved; both sides come from one source (a diamond), which must not wait
+    on itself in any mode."""
+    job = session.job(f"broadcast-diamond-{mode}")
+    rows = job.from_arrow(probe_table(), name="rows", parallelism=PROBE_PARALLELISM)
+    per_key = rows.key_by("k").aggregate({"v": "sum"}, name="per_key")
+    small = rows.filter(lambda t: pa.compute.less(t["k"], 30), name="small")
+    joined = per_key.join(small, on="k", how="left", mode=mode, strategy="broadcast")
+    table = probe_table()
+    totals = table.group_by("k").aggregate([("v", "sum")])
+    want = totals.join(
+        table.filter(pa.compute.less(table["k"], 30)),
+        keys="k",
+        join_type="left outer",
+        right_suffix="_right",
+    )
+    assert_equal_rows(joined.to_arrow(), want)
+    assert_no_leaks(session)

@@ -86,3 +86,25 @@ def test_explain_shows_the_operator_memory_of_stateful_vertices() -> None:
     text = plan_job("revenue", rebalanced_revenue(Builder()), cfg, slots=8).explain()
     assert "operator memory 256 MiB (totals 256 MiB)" in text
     assert "operator memory 256 MiB (top 256 MiB)" in text
+
+
+def test_a_broadcast_join_chained_after_an_aggregate_leaves_its_build_side_streaming() -> None:
+    """The join is chained behind the aggregate (its build side feeds the chain's second
+    operator): the rule batches what flows into the aggregate, not the build side."""
+    b = Builder()
+    totals = b.agg(b.source("orders", 2), "totals", edge="by_customer")
+    dims = b.source("customers", 2)
+    spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), "j.right")
+    join = LogicalNode(
+        next(b.ids),
+        "joined",
+        HashJoin(["customer"], "left", "joined"),
+        [(totals, None), (dims, spec)],
+    )
+    plan = plan_job("j", join, load_config(None), slots=8)
+    (vertex,) = [v for v in plan.graph.vertices.values() if v.name.endswith("joined")]
+    assert [op.name for op in vertex.operators] == ["totals", "joined"]
+    build = plan.graph.edge("j.right")
+    assert (build.target, build.target_operator) == (vertex.id, 1)
+    assert (build.mode, build.mode_origin) == ("hybrid-selective", ModeOrigin.DEFAULT)
+    assert plan.graph.edge("by_customer").mode_origin is ModeOrigin.OUTPUT_ON_EOF

@@ -207,9 +207,9 @@ def by_producer(gates: Sequence[PollingInputGate]) -> dict[str, _Producer]:
 
 def read_gates(
     gates: Sequence[PollingInputGate], cancelled: threading.Event
-) -> Generator[tuple[int, pa.Table | None], None, None]:
-    """Yield ``(input_index, table)`` as buffers arrive and ``(input_index, None)`` when an
-    input has no more data.  Raises the library's errors for failed or lost producers.
+) -> Generator[tuple[InputGateDescriptor, pa.Table | None], None, None]:
+    """Yield ``(gate descriptor, table)`` as buffers arrive and ``(gate descriptor, None)``
+    when an input has no more data.  Raises the library's errors for failed or lost producers.
 
     The task keeps one request open per producer *process*, for all its channels there
     (of every input): the process answers it the moment any of them has news, and the
@@ -299,7 +299,9 @@ def _fetch_arrived(
     return out
 
 
-def _read_handed_over(gate: PollingInputGate) -> Iterator[tuple[int, pa.Table | None]]:
+def _read_handed_over(
+    gate: PollingInputGate,
+) -> Iterator[tuple[InputGateDescriptor, pa.Table | None]]:
     """Read the channels whose producer handed its finished partition over (a range
     gate: once its boundaries are known, and only the buffers of this bucket)."""
     for c in gate.channels:
@@ -321,17 +323,17 @@ def _read_handed_over(gate: PollingInputGate) -> Iterator[tuple[int, pa.Table | 
 
 def _deliver(
     gate: PollingInputGate, tables: list[pa.Table]
-) -> Iterator[tuple[int, pa.Table | None]]:
+) -> Iterator[tuple[InputGateDescriptor, pa.Table | None]]:
     for table in tables:
         gate.metrics.buffers += 1
         gate.metrics.bytes += table.nbytes
         selected = gate.select_rows(table)
         gate.metrics.rows += selected.num_rows
         if selected.num_rows:
-            yield gate.spec.input_index, selected
+            yield gate.spec, selected
 
 
-def _end(gate: PollingInputGate) -> Iterator[tuple[int, pa.Table | None]]:
+def _end(gate: PollingInputGate) -> Iterator[tuple[InputGateDescriptor, pa.Table | None]]:
     """The end of an input; one that delivered no row first yields a zero-row table of
     a producer's schema, if one told it, so its consumer learns the columns (a left
     join's empty right side whose schema the plan could not know).  Never beside
@@ -341,8 +343,8 @@ def _end(gate: PollingInputGate) -> Iterator[tuple[int, pa.Table | None]]:
         return
     gate.ended = True
     if gate.metrics.rows == 0 and gate.schema is not None:
-        yield gate.spec.input_index, gate.schema.empty_table()
-    yield gate.spec.input_index, None
+        yield gate.spec, gate.schema.empty_table()
+    yield gate.spec, None
 
 
 def _check_stuck(producers: Iterable[_Producer]) -> None:

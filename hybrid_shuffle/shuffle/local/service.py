@@ -119,7 +119,7 @@ class ExecutorLocalShuffleEnvironment:
 
     def read(
         self, gates: Sequence[InputGate], cancelled: threading.Event
-    ) -> Iterator[tuple[int, pa.Table | None]]:
+    ) -> Iterator[tuple[InputGateDescriptor, pa.Table | None]]:
         polling = [g for g in gates if isinstance(g, PollingInputGate)]
         if len(polling) != len(gates):
             raise TypeError("gates must come from this environment's create_input_gates")
