@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hybrid_shuffle.operators.context import HeldBytes
-from hybrid_shuffle.operators.sort_keys import SortKeys, counts_before, key_table
+from hybrid_shuffle.operators.sort_keys import SortKeys, counts_before, key_table, sort_options
 
 __all__ = ["align"]
 
@@ -110,7 +110,7 @@ def align(
         if len(open_) < 2:
             return open_[0] if open_ else None
         lasts = pa.concat_tables([s.last_key(sort_keys) for s in open_])
-        first = pc.sort_indices(lasts, sort_keys=[(c, o, "at_end") for c, o in sort_keys])
+        first = pc.sort_indices(lasts, options=sort_options(sort_keys))
         return open_[int(first[0].as_py())]
 
     stuck = False
