@@ -153,15 +153,20 @@ KERNELS = ("duckdb", "arrow")
 class OperatorsConfig:
     """How a task runs its operators: the kernel library, its threads, and the memory
     each sort, join, aggregate or co_group task may use for its state (Flink's
-    managed memory per slot).  Beyond it the operator spills to a private directory
-    under ``shuffle.spill_dir``; a task with several such operators (an aggregate
-    and the combiner in front of its exchange) splits it evenly between them.  The
-    kernels are compared in ``docs/architecture.md`` ("Kernels")."""
+    managed memory per slot).  On the duckdb kernel the task's DuckDB keeps that
+    state within it and spills the rest to a private directory under
+    ``shuffle.spill_dir``; the arrow kernel is pyarrow compute in memory, for
+    comparison: it reports its peak but never spills.  A task with several such
+    operators (an aggregate and the combiner in front of its exchange) splits the
+    memory evenly between them.  The kernels are compared in
+    ``docs/architecture.md`` §11."""
 
-    #: bytes of operator state per task; beyond it sorts, joins and aggregates spill
+    #: bytes of operator state per task (DuckDB's memory_limit, at least 64 MiB);
+    #: beyond it sorts, joins and aggregates spill on duckdb, arrow only reports it
     memory: int = 512 * MiB
     #: the library that runs aggregates, joins, sorts, top_n and sql inside a task:
-    #: duckdb (spills within memory) or arrow (pyarrow compute, kept for comparison)
+    #: duckdb (spills within memory) or arrow (pyarrow compute in memory, never
+    #: spills, kept for comparison)
     kernel: str = "duckdb"
     #: threads each task's DuckDB may use (one slot is one core, so 1)
     threads: int = 1

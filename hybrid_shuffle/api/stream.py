@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BROADCAST_HOWS", "JOIN_STRATEGIES", "KeyedStream", "Stream"]
 
-#: ``join(strategy=)``: a hash join (grace hash past memory), a sort-merge join, or a
+#: ``join(strategy=)``: a hash join, a sort-merge join, or a
 #: broadcast hash join (``other`` sent whole to every subtask, this stream not moved)
 JOIN_STRATEGIES = ("hash", "sort-merge", "broadcast")
 #: the ``how``s a broadcast join can run: those where a subtask with every build row and
@@ -266,9 +266,9 @@ class Stream:
         Both sides are hash-partitioned on the keys; the edges are named
         ``<edge>.left`` and ``<edge>.right`` (default ``<join name>.left/right``).
         ``strategy="hash"`` builds a hash table of ``other`` and probes it with this
-        stream as it arrives, falling back to a grace hash join on disk when ``other``
-        outgrows ``operators.memory``; ``"sort-merge"`` sorts both sides (spilling
-        beyond memory) and merges them, emitting only at end of input.
+        stream as it arrives; ``"sort-merge"`` sorts both sides and merges them,
+        emitting only at end of input.  On ``operators.kernel: duckdb`` (the default)
+        either spills beyond ``operators.memory``; on ``arrow`` it runs in memory.
 
         ``strategy="broadcast"`` (Spark's BroadcastHashJoin, for a small ``other``)
         moves no row of this stream: the join is chained into this stream's producer
@@ -340,7 +340,8 @@ class Stream:
 
         Both sides are hash-partitioned on ``on`` (edges ``<edge>.left`` and
         ``<edge>.right``, default ``<name>.left/right``), each side is sorted
-        (spilling beyond ``operators.memory``) and the two are merged.  ``fn``
+        (by DuckDB, spilling beyond ``operators.memory``, on the default kernel) and
+        the two are merged.  ``fn``
         receives every row of the keys it covers, from both sides, in key order:
         one call covers many keys (it is vectorized, not called per key), each key
         is in exactly one call, and either side may have no row for a key (it is

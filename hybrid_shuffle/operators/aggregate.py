@@ -1,4 +1,4 @@
-"""Hash aggregation, memory-bounded by partial aggregation per batch, in two phases.
+"""Hash aggregation by partial aggregation per batch, in two phases.
 
 Each batch is reduced to one row per key right away; the partials are
 re-reduced whenever they pile up, and ``finish`` combines them.  The reductions
@@ -13,21 +13,12 @@ one row per key and producer, instead of every row), ``HashAggregate(phase=
 its input (nearly unique keys) stops combining and passes its per-batch
 partials straight on, so it never costs more than one ``group_by`` per batch.
 
-Memory (``OperatorContext``): ``HashAggregate`` keeps its partials within
-``context.memory``.  They are re-reduced once they take half of it; when the
-re-reduced partials still take more than a quarter (many keys), they are
-hash-partitioned by key into buckets on disk (``hash_buckets``, as many as make
-one bucket about half the memory by the input seen so far, at least 8) and the
-aggregate goes on with empty memory, adding to the same buckets whenever its
-partials fill up again.  ``finish`` then puts what is left into the buckets and
-reduces them one by one, emitting one result table per bucket: every key is
-whole in one bucket, so the tables together are one ``group_by`` over the whole
-input.  A bucket larger than three quarters of the memory (reducing it holds
-its partials and their reduction) is split again at the next level
-(``hash_buckets.MAX_LEVELS``); past that it is reduced in memory whatever its
-size (only thousands of times the memory in partials get there: every split
-spreads distinct keys at least 8 ways).
-``PartialAggregate`` never spills: it emits its partials when they fill its
+Memory (``OperatorContext``): ``HashAggregate`` keeps its partials in memory
+and re-reduces them once they take half of ``context.memory`` (or pile up); it
+reports what it holds (``peak_memory_bytes``) but never spills.  On the Arrow
+kernel ``operators.memory`` is not enforced: bounded memory and spilling are the
+DuckDB twin's job (``duck/aggregate.py``, which spills within the task's
+``memory_limit``).  ``PartialAggregate`` emits its partials when they fill its
 memory (``min(max_bytes, context.memory)``), FLIP-44's flush on a full buffer.
 
 Both run any ``Reduction`` (``reduction``): ``Aggregation`` for ``aggregate``,
@@ -38,7 +29,7 @@ is partials, not rows, so the planner checks it against their columns.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -46,9 +37,7 @@ from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.aggregation import Aggregation
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.hash_buckets import MAX_LEVELS, HashBuckets, bucket_count
 from hybrid_shuffle.operators.reduction import Reduction
-from hybrid_shuffle.operators.spill_run import SpillRun
 
 __all__ = ["HashAggregate", "PartialAggregate"]
 
@@ -60,9 +49,6 @@ _COMPACT_EVERY = 16  # partial tables kept before they are re-reduced
 _USEFUL_REDUCTION = 0.5
 #: a combiner emits its partials once they take this many bytes (bounds its memory)
 _COMBINER_MAX_BYTES = 32 << 20
-#: the bucket set stages up to 1/this of the memory before it writes (the partials it
-#: takes leave memory as they go in, so it may stage more than a join's two sets do)
-_STAGING_SHARE = 4
 
 
 class HashAggregate(Operator):
@@ -120,10 +106,6 @@ class HashAggregate(Operator):
         self._parts: list[pa.Table] = []
         self._parts_bytes = 0
         self._schema: pa.Schema | None = None
-        #: the spilled partials, once they did not fit (see the module docstring)
-        self._buckets: HashBuckets | None = None
-        #: input bytes seen (what the bucket count is chosen from)
-        self._seen = 0
         #: bytes of the partials the last re-reduction left
         self._compacted_bytes = 0
 
@@ -135,58 +117,28 @@ class HashAggregate(Operator):
                 self._agg.check_partials(table.schema)
             self._schema = table.schema
         if table.num_rows:
-            self._seen += table.nbytes
             part = self._agg.partial(table) if self.phase == "complete" else table
             self._parts.append(part)
             self._parts_bytes += part.nbytes
-            self._context.hold(self._held() + table.nbytes)
-            many = len(self._parts) >= _COMPACT_EVERY
+            self._context.hold(self._parts_bytes + table.nbytes)
+            many = len(self._parts) >= _COMPACT_EVERY or self._parts_bytes > self._memory // 2
             # the partials grew to twice what the last re-reduction left (on nearly unique
             # keys re-reducing them every 16 batches would cost quadratic time)
             grown = self._parts_bytes >= 2 * self._compacted_bytes
-            if (many and grown) or self._parts_bytes > self._memory // 2:
+            if many and grown:
                 self._compact()
         return ()
 
-    def _held(self) -> int:
-        return self._parts_bytes + (0 if self._buckets is None else self._buckets.held)
-
-    @property
-    def _split_bytes(self) -> int:
-        """A bucket of more partial bytes than this is split again rather than reduced:
-        read (mapped) and reduced, it holds up to twice its bytes."""
-        return self._memory * 3 // 4
-
     def _compact(self) -> None:
-        """Re-reduce the partials; spill them if they still take a quarter of the memory."""
+        """Re-reduce the partials into one table."""
         combined = self._agg.combine(pa.concat_tables(self._parts))
-        self._context.hold(self._held() + combined.nbytes)
+        self._context.hold(self._parts_bytes + combined.nbytes)
         self._parts, self._parts_bytes = [combined], combined.nbytes
         self._compacted_bytes = combined.nbytes
-        if self._context.can_spill and combined.nbytes > self._memory // 4:
-            self._spill()
-
-    def _spill(self) -> None:
-        """Move the partials into the buckets (made on the first spill)."""
-        self._compacted_bytes = 0
-        if self._buckets is None:
-            n = bucket_count(self._seen, self._memory)
-            staging = max(self._memory // _STAGING_SHARE, 1)
-            self._buckets = HashBuckets(
-                self._context, self.keys, n, 0, "partials", staging, self._held
-            )
-        while self._parts:
-            part = self._parts.pop()
-            self._parts_bytes -= part.nbytes
-            self._buckets.add(part)
 
     def finish(self) -> Iterable[pa.Table]:
         if self._schema is None:
             return ()
-        if self._buckets is not None:
-            self._spill()
-            runs, self._buckets = self._buckets.close(), None
-            return self._finish_buckets(runs, 0)
         if self._parts:
             combined = self._agg.combine(pa.concat_tables(self._parts))
         elif self.phase == "complete":
@@ -195,40 +147,6 @@ class HashAggregate(Operator):
             combined = self._agg.combine(self._schema.empty_table())
         self._parts, self._parts_bytes = [], 0
         return (self._agg.results(combined),)
-
-    def _finish_buckets(self, runs: Sequence[SpillRun | None], level: int) -> Iterator[pa.Table]:
-        """One result table per bucket; a bucket larger than ``_split_bytes`` is split
-        again first (see the module docstring).  Runs are deleted once read."""
-        try:
-            for run in runs:
-                if run is None:
-                    continue
-                if run.bytes > self._split_bytes and level < MAX_LEVELS:
-                    yield from self._finish_buckets(self._split(run, level), level + 1)
-                    continue
-                combined = self._agg.combine(run.read_all())
-                self._context.hold(run.bytes + combined.nbytes)
-                run.delete()
-                yield self._agg.results(combined)
-        finally:
-            for run in runs:
-                if run is not None:
-                    run.delete()
-
-    def _split(self, run: SpillRun, level: int) -> list[SpillRun | None]:
-        n = bucket_count(run.bytes, self._memory)
-        staging = max(self._memory // _STAGING_SHARE, 1)
-        buckets = HashBuckets(
-            self._context, self.keys, n, level + 1, "partials", staging, lambda: buckets.held
-        )
-        try:
-            for batch in run.batches():
-                buckets.add(batch)
-            run.delete()
-            return buckets.close()
-        except BaseException:
-            buckets.delete()
-            raise
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         schema = input_schemas[0]

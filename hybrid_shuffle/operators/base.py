@@ -5,8 +5,8 @@ A task runs a *chain* of operators inside one executor actor.  Data moves as
 The task calls, in this order and never concurrently:
 
 1. ``open(context)`` once, inside the executor, before any data; ``context``
-   (``operators.context``) carries the operator's memory budget and spill
-   directory when it declares ``uses_memory``;
+   (``operators.context``) carries the operator's memory budget and the task's
+   DuckDB database when it declares ``uses_memory``;
 2. ``process(table, input_index)`` for every batch of every input, inputs
    interleaved in whatever order their data arrives;
 3. ``end_input(input_index)`` once per input when that input has no more data;
@@ -75,7 +75,7 @@ class Operator(ABC):
 
     def open(self, context: OperatorContext | None = None) -> None:
         """Create per-task state; called inside the executor before any data.  ``None``
-        (outside a task: tests, the driver) means no budget and no spilling."""
+        (outside a task: tests, the driver) means no budget."""
 
     @abstractmethod
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:

@@ -2,12 +2,18 @@
 
 ``CoGroup(on, fn, name)`` gathers its two co-partitioned inputs (0 = left, 1 =
 right; batches arrive interleaved, in any order), sorts each by the key
-columns with an ``ExternalSorter`` (their buffers share the operator's memory,
-the larger spilling sorted runs first), and at the end walks the two sorted streams
-together (``key_groups.align``), calling ``fn(left, right)`` once per aligned
-chunk.  A call gets *many* keys -- every row of each of them, from both sides
--- so ``fn`` groups inside (``table.group_by``, pandas ``groupby``); a key is
-in exactly one call.  Rows of each side come in key order (ascending, nulls
+columns, and at the end walks the two sorted streams together
+(``key_groups.align``), calling ``fn(left, right)`` once per aligned chunk.
+
+The sorters are the kernel's (``SortedSides``): on ``operators.kernel:
+duckdb`` (``on_kernel``) each side is a DuckDB ``ORDER BY`` on the task's
+database (``duck/sorter.py``), which spills within its ``memory_limit``; on
+``arrow``, and for float keys on either (DuckDB orders NaN and ``-0.0``
+differently), a ``sorter.Sorter``, in memory.
+
+A call gets *many* keys -- every row of each of them, from both sides -- so
+``fn`` groups inside (``table.group_by``, pandas ``groupby``); a key is in
+exactly one call.  Rows of each side come in key order (ascending, nulls
 last); null keys form one group, as in pyarrow's ``group_by``.  A call may
 have no left or no right rows (a key on one side only) but never neither.
 
@@ -23,8 +29,9 @@ When neither is known and ``fn`` has to be called, ``SchemaMismatchError``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -32,14 +39,17 @@ from hybrid_shuffle.errors import PlanError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.operators.context import HeldBytes, OperatorContext
-from hybrid_shuffle.operators.external_sort import ExternalSorter, SharedBuffers
 from hybrid_shuffle.operators.key_groups import align
+from hybrid_shuffle.operators.sorter import Sorter
 from hybrid_shuffle.operators.stateless import as_table
+
+if TYPE_CHECKING:
+    from hybrid_shuffle.operators.duck.sorter import DuckSorter
 
 __all__ = ["CoGroup", "SortedSides", "check_key_types"]
 
 _SIDES = ("left", "right")
-#: the share of the memory the aligned pools hold together (the sorters get half each)
+#: the share of the memory the aligned pools hold together
 ALIGN_SHARE = 4
 
 
@@ -62,28 +72,22 @@ def check_key_types(schemas: Sequence[pa.Schema | None], on: Sequence[str], what
 
 
 class SortedSides:
-    """The two key sorters of a two-input operator on one budget (their buffers share it,
-    ``SharedBuffers``; their merges read within half each), and their aligned output
-    (co_group and the sort-merge join share it)."""
+    """The two key sorters of a two-input operator and their aligned output (co_group and
+    the sort-merge join share it).  On ``kernel="duckdb"`` a side whose schema DuckDB
+    sorts as Arrow does (``duck.sorter.usable``) gets a ``DuckSorter``, made on its
+    first batch; every other side a ``Sorter``."""
 
     def __init__(
-        self, on: Sequence[str], context: OperatorContext, what: str, operator: str
+        self, on: Sequence[str], context: OperatorContext, operator: str, kernel: str = "arrow"
     ) -> None:
-        """``what`` names the spill runs (``join``); ``operator`` names the operator in
-        errors (``join 'j'``)."""
+        """``operator`` names the operator in errors (``join 'j'``)."""
         self.on = list(on)
         self.operator = operator
         self.context = context
+        self.kernel = kernel
         self.held = HeldBytes(context)
         keys = [(c, "ascending") for c in on]
-        half = context.memory // 2
-        # buffers share the whole budget (a small side leaves its room to the large one);
-        # each merge reads within its half
-        shared = SharedBuffers(context.memory)
-        self.sorters = [
-            ExternalSorter(keys, context, half, f"{what}-{side}", self.held, shared)
-            for side in _SIDES
-        ]
+        self.sorters: list[Sorter | DuckSorter] = [Sorter(keys, context, self.held) for _ in _SIDES]
         #: per input, the schema of its first batch
         self.schemas: list[pa.Schema | None] = [None, None]
 
@@ -93,7 +97,17 @@ class SortedSides:
         if self.schemas[input_index] is None:
             self.schemas[input_index] = table.schema
             check_key_types(self.schemas, self.on, self.operator)
+            if self.kernel == "duckdb":
+                self._on_duckdb(input_index, table.schema)
         self.sorters[input_index].add(table)
+
+    def _on_duckdb(self, input_index: int, schema: pa.Schema) -> None:
+        from hybrid_shuffle.operators.duck.sorter import DuckSorter, usable
+
+        if usable(schema, self.on):
+            self.sorters[input_index] = DuckSorter(
+                self.on, schema, self.context, self.operator, self.held
+            )
 
     def aligned(self, schemas: tuple[pa.Schema, pa.Schema]) -> Iterator[tuple[pa.Table, pa.Table]]:
         """The two sorted inputs as aligned chunks (``key_groups.align``)."""
@@ -102,11 +116,15 @@ class SortedSides:
         try:
             yield from align(left, right, self.on, schemas, pools, self.held)
         finally:
-            for sorter in self.sorters:
-                sorter.close()
+            self.close()
 
     def rows(self, input_index: int) -> int:
         return self.sorters[input_index].rows
+
+    def close(self) -> None:
+        """Let go of both sorters (a DuckDB one stops its query); idempotent."""
+        for sorter in self.sorters:
+            sorter.close()
 
 
 class CoGroup(Operator):
@@ -126,10 +144,23 @@ class CoGroup(Operator):
         self.name = name
         #: the input schemas the planner knew (``output_schema``); travels with the operator
         self.planned_schemas: tuple[pa.Schema | None, pa.Schema | None] = (None, None)
+        #: the kernel whose sorters it opens with (``on_kernel``)
+        self.kernel = "arrow"
+
+    def on_kernel(self, kernel: str) -> Operator:
+        """A copy that sorts on ``kernel``'s sorters (``SortedSides``); ``fn`` is the same."""
+        if kernel == self.kernel:
+            return self
+        twin = copy.copy(self)
+        twin.kernel = kernel
+        return twin
 
     def open(self, context: OperatorContext | None = None) -> None:
         self._sides = SortedSides(
-            self.on, context or OperatorContext.unbounded(), "co_group", f"co_group '{self.name}'"
+            self.on,
+            context or OperatorContext.unbounded(),
+            f"co_group '{self.name}'",
+            self.kernel,
         )
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
@@ -170,6 +201,11 @@ class CoGroup(Operator):
         left, right = input_schemas
         self.planned_schemas = (left, right)
         return None
+
+    def close(self) -> None:
+        sides = getattr(self, "_sides", None)
+        if sides is not None:
+            sides.close()
 
     def input_columns(self, wanted: Columns) -> list[Columns]:
         return [None, None]

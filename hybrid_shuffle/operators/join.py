@@ -20,22 +20,13 @@ probing, where joining each 4 MiB batch on its own rebuilt a 375,000-row table
 some 40 times per subtask in the main job.
 
 Memory (``OperatorContext``): the operator holds the build side and the probe
-batches waiting for it.  When these would pass ``context.memory`` it switches
-to a grace hash join: what it holds and everything that comes after goes to
-hash buckets on disk (``hash_buckets``: build and probe rows apart, the same
-bucket for the same key), as many buckets as make one bucket's build side about
-half the memory by the bytes seen so far (a power of two, at least 8).  When
-the build side ends and all of it turns out to fit in half the memory, it is
-read back whole and the join goes on as in memory (probe batches joined as they
-come, the spilled ones read back at the end); otherwise, once both inputs
-ended, the buckets are joined one by one: a bucket's build side read into
-memory, its probe rows streamed through it, a right or full join's unmatched
-build rows emitted per bucket.  A bucket whose build side is still larger than
-the memory is split again at the next level (``MAX_LEVELS`` at most); past
-that it is joined in memory whatever its size: it is then (nearly) all rows of
-one key, which no hash can split.  The held figure is the Arrow data the
-operator references (build side, its index, waiting probe rows, staging), not
-pyarrow's own hash table inside a ``Table.join`` call nor the output handed on.
+batches waiting for it, in memory, and reports them (``peak_memory_bytes``); it
+never spills.  On the Arrow kernel ``operators.memory`` is not enforced (it only
+sizes the probe groups and the key index): bounded memory and spilling are the
+DuckDB twin's job (``duck/join.py``, which spills within the task's
+``memory_limit``).  The held figure is the Arrow data the operator references
+(build side, its index, waiting probe rows), not pyarrow's own hash table inside a
+``Table.join`` call nor the output handed on.
 
 A left join needs the right side's columns even where no right row came: a
 join subtask whose right input sent no batch at all (an empty right side, or
@@ -56,7 +47,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
@@ -64,10 +55,8 @@ from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.co_group import check_key_types
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.dense_join import DenseBuild
-from hybrid_shuffle.operators.hash_buckets import MAX_LEVELS, HashBuckets, bucket_count
-from hybrid_shuffle.operators.join_build import TRACKED, BuildTable, JoinSpec
+from hybrid_shuffle.operators.join_build import BuildTable, JoinSpec
 from hybrid_shuffle.operators.join_types import check_how
-from hybrid_shuffle.operators.spill_run import SpillRun
 
 __all__ = ["HashJoin"]
 
@@ -78,8 +67,8 @@ PROBE_PER_BUILD = 4
 MAX_PROBE_BYTES = 64 << 20
 #: ... nor fewer rows than this (a tiny build side is no reason for tiny calls)
 MIN_PROBE_ROWS = 1 << 16
-#: each bucket set (build, probe) stages up to 1/this of the memory before it writes
-_STAGING_SHARE = 8
+#: the least probe bytes gathered for one call: 1/this of the memory
+_PROBE_SHARE = 8
 
 
 class BuildSide(enum.Enum):
@@ -120,8 +109,6 @@ class HashJoin(Operator):
         self._probe_ended = False
         #: the build side in memory once it ended (its table None if its schema is unknown)
         self._built: BuildTable | None = None
-        #: grace mode: the probe and build bucket sets (indexed by input)
-        self._grace: tuple[HashBuckets, HashBuckets] | None = None
         #: the output due once both inputs ended was handed out
         self._tail_given = False
         #: per input, the schema of its first batch
@@ -144,23 +131,10 @@ class HashJoin(Operator):
         if self._schemas[input_index] is None:
             self._schemas[input_index] = table.schema
             check_key_types(self._schemas, self.on, f"join '{self.name}'")
-        if (
-            self._grace is None
-            and self._build_side is BuildSide.OPEN
-            and self._context.can_spill
-            and self._build_bytes + self._waiting_bytes + table.nbytes > self._memory
-        ):
-            self._start_grace()
         if input_index == _RIGHT:
-            if self._grace is not None:
-                self._grace[_RIGHT].add(table)
-            elif table.num_rows:
+            if table.num_rows:
                 self._build.append(table)
                 self._build_bytes += table.nbytes
-            self._context.hold(self._held())
-            return ()
-        if self._grace is not None and self._built is None:
-            self._grace[_LEFT].add(table)
             self._context.hold(self._held())
             return ()
         self._waiting.append(table)
@@ -174,26 +148,7 @@ class HashJoin(Operator):
         held = self._build_bytes + self._waiting_bytes
         if self._built is not None:
             held += self._built.nbytes
-        if self._grace is not None:
-            held += self._grace[_LEFT].held + self._grace[_RIGHT].held
         return held
-
-    def _start_grace(self) -> None:
-        """Move what is held into hash buckets on disk; everything after goes there too."""
-        n = bucket_count(self._build_bytes, self._memory)
-        staging = max(self._memory // _STAGING_SHARE, 1)
-        probe = HashBuckets(self._context, self.on, n, 0, "probe", staging, self._held)
-        build = HashBuckets(self._context, self.on, n, 0, "build", staging, self._held)
-        self._grace = (probe, build)
-        while self._build:
-            table = self._build.pop()
-            self._build_bytes -= table.nbytes
-            build.add(table)
-        while self._waiting:
-            table = self._waiting.pop()
-            self._waiting_bytes -= table.nbytes
-            probe.add(table)
-        self._waiting_rows = 0
 
     def _probe_waiting(self, force: bool) -> list[pa.Table]:
         """Join the waiting probe batches in one call once the build side ended and they
@@ -215,7 +170,7 @@ class HashJoin(Operator):
 
     def _probe_room(self, built: BuildTable) -> int:
         """The most probe bytes to gather for one call next to ``built``."""
-        spare = max(self._memory - built.nbytes, self._memory // _STAGING_SHARE)
+        spare = max(self._memory - built.nbytes, self._memory // _PROBE_SHARE)
         return min(MAX_PROBE_BYTES, spare)
 
     # -- end of input ---------------------------------------------------------------------
@@ -234,22 +189,15 @@ class HashJoin(Operator):
             out = self._probe_waiting(force=self._probe_ended)
         if self._probe_ended and self._build_side is BuildSide.ENDED and not self._tail_given:
             self._tail_given = True
-            return itertools.chain(out, self._tail())
+            assert self._built is not None
+            return itertools.chain(out, self._built.unmatched(self._left_schema()))
         return out
 
     def _end_build(self) -> None:
-        """The build side ended: make it the in-memory build table, unless it was spilled
-        and is more than half the memory (then it stays in its buckets)."""
-        if self._grace is None:
-            table = pa.concat_tables(self._build) if self._build else self._empty_right()
-            self._build, self._build_bytes = [], 0
-            self._built = self._new_build(table, self._waiting_bytes)
-            return
-        buckets = self._grace[_RIGHT]
-        if buckets.nbytes <= self._memory // 2:
-            # all of it fits after all: probe as in memory from now on (hybrid)
-            table = self._read_build(buckets.close())
-            self._built = self._new_build(table, self._grace[_LEFT].held)
+        """The build side ended: make it the build table."""
+        table = pa.concat_tables(self._build) if self._build else self._empty_right()
+        self._build, self._build_bytes = [], 0
+        self._built = self._new_build(table, self._waiting_bytes)
 
     def _empty_right(self) -> pa.Table | None:
         schema = self._schemas[_RIGHT] or self.planned_schemas[_RIGHT]
@@ -257,14 +205,6 @@ class HashJoin(Operator):
 
     def _left_schema(self) -> pa.Schema | None:
         return self._schemas[_LEFT] or self.planned_schemas[_LEFT]
-
-    def _read_build(self, runs: Sequence[SpillRun | None]) -> pa.Table | None:
-        """The build rows of ``runs`` as one table (runs deleted: the table maps them)."""
-        tables = [run.read_all() for run in runs if run is not None]
-        for run in runs:
-            if run is not None:
-                run.delete()
-        return pa.concat_tables(tables) if tables else self._empty_right()
 
     def _new_build(self, table: pa.Table | None, held_besides: int) -> BuildTable:
         # one chunk per column makes every probe's take faster, if the copy fits
@@ -277,128 +217,11 @@ class HashJoin(Operator):
             table = table.combine_chunks()
         return BuildTable(self._spec, table, self._memory)
 
-    def _tail(self) -> Iterator[pa.Table]:
-        """What is due once both inputs ended (lazy: grace buckets are read one by one)."""
-        if self._grace is None:
-            assert self._built is not None
-            yield from self._built.unmatched(self._left_schema())
-            return
-        emitted = 0
-        for table in self._grace_tail():
-            if table.num_rows:
-                emitted += 1
-                yield table
-        if not emitted:
-            schema = self._output_schema_now()
-            if schema is not None:
-                yield schema.empty_table()
-
-    def _grace_tail(self) -> Iterator[pa.Table]:
-        assert self._grace is not None
-        probe_buckets, build_buckets = self._grace
-        probes = probe_buckets.close()
-        if self._built is not None:  # the build side fitted: stream the spilled probe rows
-            for run in probes:
-                if run is not None:
-                    yield from self._probe_run(self._built, run)
-                    run.delete()
-            yield from self._built.unmatched(self._left_schema())
-            return
-        builds = build_buckets.close()
-        try:
-            for build_run, probe_run in zip(builds, probes, strict=True):
-                yield from self._join_bucket(build_run, probe_run, 0)
-        finally:
-            for run in (*builds, *probes):
-                if run is not None:
-                    run.delete()
-
-    def _join_bucket(
-        self, build_run: SpillRun | None, probe_run: SpillRun | None, level: int
-    ) -> Iterator[pa.Table]:
-        """Join one bucket (its runs deleted once read), or split it again if its build
-        side is larger than the memory (see the module docstring)."""
-        try:
-            if probe_run is None and self.how not in TRACKED:
-                return  # no probe row: only unmatched build rows could come out
-            if build_run is None and self.how in ("inner", "semi", "right"):
-                return  # no build row: nothing can match
-            if (
-                build_run is not None
-                and build_run.bytes > self._memory
-                and level < MAX_LEVELS
-                and self._context.can_spill
-            ):
-                yield from self._split_bucket(build_run, probe_run, level)
-                return
-            built = self._new_build(self._read_build([build_run]), 0)
-            if probe_run is not None:
-                yield from self._probe_run(built, probe_run)
-            yield from built.unmatched(self._left_schema())
-        finally:
-            for run in (build_run, probe_run):
-                if run is not None:
-                    run.delete()
-
-    def _split_bucket(
-        self, build_run: SpillRun, probe_run: SpillRun | None, level: int
-    ) -> Iterator[pa.Table]:
-        n = bucket_count(build_run.bytes, self._memory)
-        staging = max(self._memory // _STAGING_SHARE, 1)
-
-        def held() -> int:
-            return build.held + probe.held
-
-        build = HashBuckets(self._context, self.on, n, level + 1, "build", staging, held)
-        probe = HashBuckets(self._context, self.on, n, level + 1, "probe", staging, held)
-        try:
-            for buckets, run in ((build, build_run), (probe, probe_run)):
-                if run is not None:
-                    for batch in run.batches():
-                        buckets.add(batch)
-                    run.delete()
-            for b, p in zip(build.close(), probe.close(), strict=True):
-                yield from self._join_bucket(b, p, level + 1)
-        finally:
-            build.delete()
-            probe.delete()
-
-    def _probe_run(self, built: BuildTable, run: SpillRun) -> Iterator[pa.Table]:
-        """Probe ``built`` with a spilled run's rows, in groups as ``_probe_waiting``."""
-        enough = max(PROBE_PER_BUILD * built.rows, MIN_PROBE_ROWS)
-        if built.indexed(run.schema):
-            enough = MIN_PROBE_ROWS  # runs hold small batches: no call per batch
-        room = self._probe_room(built)
-        group: list[pa.RecordBatch] = []
-        rows = nbytes = 0
-        for batch in itertools.chain(run.batches(), [None]):
-            if batch is not None:
-                group.append(batch)
-                rows += batch.num_rows
-                nbytes += batch.nbytes
-                if rows < enough and nbytes < room:
-                    continue
-            if group:
-                self._context.hold(built.nbytes + nbytes + self._held_staging())
-                yield from built.probe(pa.Table.from_batches(group, schema=run.schema))
-            group, rows, nbytes = [], 0, 0
-
-    def _held_staging(self) -> int:
-        if self._grace is None:
-            return 0
-        return self._grace[_LEFT].held + self._grace[_RIGHT].held
-
     def finish(self) -> Iterable[pa.Table]:
         # every input ended, so both did here too (end_input is idempotent)
         return itertools.chain(self.end_input(_RIGHT), self.end_input(_LEFT))
 
     # -- schemas --------------------------------------------------------------------------
-
-    def _output_schema_now(self) -> pa.Schema | None:
-        left, right = self._left_schema(), self._schemas[_RIGHT] or self.planned_schemas[_RIGHT]
-        if left is None or right is None:
-            return None
-        return self._spec.layout(left, right).output
 
     def on_kernel(self, kernel: str) -> Operator:
         if kernel != "duckdb":

@@ -4,8 +4,7 @@ A ``BuildTable`` answers probe batches of the left input with output rows.  A
 single integer-like key of small range is joined through ``DenseBuild``
 (``dense_join.py``): the build side is indexed once, by the key's value, and
 every probe batch is joined against the index.  The index is made only if it
-fits in half the memory the build side leaves (a grace bucket's keys are spread
-over many buckets, so sparse in each).  Otherwise ``Table.join`` does it, which
+fits in half the memory the build side leaves.  Otherwise ``Table.join`` does it, which
 builds its hash table from the right table on every call (``HashJoin`` groups
 probe batches to spread that cost).
 

@@ -1,7 +1,8 @@
 """Aligning two key-sorted streams into chunks that hold whole key groups on both sides.
 
 co_group and the sort-merge join sort both inputs by the key columns
-(``ExternalSorter``: ascending, nulls last) and then need, a piece at a time,
+(ascending, nulls last: ``sorter.Sorter``, or DuckDB's ``ORDER BY`` in
+``duck/sorter.py``) and then need, a piece at a time,
 every row of some set of keys from *both* sides at once.  ``align`` cuts the
 two sorted streams into chunks ``(left_part, right_part)`` such that every key
 value appears in exactly one chunk, on both sides; either part may have no
@@ -31,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hybrid_shuffle.operators.context import HeldBytes
-from hybrid_shuffle.operators.sort_keys import SortKeys, counts_before, key_table
+from hybrid_shuffle.operators.sort_keys import SortKeys, counts_before, key_table, sort_options
 
 __all__ = ["align"]
 
@@ -109,7 +110,7 @@ def align(
         if len(open_) < 2:
             return open_[0] if open_ else None
         lasts = pa.concat_tables([s.last_key(sort_keys) for s in open_])
-        first = pc.sort_indices(lasts, sort_keys=[(c, o, "at_end") for c, o in sort_keys])
+        first = pc.sort_indices(lasts, options=sort_options(sort_keys))
         return open_[int(first[0].as_py())]
 
     stuck = False

@@ -12,7 +12,7 @@ The contract that makes the phases agree (and that their tests check):
 ``results(combine(partials of all rows))`` equals one reduction of all the rows,
 however the rows were split into batches, subtasks and flushes.  Partials of
 one key may appear in any number of rows, so every phase may hash-partition them
-by ``keys`` (the exchange, the aggregate's spill buckets).
+by ``keys`` (the exchange does).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Sort of one partition (the range exchange in front of it makes the sort global).
 
-The rows are sorted by an ``ExternalSorter`` within the operator's memory
-budget: beyond it sorted runs are spilled and merged back at the end, so a
-partition larger than the memory still sorts.  ``finish`` yields the sorted
-rows in batches of bounded size; nulls are last in both directions.
+On the Arrow kernel the rows are kept and sorted in memory (``sorter.Sorter``):
+``operators.memory`` is reported, not enforced.  On DuckDB (``on_kernel``) the
+twin ``duck/sort.py`` sorts within the task's ``memory_limit`` and spills.
+``finish`` yields the sorted rows in batches of bounded size; nulls are last in
+both directions.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pyarrow as pa
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.external_sort import ExternalSorter
+from hybrid_shuffle.operators.sorter import Sorter
 
 __all__ = ["SortPartition"]
 
@@ -35,7 +36,7 @@ class SortPartition(Operator):
         context = context or OperatorContext.unbounded()
         order = "descending" if self.descending else "ascending"
         keys = [(c, order) for c in self.by]
-        self._sorter = ExternalSorter(keys, context, context.memory, "sort")
+        self._sorter = Sorter(keys, context)
         self._schema: pa.Schema | None = None
 
     def _check(self, schema: pa.Schema) -> None:

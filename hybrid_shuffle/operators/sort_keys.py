@@ -1,12 +1,12 @@
 """Rows compared by sort keys, with pyarrow's own order: the kernels the sorts share.
 
-``ExternalSorter`` sorts runs and merges them, ``key_groups.align`` cuts two
-sorted streams at a common key; both must decide "comes before" exactly as the
-sort did, for every sortable type (nulls last, NaN before them, strings,
-multi-column and descending keys).  Nothing here writes a comparison: every
-decision is a pyarrow ``sort_indices`` -- of the rows (``sort_indices``, with
-NumPy's introsort for one integer key without nulls), or of a few probe rows
-together with a bound row (``counts_before``, a vectorized binary search).
+``sorter.Sorter`` sorts rows, ``key_groups.align`` cuts two sorted streams at a
+common key; the cut must decide "comes before" exactly as the sort did, for
+every sortable type (nulls last, NaN before them, strings, multi-column keys).
+Nothing here writes a comparison: every decision is a pyarrow ``sort_indices``
+-- of the rows (``sort_indices``, with NumPy's introsort for one integer key
+without nulls), or of a few probe rows together with a bound row
+(``counts_before``, a vectorized binary search).
 ``RowTaker`` gathers rows chunk by chunk, because pyarrow's ``take`` of a
 many-chunk table concatenates the whole table on every call.
 """
@@ -25,7 +25,6 @@ __all__ = [
     "PROBES",
     "RowTaker",
     "SortKeys",
-    "count_before",
     "counts_before",
     "key_table",
     "sort_indices",
@@ -35,7 +34,7 @@ __all__ = [
 #: (column, "ascending" | "descending") pairs, as pyarrow takes them; nulls always last
 SortKeys = Sequence[tuple[str, str]]
 
-#: probes per step of ``count_before``'s search
+#: probes per step of ``counts_before``'s search
 PROBES = 64
 
 
@@ -58,8 +57,8 @@ def key_table(table: pa.Table | pa.RecordBatch, sort_keys: SortKeys) -> pa.Table
 def sort_indices(table: pa.Table | pa.RecordBatch, sort_keys: SortKeys) -> np.ndarray:
     """The row order that sorts ``table`` by ``sort_keys`` (nulls last), as int64: by
     NumPy for one integer key without nulls (``partitioner.sort_order``, not stable),
-    else by pyarrow (stable).  Nothing here needs ties kept in order; the merge's
-    searches, which do, sort with pyarrow themselves (``counts_before``)."""
+    else by pyarrow (stable).  No sort needs ties kept in order; the searches of
+    ``counts_before``, which do, sort with pyarrow themselves."""
     if len(sort_keys) == 1:
         ((name, direction),) = sort_keys
         fast = sort_order(table.column(name), direction == "descending")
@@ -108,16 +107,11 @@ class RowTaker:
         return gathered.combine_chunks().take(inverse)
 
 
-def count_before(keys: pa.Table, bound: pa.Table, sort_keys: SortKeys, inclusive: bool) -> int:
-    """How many leading rows of ``keys`` (sorted by ``sort_keys``) sort before the one row
-    of ``bound`` (same columns and types); with ``inclusive``, rows equal to it too."""
-    return counts_before([keys], bound, sort_keys, inclusive)[0]
-
-
 def counts_before(
     tables: Sequence[pa.Table], bound: pa.Table, sort_keys: SortKeys, inclusive: bool
 ) -> list[int]:
-    """``count_before`` of each table, searched together.
+    """How many leading rows of each table (sorted by ``sort_keys``) sort before the one
+    row of ``bound`` (same columns and types); with ``inclusive``, rows equal to it too.
 
     A binary search of ``PROBES`` probes a table a step; a step sorts every table's probes
     with the bound row in one ``sort_indices`` -- stable, so the bound placed last comes

@@ -1,15 +1,15 @@
-"""Sort-merge join of two co-partitioned inputs, within a memory budget.
+"""Sort-merge join of two co-partitioned inputs.
 
-The hash join keeps its whole build side in memory; this one does not need
-to: both inputs are sorted by the key columns with an ``ExternalSorter`` (sharing
-the operator's memory, spilling sorted runs beyond it), then walked
-together in aligned chunks (``key_groups.align``: every key's rows of both
-sides in one chunk, many keys a chunk), and each chunk is joined by pyarrow's
-``Table.join``.  A chunk holds every row of its keys on both sides, so joining
-chunk by chunk gives what one join of the whole inputs gives, for every
-``how`` -- outer joins included, since a key on one side only is a chunk whose
-other part is empty.  Inputs arrive interleaved in any order; the output comes
-after both ended (``output_on_eof``), in no defined row order.
+Both inputs are sorted by the key columns in memory (``co_group.SortedSides``;
+on DuckDB the twin ``duck/join.py`` runs the whole join within the task's
+``memory_limit``, spilling), then walked together in aligned chunks
+(``key_groups.align``: every key's rows of both sides in one chunk, many keys a
+chunk), and each chunk is joined by pyarrow's ``Table.join``.  A chunk holds
+every row of its keys on both sides, so joining chunk by chunk gives what one
+join of the whole inputs gives, for every ``how`` -- outer joins included, since
+a key on one side only is a chunk whose other part is empty.  Inputs arrive
+interleaved in any order; the output comes after both ended (``output_on_eof``),
+in no defined row order.
 
 ``how`` is one of ``join_types.JOIN_TYPES`` (inner, left, right, full, semi,
 anti).  As with pyarrow: key columns appear once (coalesced), a right column
@@ -85,7 +85,7 @@ class SortMergeJoin(Operator):
 
     def open(self, context: OperatorContext | None = None) -> None:
         self._sides = SortedSides(
-            self.on, context or OperatorContext.unbounded(), "join", f"join '{self.name}'"
+            self.on, context or OperatorContext.unbounded(), f"join '{self.name}'"
         )
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:

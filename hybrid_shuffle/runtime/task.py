@@ -243,9 +243,9 @@ def run_task(
 ) -> TaskReport:
     """Run one task to its end and report it (see the module docstring for what raises).
 
-    ``spill_dir`` is where the task's stateful operators may spill (a directory of
-    its own is made inside on first spill and removed when the task ends, however
-    it ends); ``None``: they keep everything in memory."""
+    ``spill_dir`` is where the task's DuckDB may spill (its ``temp_directory``, a
+    directory of the task attempt's own made inside on connect and removed when the
+    task ends, however it ends); ``None``: DuckDB does not spill."""
     report = TaskReport(
         deployment.name,
         deployment.vertex,
@@ -262,7 +262,7 @@ def run_task(
         deployment.operator_memory,
         None if task_dir is None else os.path.join(task_dir, "duckdb"),
     )
-    contexts = operator_contexts(deployment, task_dir, database)
+    contexts = operator_contexts(deployment, database)
     report.operators = [c.metrics for c in contexts.values()]
     try:
         writers = env.create_result_partition_writers(deployment.outputs, cancelled)
@@ -304,34 +304,22 @@ def on_kernel(deployment: TaskDeployment) -> None:
 
 
 def operator_contexts(
-    deployment: TaskDeployment, task_dir: str | None, database: TaskDatabase | None = None
+    deployment: TaskDeployment, database: TaskDatabase | None = None
 ) -> dict[int, OperatorContext]:
     """``id(operator)`` -> its context, for the chain's and combiners' stateful operators:
-    an even share of ``operator_memory`` each, and a spill directory of its own; and for
-    the operators that ask for one (``needs_context``: a sink), one with no memory."""
+    an even share of ``operator_memory`` each, and the task's DuckDB; and for the
+    operators that ask for one (``needs_context``: a sink), one with no memory."""
     operators = _all_operators(deployment)
     stateful = [op for op in operators if op.uses_memory]
     share = deployment.operator_memory // max(len(stateful), 1)
     task = (deployment.subtask, deployment.attempt)
     contexts = {
-        id(op): OperatorContext(
-            share,
-            None if task_dir is None else os.path.join(task_dir, f"{i}-{_safe(op.name)}"),
-            *task,
-            database,
-            deployment.wait_timeout,
-        )
-        for i, op in enumerate(stateful)
+        id(op): OperatorContext(share, *task, database, deployment.wait_timeout) for op in stateful
     }
     for op in operators:
         if op.needs_context and id(op) not in contexts:
-            contexts[id(op)] = OperatorContext(0, None, *task, database, deployment.wait_timeout)
+            contexts[id(op)] = OperatorContext(0, *task, database, deployment.wait_timeout)
     return contexts
-
-
-def _safe(name: str) -> str:
-    """An operator name as a file name (names are the user's: any character)."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:64]
 
 
 def _caused_by_cancel(error: BaseException) -> bool:

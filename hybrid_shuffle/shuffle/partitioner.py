@@ -47,7 +47,6 @@ import pyarrow.compute as pc
 
 __all__ = [
     "bucket_overlaps",
-    "hash_bucket_ids",
     "hash_partition_ids",
     "range_boundaries",
     "range_bucket_mask",
@@ -203,7 +202,7 @@ def _id_dtype(n: int) -> type[np.integer[Any]]:
 
 def _key_hashes(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
     """The uint64 row hash of ``keys`` (the per-column hashes combined), equal for equal
-    keys in any process: what ``hash_partition_ids`` and ``hash_bucket_ids`` reduce."""
+    keys in any process: what ``hash_partition_ids`` reduces."""
     combined: np.ndarray | None = None
     with np.errstate(over="ignore"):
         for key in keys:
@@ -227,26 +226,6 @@ def hash_partition_ids(table: pa.Table, keys: Sequence[str], n: int) -> np.ndarr
     """Partition id in ``[0, n)`` of every row, equal for equal keys in any process
     (of the narrowest integer type that holds ``n - 1``)."""
     return _reduce(_key_hashes(table, keys), n)
-
-
-#: the salt of bucket level 0 (an odd 64-bit constant; level L uses (L + 1) times it)
-_BUCKET_SALT = 0xD1B54A32D192ED03
-
-
-def hash_bucket_ids(table: pa.Table, keys: Sequence[str], n: int, level: int) -> np.ndarray:
-    """Bucket id in ``[0, n)`` of every row for an operator's spill buckets (hash join,
-    hash aggregate), equal for equal keys, of the narrowest integer type.
-
-    The row hash is ``hash_partition_ids``'s, mixed again with a salt of ``level``:
-    every row one subtask receives shares ``hash % parallelism``, so the exchange's
-    ids (or any unsalted reduction of the same hash) would put a subtask's rows into
-    few buckets; the salted mix makes the bucket independent of the partition, and
-    a bucket re-partitioned at ``level + 1`` splits again instead of staying whole.
-    """
-    salt = np.uint64((_BUCKET_SALT * (level + 1)) & 0xFFFFFFFFFFFFFFFF)
-    hashed = _key_hashes(table, keys)
-    np.bitwise_xor(hashed, salt, out=hashed)
-    return _reduce(_mix(hashed, in_place=True), n)
 
 
 def round_robin_ids(num_rows: int, n: int, start: int) -> np.ndarray:

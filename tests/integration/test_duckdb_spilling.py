@@ -2,8 +2,8 @@
 exact, leaves no file behind, and runs each task's DuckDB on ``operators.threads``.
 
 With ``operators.memory: 16 MiB`` a task's DuckDB gets the 64 MiB floor
-(``TaskDatabase.MIN_MEMORY``); each subtask's aggregate or sort state here is well
-past it, so DuckDB spills to the task's temp directory, and that shows as the
+(``TaskDatabase.MIN_MEMORY``); each subtask's aggregate, sort or co_group state here
+is well past it, so DuckDB spills to the task's temp directory, and that shows as the
 vertex's ``spilled_bytes``.  The data are made so that exactness is checked with
 vectorized NumPy, never a Python loop over rows: every row's value is a function of
 its key (so a wrong pairing shows), and the row ids must come back exactly once.
@@ -120,6 +120,39 @@ def test_a_sort_past_the_memory_floor_spills_and_is_exact(session: hs.Session) -
     assert (k == keys[got_ids]).all()  # every row kept its key
     spilled(result, "sorted")
     del got, result
+    assert_no_leaks(session)  # no spill file left, among the rest
+    assert task_dirs(session) == []
+
+
+def pair_ids(left: pa.Table, right: pa.Table) -> pa.Table:
+    """A co_group function: each key of the call with its left and right ids."""
+    return left.join(right, "k", join_type="full outer", use_threads=False)
+
+
+@pytest.mark.slow
+def test_a_co_group_past_the_memory_floor_spills_and_is_exact(session: hs.Session) -> None:
+    """Each side is a DuckDB ``ORDER BY`` (``duck/sorter.py``): 48 MB a side per subtask,
+    both sorted at once within the 64 MiB floor.  Half the keys are on both sides."""
+    rows = 8_000_000
+    rng = np.random.default_rng(4)
+    left_ids = rng.permutation(rows).astype(np.int32)
+    right_ids = (rng.permutation(rows) + rows // 2).astype(np.int32)
+    left = pa.table({"k": mixed(left_ids), "id": left_ids})
+    right = pa.table({"k": mixed(right_ids), "w": right_ids})
+    job = session.job("duck_co_group")
+    result = (
+        job.from_arrow(left).co_group(job.from_arrow(right), "k", pair_ids, name="paired").collect()
+    )
+    got = result.table.sort_by("k")
+    want = pair_ids(left, right).sort_by("k")
+    del left, right
+    assert got.column_names == ["k", "id", "w"]
+    assert got.num_rows == rows + rows // 2
+    k = got.column("k").to_numpy()
+    assert (k[1:] > k[:-1]).all()  # each key in exactly one call
+    assert got.equals(want)  # pyarrow's one join of the whole inputs
+    spilled(result, "paired")
+    del got, want, result
     assert_no_leaks(session)  # no spill file left, among the rest
     assert task_dirs(session) == []
 

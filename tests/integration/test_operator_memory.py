@@ -1,15 +1,15 @@
-"""Sort, join, aggregate and co_group within ``operators.memory``, through real jobs.
+"""co_group within ``operators.memory``, through real jobs, on the default kernel.
 
-Each job's stateful vertex gets 3 to 6 times its ``operators.memory`` of input
-per subtask, so it must spill; the answer is compared row for row with one
-single-process pyarrow computation and the vertex's ``spilled_bytes`` must be
-positive (and its peak within 1.5x the memory).  co_group also runs in all four
-modes, with keys on one side only and with empty sides; and the output-on-EOF
-rule shows in ``EdgeMetrics.mode_origin`` and ``explain()``.
+co_group runs in all four modes (each key in exactly one call, the answer equal to
+one single-process pyarrow computation, the vertex's memory and peak reported), with
+keys on one side only and with empty sides; the output-on-EOF rule shows in
+``EdgeMetrics.mode_origin`` and ``explain()``; a wrong join or co_group argument is
+one sentence before running.
 
-These pin the Arrow kernel's own spilling (``operators.kernel: arrow``) at 2 MiB; DuckDB
-never runs below its 64 MiB floor, and its spilling is pinned by
-``test_duckdb_spilling.py``.
+Spilling is the DuckDB kernel's (the Arrow kernel runs in memory, for comparison):
+these jobs stay under DuckDB's 64 MiB floor, and ``test_duckdb_spilling.py`` and
+``test_duckdb_join_spilling.py`` make the aggregate, the sort, the joins and co_group
+spill.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ ROWS = 2 * 4 * MEMORY // 16
 def session(local_ray: None) -> Iterator[hs.Session]:
     config = {
         "parallelism": 2,
-        "operators": {"memory": MEMORY, "kernel": "arrow"},
+        "operators": {"memory": MEMORY},
         "shuffle": {"buffer_size": "256 KiB", "memory_budget": "128 MiB"},
     }
     with hs.Session(config, slots=4) as s:
@@ -59,76 +59,12 @@ def ordered(t: pa.Table) -> pa.Table:
     return t.sort_by([(c, "ascending") for c in t.column_names]).combine_chunks()
 
 
-def spilled(result: hs.JobResult, vertex: str) -> hs.VertexMetrics:
+def reported(result: hs.JobResult, vertex: str) -> hs.VertexMetrics:
+    """The vertex's memory and peak are reported (on DuckDB, its queries' peak)."""
     v = result.vertices[vertex]
-    assert v.spilled_bytes > 0, v
     assert v.memory == MEMORY, v
-    assert 0 < v.peak_memory_bytes <= 1.5 * MEMORY, v
+    assert v.peak_memory_bytes > 0, v
     return v
-
-
-def test_sort_larger_than_memory_spills_and_equals_pyarrow(session: hs.Session) -> None:
-    data = table(ROWS, 1_000_000, 1)
-    job = session.job("sort")
-    result = job.from_arrow(data).sort("k", descending=True, name="sorted").collect()
-    got = result.table
-    want = data.sort_by([("k", "descending")])
-    assert got.column("k").to_pylist() == want.column("k").to_pylist()
-    assert ordered(got).equals(ordered(data))
-    v = spilled(result, "sorted")
-    assert (v.rows_in, v.rows_out, v.subtasks) == (ROWS, ROWS, 2)
-    assert v.cpu_seconds > 0 and 0 < v.wall_seconds <= result.wall_seconds
-    line = next(x for x in result.vertex_summary().splitlines() if "vertex sorted" in x)
-    assert f"{ROWS:,} rows in" in line and "memory 2 MiB" in line and "spilled" in line
-    assert_no_leaks(session)
-
-
-def test_aggregate_larger_than_memory_spills_and_equals_pyarrow(session: hs.Session) -> None:
-    data = table(ROWS, ROWS // 2, 2)  # nearly unique keys: the state is as large as the input
-    job = session.job("agg")
-    spec = {"v": ["sum", "count", "min", "max", "mean"]}
-    result = job.from_arrow(data).key_by("k").aggregate(spec, name="totals").collect()
-    want = data.group_by("k").aggregate([("v", f) for f in spec["v"]])
-    want = want.select(["k", *(f"v_{f}" for f in spec["v"])])
-    got = result.table.select(want.column_names)
-    assert ordered(got).num_rows == want.num_rows
-    assert (
-        ordered(got)
-        .drop_columns(["v_sum", "v_mean"])
-        .equals(ordered(want).drop_columns(["v_sum", "v_mean"]))
-    )
-    for column in ("v_sum", "v_mean"):  # float sums: equal up to the order of additions
-        assert np.allclose(
-            ordered(got).column(column).to_numpy(), ordered(want).column(column).to_numpy()
-        )
-    spilled(result, "totals")
-    assert_no_leaks(session)
-
-
-@pytest.mark.parametrize("strategy", ["hash", "sort-merge"])
-@pytest.mark.parametrize("how", ["inner", "left", "right", "full", "semi", "anti"])
-def test_join_larger_than_memory_spills_and_equals_pyarrow(
-    session: hs.Session, how: str, strategy: str
-) -> None:
-    left = table(ROWS // 2, ROWS, 3)
-    right = table(ROWS // 2, ROWS, 4).rename_columns(["k", "w"])
-    job = session.job("join")
-    joined = job.from_arrow(left).join(
-        job.from_arrow(right), on="k", how=how, strategy=strategy, name="joined"
-    )
-    result = joined.collect()
-    pyarrow_how = hs_how(how)
-    want = left.join(right, "k", join_type=pyarrow_how, use_threads=False)
-    assert result.table.schema.names == want.schema.names
-    assert ordered(result.table).equals(ordered(want.cast(result.table.schema)))
-    spilled(result, "joined")
-    assert_no_leaks(session)
-
-
-def hs_how(how: str) -> str:
-    from hybrid_shuffle.operators.join_types import JOIN_TYPES
-
-    return JOIN_TYPES[how]
 
 
 def count_both_sides(left: pa.Table, right: pa.Table) -> pa.Table:
@@ -173,7 +109,7 @@ def test_co_group_in_every_mode_covers_each_key_once(session: hs.Session, mode: 
     )
     assert {result.edges[f"grouped.{s}"].mode for s in ("left", "right")} == {mode}
     assert result.edges["grouped.left"].mode_origin == "code"
-    spilled(result, "grouped")
+    reported(result, "grouped")
     assert_no_leaks(session)
 
 

@@ -2,9 +2,10 @@
 for the one that runs it on its kernel before it opens the chain, and so do the tests.
 
 A test that pins results takes the ``kernel`` fixture (``conftest``) and builds its
-operators through ``on_kernel``; a test that pins how the Arrow kernel does the work
-(its spill runs and buckets, its ``peak <= memory`` accounting) builds them on
-``arrow`` only and says so.
+operators through ``on_kernel``; a test that pins how one kernel does the work (the
+Arrow kernel's in-memory account, the DuckDB twin's fallbacks) builds them on that
+kernel only and says so.  Spilling is DuckDB's alone, past its 64 MiB floor
+(``tests/integration/test_duckdb_spilling.py``).
 """
 
 from __future__ import annotations

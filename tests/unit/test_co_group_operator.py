@@ -1,9 +1,14 @@
-"""CoGroup (and key_groups.align) against a pyarrow group_by of the whole inputs."""
+"""CoGroup (and key_groups.align) against a pyarrow group_by of the whole inputs.
+
+The results are checked on both kernels (``kernels``): on DuckDB each side is sorted
+by a ``DuckSorter`` (an ``ORDER BY`` on the operator's database), on Arrow by the
+in-memory ``Sorter``.  Neither spills here (DuckDB's floor is 64 MiB;
+``tests/integration/test_duckdb_spilling.py`` makes co_group's DuckDB sorters spill).
+"""
 
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,9 +21,11 @@ from hybrid_shuffle.errors import PlanError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.co_group import CoGroup
 from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.duck.sorter import DuckSorter
 from hybrid_shuffle.operators.key_groups import align
+from hybrid_shuffle.operators.sorter import Sorter
 
-from .test_external_sort import left_behind, spill_context
+from .kernels import on_kernel
 
 ON = ["k", "s"]
 
@@ -85,8 +92,15 @@ def outputs(
     return out
 
 
-def run(op: CoGroup, batches: list[tuple[int, pa.Table]], context: OperatorContext) -> pa.Table:
-    out = outputs(op, batches, context)
+def run(
+    op: CoGroup, batches: list[tuple[int, pa.Table]], context: OperatorContext, kernel: str
+) -> pa.Table:
+    """``op`` on ``kernel`` over ``batches``, closed after."""
+    twin = on_kernel(op, kernel)
+    try:
+        out = outputs(twin, batches, context)
+    finally:
+        twin.close()
     return pa.concat_tables(out) if out else pa.table({})
 
 
@@ -94,15 +108,15 @@ ORDER = [(c, "ascending") for c in ["side", *ON]]
 
 
 @pytest.mark.parametrize("as_pandas", [False, True])
-def test_co_group_spills_and_equals_a_group_by_of_the_whole_inputs(
-    tmp_path: Path, as_pandas: bool
+def test_co_group_under_a_small_memory_equals_a_group_by_of_the_whole_inputs(
+    as_pandas: bool, kernel: str
 ) -> None:
     left, right = side(60_000, 1, 3000), side(40_000, 2, 4000)  # keys 3000-3999 right only
     memory = (left.nbytes + right.nbytes) // 5
-    context = spill_context(tmp_path, memory)
+    context = OperatorContext(memory)
     fn = Recorder(as_pandas)
     op = CoGroup(ON, fn, "cg")
-    got = run(op, arrivals(left, right, 1999, seed=7), context)
+    got = run(op, arrivals(left, right, 1999, seed=7), context, kernel)
     want = pa.concat_tables([summary(left, "L"), summary(right, "R")])
     assert got.sort_by(ORDER).equals(want.sort_by(ORDER))
     # every key in exactly one call, many keys a call, each side in key order
@@ -113,54 +127,56 @@ def test_co_group_spills_and_equals_a_group_by_of_the_whole_inputs(
     for call in fn.calls:
         for part in call:
             assert part.select(ON).equals(part.sort_by(order).select(ON))
-    assert context.metrics.spilled_bytes > 0
-    assert context.metrics.peak_memory_bytes <= 1.5 * memory
-    assert left_behind(tmp_path) == []
+    assert context.metrics.spilled_bytes == 0
+    assert context.metrics.peak_memory_bytes > 0
 
 
-def test_null_keys_form_one_group_across_both_sides(tmp_path: Path) -> None:
+def test_null_keys_form_one_group_across_both_sides(kernel: str) -> None:
     left = pa.table({"k": [None, 1, None], "s": ["a", "a", "a"], "v": [1, 2, 3]})
     right = pa.table({"k": [None, 2], "s": ["a", "a"], "v": [10, 20]})
     fn = Recorder()
-    got = run(CoGroup(ON, fn, "cg"), [(1, right), (0, left)], OperatorContext.unbounded())
+    got = run(CoGroup(ON, fn, "cg"), [(1, right), (0, left)], OperatorContext.unbounded(), kernel)
     want = pa.concat_tables([summary(left, "L"), summary(right, "R")])
     assert got.sort_by(ORDER).equals(want.sort_by(ORDER))
     assert any(r["k"] is None and r["v_count"] == 2 for r in got.to_pylist())
 
 
-def test_a_side_with_no_rows_is_passed_as_an_empty_table(tmp_path: Path) -> None:
+def test_a_side_with_no_rows_is_passed_as_an_empty_table(kernel: str) -> None:
     left = side(5000, 3, 500)
     fn = Recorder()
     empty_right = side(0, 4, 1)
-    got = run(CoGroup(ON, fn, "cg"), [(1, empty_right), (0, left)], OperatorContext.unbounded())
+    got = run(
+        CoGroup(ON, fn, "cg"), [(1, empty_right), (0, left)], OperatorContext.unbounded(), kernel
+    )
     assert got.sort_by(ORDER).equals(summary(left, "L").sort_by(ORDER))
     assert all(r.num_rows == 0 and r.schema == empty_right.schema for _, r in fn.calls)
 
 
-def test_a_side_that_sent_nothing_has_the_planned_schema_or_an_error(tmp_path: Path) -> None:
+def test_a_side_that_sent_nothing_has_the_planned_schema_or_an_error(kernel: str) -> None:
     left, right = side(3000, 5, 100), side(10, 6, 100)
     planned = CoGroup(ON, Recorder(), "cg")
     assert planned.output_schema([left.schema, right.schema]) is None
     batches = [(0, left.slice(0, 1000)), (0, left.slice(1000))]
-    got = run(planned, batches, OperatorContext.unbounded())
+    got = run(planned, batches, OperatorContext.unbounded(), kernel)
     assert got.sort_by(ORDER).equals(summary(left, "L").sort_by(ORDER))
 
     unplanned = CoGroup(ON, Recorder(), "cg")
     with pytest.raises(SchemaMismatchError, match="co_group 'cg': the right input sent"):
-        run(unplanned, batches, OperatorContext.unbounded())
+        run(unplanned, batches, OperatorContext.unbounded(), kernel)
     # nothing to call fn with: no error, no output
     fn = Recorder()
-    assert run(CoGroup(ON, fn, "cg"), [], OperatorContext.unbounded()).num_rows == 0
+    assert run(CoGroup(ON, fn, "cg"), [], OperatorContext.unbounded(), kernel).num_rows == 0
     assert fn.calls == []
 
 
-def test_none_skips_and_what_fn_raises_propagates_unchanged() -> None:
+def test_none_skips_and_what_fn_raises_propagates_unchanged(kernel: str) -> None:
     left = side(100, 7, 10)
     assert (
         run(
             CoGroup(ON, lambda a, b: None, "cg"),
             [(0, left), (1, left)],
             OperatorContext.unbounded(),
+            kernel,
         ).num_rows
         == 0
     )
@@ -172,10 +188,13 @@ def test_none_skips_and_what_fn_raises_propagates_unchanged() -> None:
         raise Boom("user code")
 
     with pytest.raises(Boom, match="user code"):
-        run(CoGroup(ON, fail, "cg"), [(0, left), (1, left)], OperatorContext.unbounded())
+        run(CoGroup(ON, fail, "cg"), [(0, left), (1, left)], OperatorContext.unbounded(), kernel)
     with pytest.raises(PlanError, match="co_group 'cg': the function returned a list"):
         run(
-            CoGroup(ON, lambda a, b: [1], "cg"), [(0, left), (1, left)], OperatorContext.unbounded()
+            CoGroup(ON, lambda a, b: [1], "cg"),
+            [(0, left), (1, left)],
+            OperatorContext.unbounded(),
+            kernel,
         )
 
 
@@ -210,3 +229,44 @@ def test_align_cuts_both_streams_at_whole_keys() -> None:
     assert pa.concat_tables([c[0] for c in chunks]).equals(left)
     assert pa.concat_tables([c[1] for c in chunks]).equals(right)
     assert 5 < len(chunks) < len(seen) / 50
+
+
+def test_co_group_sorts_on_duckdb_unless_its_keys_are_floats() -> None:
+    """On DuckDB each side gets a ``DuckSorter`` on its first batch; a float key keeps
+    the Arrow sorter (DuckDB orders NaN and -0.0 differently), and on Arrow nothing
+    changes: ``on_kernel("arrow")`` is the operator itself."""
+    op = CoGroup(["k"], Recorder(), "cg")
+    assert op.on_kernel("arrow") is op
+    twin = op.on_kernel("duckdb")
+    assert isinstance(twin, CoGroup) and twin is not op and op.kernel == "arrow"
+    for key, sorter in ((pa.int64(), DuckSorter), (pa.float64(), Sorter)):
+        table = pa.table({"k": pa.array([2, 1, None], key), "v": [1, 2, 3]})
+        twin.open(OperatorContext.unbounded())
+        twin.process(table, 0)
+        assert isinstance(twin._sides.sorters[0], sorter)
+        assert isinstance(twin._sides.sorters[1], Sorter)  # no batch yet
+        twin.close()
+
+
+@pytest.mark.parametrize("key", ["int", "string", "date", "decimal"])
+def test_the_duckdb_sorter_orders_keys_as_align_compares_them(key: str) -> None:
+    """Nulls last and strings by their bytes, as pyarrow's sort (``align`` cuts the
+    sorted sides with pyarrow's comparisons)."""
+    rng = np.random.default_rng(4)
+    ints = rng.integers(-500, 500, 20_000)
+    values: pa.Array = {
+        "int": pa.array(ints),
+        "string": pa.array([f"{'é' if x % 3 else 'Z'}{x}" for x in ints]),
+        "date": pa.array(ints + 20_000, pa.int32()).cast(pa.date32()),
+        "decimal": pa.array(ints).cast(pa.decimal128(21, 2)),
+    }[key]
+    keys = pc.if_else(pa.array(rng.random(20_000) < 0.05), pa.scalar(None, values.type), values)
+    table = pa.table({"k": keys, "i": np.arange(20_000)})
+    sorter = DuckSorter(["k"], table.schema, OperatorContext.unbounded(), "co_group 'cg'")
+    for i in range(0, table.num_rows, 3000):
+        sorter.add(table.slice(i, 3000))
+    got = pa.concat_tables(list(sorter.sorted_batches()))
+    assert got.schema == table.schema
+    want = table.sort_by([("k", "ascending", "at_end")])
+    assert got.column("k").equals(want.column("k"))
+    assert sorted(got.column("i").to_pylist()) == list(range(20_000))

@@ -288,7 +288,7 @@ def test_a_join_larger_than_its_memory_spills_and_stays_exact(
     database leaves no file behind."""
     rows, batch = 5_000_000, 1 << 20
     database = TaskDatabase(1, 16 << 20, str(tmp_path / "duckdb"))
-    context = OperatorContext(16 << 20, str(tmp_path / "ops"), database=database)
+    context = OperatorContext(16 << 20, database=database)
     twin = HashJoin(["k"], "inner", "j").on_kernel("duckdb")
     twin.open(context)
     out: list[pa.Table] = []

@@ -250,7 +250,7 @@ def test_a_query_that_stops_reading_early_drops_the_batches_after_it() -> None:
     """``LIMIT`` ends DuckDB's query before its input ends: pushing on must not wait for a
     reader that is gone (the wait would time out), and closing ends its generator."""
     op = bound("SELECT * FROM input LIMIT 3")
-    op.open(OperatorContext(UNBOUNDED, None, wait_timeout=5))
+    op.open(OperatorContext(UNBOUNDED, wait_timeout=5))
     try:
         out = [t for _ in range(40) for t in op.process(TABLE)]
         out += list(op.finish())
@@ -263,7 +263,7 @@ def test_two_queries_of_one_chain_share_the_task_database_without_seeing_each_ot
     """Each operator has a cursor of its own: its ``input`` (a view, or a staged table)
     is not the other's."""
     database = TaskDatabase()
-    contexts = [OperatorContext(UNBOUNDED, None, database=database) for _ in range(3)]
+    contexts = [OperatorContext(UNBOUNDED, database=database) for _ in range(3)]
     first = bound(PER_ROW["filter"], "first")
     second = SqlQuery("SELECT k, count(*) AS n FROM input GROUP BY k", "second")
     assert first.binding is not None

@@ -18,8 +18,8 @@
   ``sort_key``, which keeps their ``-0.0`` values).
 
 DuckDB spills the hash table (or the window's partitions) to the task's temp
-directory within ``memory_limit``, which is what replaced the Arrow kernel's
-spill buckets.  Float keys (and a descending float ``by``) fall back to the
+directory within ``memory_limit`` (the Arrow operator aggregates in memory).
+Float keys (and a descending float ``by``) fall back to the
 Arrow operator (``twin``'s module docstring says why).
 """
 

@@ -11,7 +11,7 @@ RAM.  So every task attempt gets a database of its own, opened on first use
   operators' shares), but at least ``MIN_MEMORY``: below about 48 MiB DuckDB's
   hash aggregate cannot even start on many keys ("failed to allocate 8 MiB"), so
   a smaller budget is raised to the floor rather than failing (architecture
-  "Kernels" says so);
+  §11 says so);
 - ``temp_directory`` = a directory private to the attempt (0700), created on
   connect and removed by the task however it ends, after ``close``.
 

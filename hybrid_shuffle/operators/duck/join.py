@@ -16,8 +16,8 @@ comes, with the staged build side, so its rows flow out while the probe side
 is still arriving (a broadcast join's large probe side is never staged).
 
 DuckDB keeps the staged rows and the join's hash table within the task's
-``memory_limit``, spilling both to the task's temp directory, where the Arrow kernels
-spill grace hash buckets or sorted runs. The peaks recorded are the join query's
+``memory_limit``, spilling both to the task's temp directory (the Arrow operators
+join in memory). The peaks recorded are the join query's
 (DuckDB keeps no profile of an ``INSERT``; the join's temp directory peak holds the
 staged rows that spilled).
 

@@ -1,8 +1,8 @@
 """Sort of one partition on DuckDB: one streamed ``ORDER BY`` per task.
 
 The twin of ``SortPartition``: DuckDB's sort runs within the task's
-``memory_limit`` and spills sorted runs to the task's temp directory, which
-replaced the Arrow kernel's external merge sort.  Nulls are last in both
+``memory_limit`` and spills sorted runs to the task's temp directory (the Arrow
+operator sorts in memory).  Nulls are last in both
 directions, as on Arrow; a float key is sorted on as an expression (``sort_key``),
 so that its ``-0.0`` values come out as they went in.  A descending float key
 falls back to the Arrow operator (DuckDB puts NaN first there, pyarrow last), as

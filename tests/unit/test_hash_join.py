@@ -1,19 +1,17 @@
-"""HashJoin within a memory budget: every join type, spilling to grace hash buckets or
-not, against one pyarrow ``Table.join`` of the whole inputs.
+"""HashJoin (the Arrow kernel's, in memory) under a small memory budget: every join type,
+against one pyarrow ``Table.join`` of the whole inputs.
 
-The operator is opened with a real ``OperatorContext`` a few times smaller than the
-data, fed both inputs interleaved in random orders (probe batches before and after the
+The operator is opened with an ``OperatorContext`` a few times smaller than the data,
+fed both inputs interleaved in random orders (probe batches before and after the
 build side ended), and must give pyarrow's rows (compared after sorting on every
-column) in pyarrow's schema, report what it spilled, hold at most 1.5 times its memory
-and leave no spill file behind.
+column) in pyarrow's schema.  It never spills: on the Arrow kernel the budget is
+reported, not enforced (its DuckDB twin, which spills, is ``test_duck_join``'s).
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 import random
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +21,6 @@ import pytest
 from hybrid_shuffle.operators import HashJoin
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.join_types import JOIN_TYPES
-from hybrid_shuffle.shuffle.partitioner import _key_hashes, hash_bucket_ids, hash_partition_ids
 
 LEFT, RIGHT = 0, 1
 HOWS = list(JOIN_TYPES)
@@ -124,28 +121,19 @@ def assert_equals_pyarrow(
     assert canonical(got).equals(canonical(want))
 
 
-def spill_files(spill: Path) -> list[str]:
-    return [os.path.join(d, f) for d, _, files in os.walk(spill) for f in files]
-
-
-def assert_spilled_within(context: OperatorContext, memory: int, spill: Path) -> None:
-    assert context.metrics.spilled_bytes > 0
-    assert context.metrics.spill_runs > 0
-    assert 0 < context.metrics.peak_memory_bytes <= 1.5 * memory
-    assert spill_files(spill) == []
-
-
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("kind", list(KEYS))
 @pytest.mark.parametrize("how", HOWS)
-def test_spilling_join_equals_pyarrow(how: str, kind: str, seed: int, tmp_path: Path) -> None:
+def test_join_past_its_memory_equals_pyarrow(how: str, kind: str, seed: int) -> None:
     left, right = inputs(kind, seed)
     memory = (left.nbytes + right.nbytes) // 5
-    context = OperatorContext(memory, str(tmp_path / "spill"))
+    context = OperatorContext(memory)
     on = KEYS[kind]
     out = drive(planned(how, on, left, right), arrivals(left, right, seed), context)
     assert_equals_pyarrow(out, left, right, on, how)
-    assert_spilled_within(context, memory, tmp_path / "spill")
+    # in memory: the build side is held whole, past the budget, and nothing spills
+    assert context.metrics.spilled_bytes == 0
+    assert context.metrics.peak_memory_bytes >= right.nbytes > memory
 
 
 @pytest.mark.parametrize("kind", list(KEYS))
@@ -160,40 +148,10 @@ def test_unbounded_join_never_spills(how: str, kind: str) -> None:
             assert context.metrics.spilled_bytes == 0 and context.metrics.spill_runs == 0
 
 
-@pytest.mark.parametrize("kind", ["int", "str"])
-@pytest.mark.parametrize("how", HOWS)
-def test_probe_rows_fill_the_memory_before_a_small_build_side(
-    how: str, kind: str, tmp_path: Path
-) -> None:
-    """The probe side arrives first and fills the memory (grace mode); the build side
-    turns out small, so it is read back whole and later probe batches are joined as they
-    come, the spilled ones at the end."""
-    left, right = inputs(kind, 3, left_rows=12_000, right_rows=600)
-    memory = left.nbytes // 4
-    context = OperatorContext(memory, str(tmp_path / "spill"))
-    op = planned(how, ["k"], left, right)
-    op.open(context)
-    out: list[pa.Table] = []
-    for i in range(0, 6_000, 400):
-        out += op.process(left.slice(i, 400), LEFT)
-    assert out == [] and context.metrics.spill_runs > 0  # grace mode: probe rows spilled
-    out += op.process(right, RIGHT)
-    out += op.end_input(RIGHT)
-    joined_as_they_came = 0
-    for i in range(6_000, 12_000, 400):
-        got = list(op.process(left.slice(i, 400), LEFT))
-        joined_as_they_came += len(got)
-        out += got
-    out += [*op.end_input(LEFT), *op.finish()]
-    assert joined_as_they_came > 0
-    assert_equals_pyarrow(out, left, right, ["k"], how)
-    assert_spilled_within(context, memory, tmp_path / "spill")
-
-
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("empty", [LEFT, RIGHT])
 @pytest.mark.parametrize("sent", ["zero-row batch", "nothing"])
-def test_an_empty_side_spilling_or_not(how: str, empty: int, sent: str, tmp_path: Path) -> None:
+def test_an_empty_side_with_a_budget_or_not(how: str, empty: int, sent: str) -> None:
     left, right = inputs("int", 4)
     if empty == LEFT:
         left = left.slice(0, 0)
@@ -205,7 +163,7 @@ def test_an_empty_side_spilling_or_not(how: str, empty: int, sent: str, tmp_path
     elif not any(e[0] == empty for e in events):
         events.insert(0, (empty, (left, right)[empty]))
     for memory in (max((left.nbytes + right.nbytes) // 5, 1), None):
-        context = None if memory is None else OperatorContext(memory, str(tmp_path / "spill"))
+        context = None if memory is None else OperatorContext(memory)
         out = drive(planned(how, ["k"], left, right), events, context)
         want = left.join(
             right, keys="k", join_type=JOIN_TYPES[how], right_suffix="_right", use_threads=False
@@ -214,65 +172,4 @@ def test_an_empty_side_spilling_or_not(how: str, empty: int, sent: str, tmp_path
         assert got.schema == want.schema
         assert canonical(got).equals(canonical(want))
         if context is not None:
-            assert context.metrics.peak_memory_bytes <= 1.5 * context.memory
-            assert spill_files(tmp_path / "spill") == []
-
-
-@pytest.mark.parametrize("how", HOWS)
-def test_a_bucket_larger_than_the_memory_is_split_again(how: str, tmp_path: Path) -> None:
-    """Memory so small that the first buckets' build sides do not fit: they are split
-    at the next level (and still give pyarrow's rows)."""
-    left, right = inputs("str", 6, left_rows=6_000, right_rows=16_000)
-    memory = right.nbytes // 24
-    context = OperatorContext(memory, str(tmp_path / "spill"))
-    events: list[Event] = [(RIGHT, right.slice(i, 300)) for i in range(0, right.num_rows, 300)]
-    events += [("end", RIGHT)] + [(LEFT, left.slice(i, 300)) for i in range(0, 6_000, 300)]
-    out = drive(planned(how, ["k"], left, right), events, context)
-    assert_equals_pyarrow(out, left, right, ["k"], how)
-    assert context.metrics.spill_runs > 2 * 8  # more runs than one level's two bucket sets
-    assert_spilled_within(context, memory, tmp_path / "spill")
-
-
-@pytest.mark.parametrize("how", ["inner", "right", "full", "anti"])
-def test_one_key_larger_than_the_memory_is_joined_after_the_last_split(
-    how: str, tmp_path: Path
-) -> None:
-    """The rows of one key never split: past ``MAX_LEVELS`` the bucket is joined in
-    memory, over budget but right."""
-    rng = np.random.default_rng(8)
-    rows = 12_000
-    k = np.where(rng.random(rows) < 0.6, 7, rng.integers(0, 5_000, rows))
-    right = pa.table({"k": k, "w": rng.random(rows)})
-    probe = np.concatenate([[7, 7], rng.integers(0, 5_000, 3_000)])
-    left = pa.table({"k": probe, "id": np.arange(probe.size)})
-    memory = right.nbytes // 8
-    context = OperatorContext(memory, str(tmp_path / "spill"))
-    events: list[Event] = [(RIGHT, right.slice(i, 500)) for i in range(0, rows, 500)]
-    events += [(LEFT, left)]
-    out = drive(planned(how, ["k"], left, right), events, context)
-    assert_equals_pyarrow(out, left, right, ["k"], how)
-    assert context.metrics.spilled_bytes > 0
-    assert spill_files(tmp_path / "spill") == []
-
-
-def test_bucket_ids_spread_one_subtasks_rows_and_split_again_at_the_next_level() -> None:
-    """All rows one subtask receives share their partition id; salted bucket ids still
-    spread them over every bucket, and a bucket's rows spread again one level down."""
-    table = pa.table({"k": np.arange(200_000)})
-    mine = table.filter(pa.array(hash_partition_ids(table, ["k"], 8) == 3))
-    ids = hash_bucket_ids(mine, ["k"], 8, 0)
-    assert np.array_equal(ids, hash_bucket_ids(mine, ["k"], 8, 0))  # deterministic
-    counts = np.bincount(ids, minlength=8)
-    assert counts.min() > 0.8 * counts.mean()
-    bucket = mine.filter(pa.array(ids == 5))
-    again = np.bincount(hash_bucket_ids(bucket, ["k"], 8, 1), minlength=8)
-    assert again.min() > 0.8 * again.mean()
-    assert set(hash_bucket_ids(bucket, ["k"], 8, 0).tolist()) == {5}
-
-
-def test_bucket_hashes_are_the_exchanges_row_hashes() -> None:
-    """``hash_bucket_ids`` re-mixes the very hash the exchange reduces (kept in step)."""
-    left, _ = inputs("multi", 9)
-    for n in (4, 7, 64):
-        hashed = _key_hashes(left, ["a", "b"])
-        assert np.array_equal(hash_partition_ids(left, ["a", "b"], n), hashed % np.uint64(n))
+            assert context.metrics.spilled_bytes == 0

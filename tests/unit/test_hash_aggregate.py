@@ -1,23 +1,16 @@
-"""HashAggregate and PartialAggregate within a memory budget, against one pyarrow
+"""HashAggregate and PartialAggregate under a small memory budget, against one pyarrow
 ``group_by().aggregate()`` over the whole input.
 
-The aggregate is opened with a real ``OperatorContext`` a few times smaller than its
-partials, so it spills them to hash buckets and reduces them bucket by bucket; the
-groups must be pyarrow's (null keys a group, all-null sums null, ``count`` of
-non-null values), it must report what it spilled, hold at most 1.5 times its memory
-and leave no spill file behind.  The combiner flushes when its memory fills.
-
-The results are checked on both kernels (``kernels``).  How the Arrow kernel spills
-(its hash buckets, its runs, its own ``peak <= 1.5 * memory`` account) is checked on
-``arrow`` only: the DuckDB twin spills within its task database's ``memory_limit``,
-whose floor (64 MiB) is far above these tables, and
-``tests/integration/test_duckdb_spilling.py`` makes it spill.
+The aggregate is opened with an ``OperatorContext`` a few times smaller than its
+partials; the groups must be pyarrow's (null keys a group, all-null sums null,
+``count`` of non-null values) on both kernels (``kernels``).  Neither spills here:
+the Arrow kernel aggregates in memory whatever the budget (it reports its peak, which
+passes the budget), and the DuckDB twin's floor (64 MiB) is far above these tables
+(``tests/integration/test_duckdb_spilling.py`` makes it spill).  The combiner flushes
+when its memory fills.
 """
 
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -78,16 +71,6 @@ def assert_same_groups(got: pa.Table, want: pa.Table, keys: list[str]) -> None:
             assert got.column(name).equals(want.column(name)), name
 
 
-def spill_files(spill: Path) -> list[str]:
-    return [os.path.join(d, f) for d, _, files in os.walk(spill) for f in files]
-
-
-def assert_spilled_within(context: OperatorContext, spill: Path) -> None:
-    assert context.metrics.spilled_bytes > 0
-    assert 0 < context.metrics.peak_memory_bytes <= 1.5 * context.memory
-    assert spill_files(spill) == []
-
-
 def aggregate(
     op: HashAggregate, data: pa.Table, batch: int, context: OperatorContext | None, kernel: str
 ) -> pa.Table:
@@ -105,17 +88,17 @@ def aggregate(
 
 
 @pytest.mark.parametrize("kind", list(KEYS))
-def test_spilling_aggregate_equals_one_group_by(kind: str, kernel: str, tmp_path: Path) -> None:
+def test_aggregate_past_its_memory_equals_one_group_by(kind: str, kernel: str) -> None:
     data = table(kind)
     keys = KEYS[kind]
     want = data.group_by(keys, use_threads=False).aggregate(PYARROW)
     memory = want.nbytes // 4  # the groups alone are 4 times the memory
-    context = OperatorContext(memory, str(tmp_path / "spill"))
+    context = OperatorContext(memory)
     got = aggregate(HashAggregate(keys, SPEC, "agg"), data, 2_000, context, kernel)
     assert_same_groups(got, want, keys)
-    if kernel == "arrow":  # the Arrow kernel's own spilling (see the module docstring)
-        assert_spilled_within(context, tmp_path / "spill")
-    assert spill_files(tmp_path / "spill") == []
+    assert context.metrics.spilled_bytes == 0
+    if kernel == "arrow":  # in memory: the budget is reported, not enforced
+        assert context.metrics.peak_memory_bytes > memory
 
 
 @pytest.mark.parametrize("kind", list(KEYS))
@@ -131,10 +114,10 @@ def test_unbounded_aggregate_never_spills(kind: str, kernel: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["sparse", "str"])
-def test_two_phase_with_bounded_combiners_and_a_spilling_final_phase(
-    kind: str, kernel: str, tmp_path: Path
+def test_two_phase_with_bounded_combiners_and_a_final_phase_past_its_memory(
+    kind: str, kernel: str
 ) -> None:
-    """Combiners flush when their memory fills; the final phase spills the partials."""
+    """Combiners flush when their memory fills; the final phase merges the partials."""
     data = table(kind, rows=60_000, distinct=20_000)
     keys = KEYS[kind]
     want = data.group_by(keys, use_threads=False).aggregate(PYARROW)
@@ -143,7 +126,7 @@ def test_two_phase_with_bounded_combiners_and_a_spilling_final_phase(
     partials: list[list[pa.Table]] = [[] for _ in range(consumers)]
     for p in range(3):
         combiner = on_kernel(PartialAggregate(keys, SPEC, "agg"), kernel)
-        combiner.open(OperatorContext(memory, str(tmp_path / f"combiner{p}")))
+        combiner.open(OperatorContext(memory))
         part = data.slice(p * 20_000, 20_000)
         out = [t for i in range(0, 20_000, 500) for t in combiner.process(part.slice(i, 500))]
         out += combiner.end_input(0)
@@ -153,34 +136,21 @@ def test_two_phase_with_bounded_combiners_and_a_spilling_final_phase(
                 partials[c].append(piece)
     results = []
     for c in range(consumers):
-        context = OperatorContext(memory, str(tmp_path / f"final{c}"))
+        context = OperatorContext(memory)
         final = on_kernel(HashAggregate(keys, SPEC, "agg", phase="final"), kernel)
         final.open(context)
         for t in partials[c]:
             final.process(t)
         results.extend(final.finish())
         final.close()
-        if kernel == "arrow":  # the Arrow kernel's own spilling (see the module docstring)
-            assert_spilled_within(context, tmp_path / f"final{c}")
+        assert context.metrics.spilled_bytes == 0
     assert_same_groups(pa.concat_tables(results), want, keys)
 
 
-def test_a_bucket_larger_than_the_memory_is_split_again(tmp_path: Path) -> None:
-    # the Arrow kernel's buckets: arrow only (see the module docstring)
-    data = table("str", rows=80_000, distinct=50_000)
-    want = data.group_by(["k"], use_threads=False).aggregate(PYARROW)
-    memory = want.nbytes // 6
-    context = OperatorContext(memory, str(tmp_path / "spill"))
-    got = aggregate(HashAggregate(["k"], SPEC, "agg"), data, 500, context, "arrow")
-    assert_same_groups(got, want, ["k"])
-    assert context.metrics.spill_runs > 8  # the first level's buckets, then more
-    assert_spilled_within(context, tmp_path / "spill")
-
-
-def test_few_groups_stay_in_memory_however_long_the_input(kernel: str, tmp_path: Path) -> None:
+def test_few_groups_stay_within_the_memory_however_long_the_input(kernel: str) -> None:
     data = table("str", rows=60_000, distinct=50)
     want = data.group_by(["k"], use_threads=False).aggregate(PYARROW)
-    context = OperatorContext(data.nbytes // 6, str(tmp_path / "spill"))
+    context = OperatorContext(data.nbytes // 6)
     got = aggregate(HashAggregate(["k"], SPEC, "agg"), data, 1_000, context, kernel)
     assert_same_groups(got, want, ["k"])
     assert context.metrics.spilled_bytes == 0
@@ -189,10 +159,10 @@ def test_few_groups_stay_in_memory_however_long_the_input(kernel: str, tmp_path:
         assert context.metrics.peak_memory_bytes <= 1.5 * context.memory
 
 
-def test_an_empty_input_gives_one_empty_result(kernel: str, tmp_path: Path) -> None:
+def test_an_empty_input_gives_one_empty_result(kernel: str) -> None:
     data = table("str").slice(0, 0)
     want = data.group_by(["k"], use_threads=False).aggregate(PYARROW)
-    context = OperatorContext(1_000, str(tmp_path / "spill"))
+    context = OperatorContext(1_000)
     op = on_kernel(HashAggregate(["k"], SPEC, "agg"), kernel)
     op.open(context)
     assert list(op.process(data)) == []
@@ -202,14 +172,14 @@ def test_an_empty_input_gives_one_empty_result(kernel: str, tmp_path: Path) -> N
     assert context.metrics.spilled_bytes == 0
 
 
-def test_combiner_emits_when_its_memory_fills(kernel: str, tmp_path: Path) -> None:
+def test_combiner_emits_when_its_memory_fills(kernel: str) -> None:
     """FLIP-44's flush on a full buffer: a bounded combiner emits its partials as they
     fill its memory; an unbounded one keeps them until its input ends."""
     data = table("dense", rows=40_000, distinct=200)  # keys repeat: it keeps combining
     batches = [data.slice(i, 2_000) for i in range(0, data.num_rows, 2_000)]
     emitted = {}
     for memory in (None, 20_000):
-        context = None if memory is None else OperatorContext(memory, str(tmp_path))
+        context = None if memory is None else OperatorContext(memory)
         combiner = PartialAggregate(["k"], SPEC, "agg")
         combiner.open(context)
         out = [t for b in batches for t in combiner.process(b)] + list(combiner.end_input(0))
