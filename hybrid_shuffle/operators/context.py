@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from hybrid_shuffle.operators.duck.database import TaskDatabase
+from hybrid_shuffle.operators.duck.database import QueryProfile, TaskDatabase
 
 __all__ = ["UNBOUNDED", "HeldBytes", "OperatorContext", "OperatorMetrics"]
 
@@ -49,6 +49,9 @@ class OperatorMetrics:
     peak_memory_bytes: int = 0
     #: its DuckDB queries that spilled
     spill_runs: int = 0
+    #: CPU seconds of the threads its streamed DuckDB queries ran on (the task's own
+    #: thread is counted by the task; ``TaskReport.cpu_seconds`` adds both)
+    query_cpu_seconds: float = 0.0
     #: a sink (``write_parquet``): the rows, files and bytes it wrote out of the engine
     rows_written: int = 0
     files_written: int = 0
@@ -88,6 +91,14 @@ class OperatorContext:
         if self._database is None:
             self._database = TaskDatabase()
         return self._database
+
+    def record_query(self, profile: QueryProfile, cpu_seconds: float = 0.0) -> None:
+        """A finished DuckDB query's spill and its thread's CPU (its peak memory goes
+        through ``hold``, or the operator's ``HeldBytes``)."""
+        self.metrics.spilled_bytes += profile.spilled_bytes
+        if profile.spilled_bytes:
+            self.metrics.spill_runs += 1
+        self.metrics.query_cpu_seconds += cpu_seconds
 
     def hold(self, held_bytes: int) -> None:
         """The operator now holds ``held_bytes`` (records the peak)."""

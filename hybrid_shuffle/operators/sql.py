@@ -269,9 +269,8 @@ class SqlQuery(Operator):
             return
         profile = TaskDatabase.profile(self._cursor)
         self.context.hold(profile.peak_memory_bytes)
-        self.context.metrics.spilled_bytes += profile.spilled_bytes
-        if profile.spilled_bytes:
-            self.context.metrics.spill_runs += 1
+        cpu = 0.0 if self._query is None else self._query.cpu_seconds
+        self.context.record_query(profile, cpu)
 
     def close(self) -> None:
         if self._query is not None:

@@ -115,7 +115,8 @@ class TaskReport:
     failure: TaskFailure | None = None
     started_at: float = 0.0
     finished_at: float = 0.0
-    #: CPU time of the task's thread (the rest of started..finished is waiting or contention)
+    #: CPU time of the task's thread and of its streamed DuckDB queries' threads (the rest
+    #: of started..finished is waiting or contention)
     cpu_seconds: float = 0.0
     #: rows into the head of the chain (read from its inputs, or a source's split)
     rows_in: int = 0
@@ -360,7 +361,9 @@ def _run(
         writer.finish()
     report.state = TaskState.FINISHED
     report.finished_at = time.time()
-    report.cpu_seconds = time.thread_time() - cpu_started
+    # the task's thread, and the threads its streamed DuckDB queries ran on
+    queries = sum(m.query_cpu_seconds for m in report.operators)
+    report.cpu_seconds = time.thread_time() - cpu_started + queries
     report.rows_in = chain.rows_in
     report.rows_out = chain.rows_out
     report.schema = chain.schema

@@ -144,3 +144,8 @@ def test_a_tasks_operators_share_its_database_and_its_directory_goes_with_it(
     assert not os.path.exists(temp)  # removed with the task's directory
     assert os.listdir(spill / "operators") == []
     assert probe.database._connection is None  # the task closed its database
+    # the sort's query thread did the sorting: its CPU is in the operator's metrics and
+    # in the task's (which counts the task's own thread besides)
+    sort_cpu = report.operators[0].query_cpu_seconds
+    assert sort_cpu > 0
+    assert report.cpu_seconds >= sort_cpu

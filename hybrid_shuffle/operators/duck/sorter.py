@@ -91,18 +91,16 @@ class DuckSorter:
                 if table.num_rows:
                     yield conform(table, self.schema, self.what)
             self._early = []
-            self._record()
+            self._record(query.cpu_seconds)
         finally:
             self.close()
 
-    def _record(self) -> None:
+    def _record(self, cpu_seconds: float) -> None:
         if self._cursor is None:
             return
         profile = TaskDatabase.profile(self._cursor)
         self.held.set(self, profile.peak_memory_bytes)
-        self.context.metrics.spilled_bytes += profile.spilled_bytes
-        if profile.spilled_bytes:
-            self.context.metrics.spill_runs += 1
+        self.context.record_query(profile, cpu_seconds)
 
     def close(self) -> None:
         """Stop the query if it still runs and close the cursor (idempotent)."""

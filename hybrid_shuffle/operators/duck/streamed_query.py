@@ -74,6 +74,9 @@ class StreamedQuery:
         self._closed = threading.Event()
         self._generator: Generator[pa.RecordBatch] | None = None
         self._done = False
+        #: CPU seconds the query's thread used, set when it ends (DuckDB runs its
+        #: ``threads: 1`` work on it)
+        self.cpu_seconds = 0.0
         self._thread = threading.Thread(target=self._run, name=f"duckdb {what}", daemon=True)
         self._thread.start()
 
@@ -92,6 +95,7 @@ class StreamedQuery:
             yield from table.to_batches()
 
     def _run(self) -> None:
+        started = time.thread_time()
         try:
             self._generator = self._batches()
             reader = pa.RecordBatchReader.from_batches(self.schema, self._generator)
@@ -102,6 +106,8 @@ class StreamedQuery:
             self._put_out(_End())
         except BaseException as e:  # handed to the task's thread
             self._put_out(e)
+        finally:
+            self.cpu_seconds = time.thread_time() - started
 
     def _put_out(self, item: pa.RecordBatch | _End | BaseException) -> bool:
         while not self._closed.is_set():
