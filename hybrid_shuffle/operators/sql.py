@@ -40,7 +40,6 @@ finish.  A query that fails on the data (a cast that cannot be made) is a
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -53,7 +52,12 @@ from hybrid_shuffle.errors import PlanError, summary
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.database import TaskDatabase
-from hybrid_shuffle.operators.duck.streamed_query import OUTPUT_ROWS, StreamedQuery, query_error
+from hybrid_shuffle.operators.duck.streamed_query import (
+    OUTPUT_ROWS,
+    StreamedQuery,
+    close_query,
+    query_error,
+)
 from hybrid_shuffle.operators.duck.twin import conform
 
 __all__ = ["SqlBinding", "SqlQuery", "bind"]
@@ -273,13 +277,8 @@ class SqlQuery(Operator):
         self.context.record_query(profile, cpu)
 
     def close(self) -> None:
-        if self._query is not None:
-            self._query.close()
-            self._query = None
-        if self._cursor is not None:
-            with contextlib.suppress(duckdb.Error):
-                self._cursor.close()
-            self._cursor = None
+        close_query(self._query, self._cursor)
+        self._query, self._cursor = None, None
         if self._own_context:  # opened outside a task: the database is the operator's
             self.context.database.close()
             self._own_context = False

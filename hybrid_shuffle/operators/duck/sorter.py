@@ -20,7 +20,6 @@ a side with a column whose type the round trip through DuckDB does not keep
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Iterator, Sequence
 
@@ -30,7 +29,7 @@ import pyarrow as pa
 from hybrid_shuffle.operators.context import HeldBytes, OperatorContext
 from hybrid_shuffle.operators.duck.database import TaskDatabase
 from hybrid_shuffle.operators.duck.join import duck_types
-from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery
+from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery, close_query
 from hybrid_shuffle.operators.duck.twin import conform, quote
 
 __all__ = ["DuckSorter", "usable"]
@@ -104,10 +103,5 @@ class DuckSorter:
 
     def close(self) -> None:
         """Stop the query if it still runs and close the cursor (idempotent)."""
-        if self._query is not None:
-            self._query.close()
-            self._query = None
-        if self._cursor is not None:
-            with contextlib.suppress(duckdb.Error):
-                self._cursor.close()
-            self._cursor = None
+        close_query(self._query, self._cursor)
+        self._query, self._cursor = None, None

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from hybrid_shuffle.errors import QueryFailedError, WaitTimeoutError, summary
 
-__all__ = ["OUTPUT_ROWS", "StreamedQuery", "query_error"]
+__all__ = ["OUTPUT_ROWS", "StreamedQuery", "close_query", "query_error"]
 
 #: rows per output batch DuckDB is asked for (its vectors are 2,048 rows)
 OUTPUT_ROWS = 1 << 17
@@ -216,3 +216,13 @@ class StreamedQuery:
                 if time.monotonic() > deadline:
                     return
                 time.sleep(_POLL)
+
+
+def close_query(query: StreamedQuery | None, cursor: duckdb.DuckDBPyConnection | None) -> None:
+    """What an operator's ``close`` does with its DuckDB: stop ``query`` if it still runs,
+    then close ``cursor`` (either may be ``None``; both idempotent)."""
+    if query is not None:
+        query.close()
+    if cursor is not None:
+        with contextlib.suppress(duckdb.Error):
+            cursor.close()

@@ -15,7 +15,6 @@ directions), the twin hands that task's input to its original instead
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 
 import duckdb
@@ -26,7 +25,7 @@ from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.database import TaskDatabase
-from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery
+from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery, close_query
 
 __all__ = ["DuckTwin", "conform", "quote", "sort_key"]
 
@@ -149,10 +148,5 @@ class DuckTwin(Operator):
     def close(self) -> None:
         if self._fallback is not None:
             self._fallback.close()
-        if self._query is not None:
-            self._query.close()
-            self._query = None
-        if self._cursor is not None:
-            with contextlib.suppress(duckdb.Error):
-                self._cursor.close()
-            self._cursor = None
+        close_query(self._query, self._cursor)
+        self._query, self._cursor = None, None
