@@ -104,3 +104,9 @@ class CpuBusy:
         end = self._sample()
         if self._start is not None and end is not None and end[1] > self._start[1]:
             self.share = (end[0] - self._start[0]) / (end[1] - self._start[1])
+
+
+def target(name: str, value: float | None, limit: float) -> dict[str, Any]:
+    """A target's line in a summary: ``value`` against ``limit`` (at most), met or missed."""
+    status = "no figure" if value is None else "met" if value <= limit else "missed"
+    return {"target": name, "value": value, "status": status}

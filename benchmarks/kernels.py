@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 import hybrid_shuffle as hs
 from benchmarks import batch_operators as bo
 from benchmarks.data import blocks, make_table
-from benchmarks.harness import Measurement
+from benchmarks.harness import Measurement, target
 
 __all__ = ["DEFAULT_ROWS", "KERNELS", "check_group_by", "print_summary", "run", "target"]
 
@@ -226,11 +226,6 @@ def _summary(
         "jobs": jobs,
         "targets": targets,
     }
-
-
-def target(name: str, value: float | None, limit: float) -> dict[str, Any]:
-    status = "no figure" if value is None else "met" if value <= limit else "missed"
-    return {"target": name, "value": value, "status": status}
 
 
 def print_summary(summary: dict[str, Any] | None) -> None:

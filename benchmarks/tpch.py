@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 
 import hybrid_shuffle as hs
 from benchmarks import tpch_data
-from benchmarks.harness import Measurement, measure
+from benchmarks.harness import Measurement, measure, target
 from benchmarks.tpch_engine import QUERIES
 
 __all__ = ["DEFAULT_PARALLELISM", "DEFAULT_SCALE", "PEERS", "compare", "print_summary", "run"]
@@ -282,8 +282,8 @@ def _summary(
     geo_duckdb = _geomean([q["engine_over_duckdb"] for q in queries.values()])
     geo_spark = _geomean([q["engine_over_spark"] for q in queries.values()])
     targets = [
-        _target(f"engine/DuckDB geomean <= {DUCKDB_TARGET:g}x", geo_duckdb, DUCKDB_TARGET),
-        _target(f"engine/Spark geomean <= {SPARK_TARGET:g}x", geo_spark, SPARK_TARGET),
+        target(f"engine/DuckDB geomean <= {DUCKDB_TARGET:g}x", geo_duckdb, DUCKDB_TARGET),
+        target(f"engine/Spark geomean <= {SPARK_TARGET:g}x", geo_spark, SPARK_TARGET),
     ]
     return {
         "scale": scale,
@@ -304,11 +304,6 @@ def _geomean(values: list[float | None]) -> float | None:
     if not values or any(v is None for v in values):
         return None
     return math.exp(statistics.fmean(math.log(v) for v in values if v is not None))
-
-
-def _target(name: str, value: float | None, limit: float) -> dict[str, Any]:
-    status = "no figure" if value is None else "met" if value <= limit else "missed"
-    return {"target": name, "value": value, "status": status}
 
 
 def print_summary(summary: dict[str, Any] | None) -> None:
