@@ -29,7 +29,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from hybrid_shuffle.operators.duck.database import QueryProfile, TaskDatabase
+import duckdb
+
+from hybrid_shuffle.operators.duck.database import TaskDatabase
+from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery
 
 __all__ = ["UNBOUNDED", "HeldBytes", "OperatorContext", "OperatorMetrics"]
 
@@ -92,13 +95,19 @@ class OperatorContext:
             self._database = TaskDatabase()
         return self._database
 
-    def record_query(self, profile: QueryProfile, cpu_seconds: float = 0.0) -> None:
-        """A finished DuckDB query's spill and its thread's CPU (its peak memory goes
-        through ``hold``, or the operator's ``HeldBytes``)."""
+    def record_query(
+        self, cursor: duckdb.DuckDBPyConnection, query: StreamedQuery | None = None
+    ) -> int:
+        """Count the spill of the cursor's finished query, and the CPU of ``query``'s
+        thread if it was streamed; return its peak memory, which the operator reports
+        through ``hold`` (or its ``HeldBytes``)."""
+        profile = TaskDatabase.profile(cursor)
         self.metrics.spilled_bytes += profile.spilled_bytes
         if profile.spilled_bytes:
             self.metrics.spill_runs += 1
-        self.metrics.query_cpu_seconds += cpu_seconds
+        if query is not None:
+            self.metrics.query_cpu_seconds += query.cpu_seconds
+        return profile.peak_memory_bytes
 
     def hold(self, held_bytes: int) -> None:
         """The operator now holds ``held_bytes`` (records the peak)."""

@@ -51,7 +51,6 @@ import pyarrow as pa
 from hybrid_shuffle.errors import PlanError, summary
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.duck.database import TaskDatabase
 from hybrid_shuffle.operators.duck.streamed_query import (
     OUTPUT_ROWS,
     StreamedQuery,
@@ -271,10 +270,7 @@ class SqlQuery(Operator):
         yield from tables
         if self._cursor is None:
             return
-        profile = TaskDatabase.profile(self._cursor)
-        self.context.hold(profile.peak_memory_bytes)
-        cpu = 0.0 if self._query is None else self._query.cpu_seconds
-        self.context.record_query(profile, cpu)
+        self.context.hold(self.context.record_query(self._cursor, self._query))
 
     def close(self) -> None:
         close_query(self._query, self._cursor)

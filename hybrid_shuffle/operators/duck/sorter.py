@@ -27,7 +27,6 @@ import duckdb
 import pyarrow as pa
 
 from hybrid_shuffle.operators.context import HeldBytes, OperatorContext
-from hybrid_shuffle.operators.duck.database import TaskDatabase
 from hybrid_shuffle.operators.duck.join import duck_types
 from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery, close_query
 from hybrid_shuffle.operators.duck.twin import conform, quote
@@ -90,16 +89,13 @@ class DuckSorter:
                 if table.num_rows:
                     yield conform(table, self.schema, self.what)
             self._early = []
-            self._record(query.cpu_seconds)
+            self._record(query)
         finally:
             self.close()
 
-    def _record(self, cpu_seconds: float) -> None:
-        if self._cursor is None:
-            return
-        profile = TaskDatabase.profile(self._cursor)
-        self.held.set(self, profile.peak_memory_bytes)
-        self.context.record_query(profile, cpu_seconds)
+    def _record(self, query: StreamedQuery) -> None:
+        if self._cursor is not None:
+            self.held.set(self, self.context.record_query(self._cursor, query))
 
     def close(self) -> None:
         """Stop the query if it still runs and close the cursor (idempotent)."""

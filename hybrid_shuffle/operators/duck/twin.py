@@ -24,7 +24,6 @@ import pyarrow.compute as pc
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.duck.database import TaskDatabase
 from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery, close_query
 
 __all__ = ["DuckTwin", "conform", "quote", "sort_key"]
@@ -126,10 +125,7 @@ class DuckTwin(Operator):
         """Count the finished query's peaks in the operator's metrics."""
         if self._cursor is None:
             return
-        profile = TaskDatabase.profile(self._cursor)
-        self.context.hold(profile.peak_memory_bytes)
-        cpu = 0.0 if self._query is None else self._query.cpu_seconds
-        self.context.record_query(profile, cpu)
+        self.context.hold(self.context.record_query(self._cursor, self._query))
 
     def streamed(
         self, convert: Iterable[pa.Table], empty: pa.Table | None = None
