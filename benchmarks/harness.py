@@ -110,3 +110,11 @@ def target(name: str, value: float | None, limit: float) -> dict[str, Any]:
     """A target's line in a summary: ``value`` against ``limit`` (at most), met or missed."""
     status = "no figure" if value is None else "met" if value <= limit else "missed"
     return {"target": name, "value": value, "status": status}
+
+
+def print_targets(title: str, targets: list[dict[str, Any]]) -> None:
+    """``target()`` lines under ``title``, one per target: status, name, ratio."""
+    print(f"\n{title}")
+    for t in targets:
+        value = f"{t['value']:.2f}x" if t["value"] is not None else "-"
+        print(f"  [{t['status']:>9}] {t['target']}: {value}")

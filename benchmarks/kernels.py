@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 import hybrid_shuffle as hs
 from benchmarks import batch_operators as bo
 from benchmarks.data import blocks, make_table
-from benchmarks.harness import Measurement, target
+from benchmarks.harness import Measurement, print_targets, target
 
 __all__ = ["DEFAULT_ROWS", "KERNELS", "check_group_by", "print_summary", "run", "target"]
 
@@ -245,10 +245,7 @@ def print_summary(summary: dict[str, Any] | None) -> None:
         for kernel, figures in (("duckdb", d), ("arrow", a)):
             if figures.get("error"):
                 print(f"    {kernel}: error: {figures['error'][:160]}")
-    print("\nissue 23 kernel targets")
-    for t in summary["targets"]:
-        value = f"{t['value']:.2f}x" if t["value"] is not None else "-"
-        print(f"  [{t['status']:>9}] {t['target']}: {value}")
+    print_targets("issue 23 kernel targets", summary["targets"])
 
 
 def _s(value: float | None) -> str:

@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 
 import hybrid_shuffle as hs
 from benchmarks import tpch_data
-from benchmarks.harness import Measurement, measure, target
+from benchmarks.harness import Measurement, measure, print_targets, target
 from benchmarks.tpch_engine import QUERIES
 
 __all__ = ["DEFAULT_PARALLELISM", "DEFAULT_SCALE", "PEERS", "compare", "print_summary", "run"]
@@ -327,10 +327,7 @@ def print_summary(summary: dict[str, Any] | None) -> None:
     for m in summary["measurements"]:
         if m["error"]:
             print(f"  error: {m['workload']} {m['system']}: {m['error'][:200]}")
-    print("\nissue 23 TPC-H targets")
-    for t in summary["targets"]:
-        value = f"{t['value']:.2f}x" if t["value"] is not None else "-"
-        print(f"  [{t['status']:>9}] {t['target']}: {value}")
+    print_targets("issue 23 TPC-H targets", summary["targets"])
 
 
 def _s(value: float | None) -> str:
