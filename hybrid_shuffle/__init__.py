@@ -29,6 +29,7 @@ from hybrid_shuffle.errors import (
     SchemaMismatchError,
     SessionClosedError,
     SlotsExceededError,
+    UnsupportedPlanError,
     WaitTimeoutError,
 )
 
@@ -93,6 +94,7 @@ __all__ = [
     "Session",
     "SessionClosedError",
     "SlotsExceededError",
+    "UnsupportedPlanError",
     "Stream",
     "VertexMetrics",
     "WaitTimeoutError",

@@ -26,6 +26,7 @@ __all__ = [
     "SchemaMismatchError",
     "SessionClosedError",
     "SlotsExceededError",
+    "UnsupportedPlanError",
     "WaitTimeoutError",
     "summary",
 ]
@@ -48,6 +49,11 @@ class ConfigError(HybridShuffleError, ValueError):
 
 class PlanError(HybridShuffleError, ValueError):
     """The job graph cannot be built: a missing column, a duplicate edge name, ..."""
+
+
+class UnsupportedPlanError(PlanError):
+    """A Spark plan has an operator or expression the engine does not translate and the
+    caller asked for ``fallback="error"``; the message names it."""
 
 
 class SchemaMismatchError(HybridShuffleError, TypeError):

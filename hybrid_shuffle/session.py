@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from hybrid_shuffle.config import Config, load_config
-from hybrid_shuffle.errors import ConfigError, SessionClosedError
+from hybrid_shuffle.errors import ConfigError, PlanError, SessionClosedError
 from hybrid_shuffle.quiet import configure_engine_logging
 from hybrid_shuffle.runtime.cache_catalog import CacheCatalog, CacheInfo
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
@@ -45,6 +45,7 @@ from hybrid_shuffle.spill_dirs import (
 
 if TYPE_CHECKING:
     from hybrid_shuffle.api.job import Job
+    from hybrid_shuffle.api.stream import Stream
 
 __all__ = ["Session"]
 
@@ -143,6 +144,64 @@ class Session:
 
         self.check_open()
         return Job(self, name)
+
+    def sql(self, query: str, name: str | None = None, fallback: str = "spark") -> Stream:
+        """Run a Spark SQL query in the engine: the session's Spark parses, analyses and
+        optimizes it (against its temp views and catalog), and its physical plan runs
+        here, each Spark exchange an edge named ``exchange_<id>`` after the id
+        ``explain(mode="formatted")`` prints.  See ``from_dataframe``; a query Spark
+        rejects is a ``PlanError`` carrying Spark's message."""
+        from hybrid_shuffle.sparkplan.spark35 import spark_error
+
+        self.check_open()
+        if not isinstance(query, str) or not query.strip():
+            raise PlanError(
+                f"sql: the query must be a non-empty string of Spark SQL, got {query!r}"
+            )
+        spark = self.spark
+        try:
+            df = spark.sql(query)
+        except Exception as e:
+            message = spark_error(e)
+            if message is None:
+                raise
+            raise PlanError(f"Spark rejects the query: {message}") from None
+        return self.from_dataframe(df, name, fallback)
+
+    def from_dataframe(self, df: Any, name: str | None = None, fallback: str = "spark") -> Stream:
+        """Run a PySpark DataFrame's pipeline in the engine, as written: its physical plan
+        (planned with adaptive execution off) is translated operator by operator
+        (``hybrid_shuffle.sparkplan``) into an ordinary ``Stream``.
+
+        Parquet scans are read by the executors; any other leaf comes in through
+        ``from_spark``.  An operator the engine cannot run stays in Spark with its
+        subtree (``fallback="spark"``, listed in ``explain_data()["spark_subtrees"]``),
+        or raises ``UnsupportedPlanError`` (``fallback="error"``)."""
+        from hybrid_shuffle.sparkplan.spark35 import physical_plan, spark_error
+        from hybrid_shuffle.sparkplan.translate import FALLBACKS, Translator
+
+        self.check_open()
+        if fallback not in FALLBACKS:
+            raise PlanError(
+                f"fallback={fallback!r} is not a fallback; use 'spark' (run what the engine "
+                "cannot in Spark) or 'error' (raise UnsupportedPlanError)"
+            )
+        if not hasattr(df, "_jdf"):
+            raise PlanError(
+                f"from_dataframe: expected a PySpark DataFrame, got {type(df).__name__}"
+            )
+        try:
+            plan = physical_plan(df)
+        except Exception as e:
+            message = spark_error(e)
+            if message is None:
+                raise
+            raise PlanError(f"Spark cannot plan the DataFrame: {message}") from None
+        job = self.job(name or "sql")
+        translator = Translator(job, plan, df.sparkSession, fallback)
+        stream = translator.translate()
+        job.spark_plan = translator.info
+        return stream
 
     @property
     def spark(self) -> Any:

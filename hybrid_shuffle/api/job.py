@@ -33,6 +33,7 @@ from hybrid_shuffle.runtime.progress import JobProgress, NoProgress, guarded
 if TYPE_CHECKING:
     from hybrid_shuffle.api.cached_stream import CachedStream
     from hybrid_shuffle.session import Session
+    from hybrid_shuffle.sparkplan.translate import SparkPlanInfo
 
 __all__ = ["Job"]
 
@@ -45,6 +46,9 @@ class Job:
         self.name = name
         self._ids = itertools.count()
         self._last: LogicalNode | None = None
+        #: set when the job is a translated Spark plan (``Session.sql``): its exchanges
+        #: and fallbacks, for ``explain``
+        self.spark_plan: SparkPlanInfo | None = None
 
     def _node(
         self,
@@ -228,12 +232,28 @@ class Job:
 
     def explain(self, stream: Stream | None = None) -> str:
         """Every edge with its effective mode, partitioner, partitions and region."""
-        return self.plan(stream).explain()
+        text = self.plan(stream).explain()
+        if self.spark_plan is None:
+            return text
+        lines = [text.rstrip("\n"), "", "Spark exchanges replaced by edges:"]
+        lines += [f"  {edge}: {spark}" for edge, spark in self.spark_plan.edges.items()]
+        subtrees = self.spark_plan.spark_subtrees
+        lines.append("Ran in Spark:" if subtrees else "Ran in Spark: nothing")
+        lines += [f"  {s['operator']}: {s['reason']}" for s in subtrees]
+        return "\n".join(lines) + "\n"
 
     def explain_data(self, stream: Stream | None = None) -> dict[str, Any]:
         """``explain()`` as plain data (``Plan.explain_data``): for scripts and
         ``hybrid-shuffle explain --format json``."""
-        return self.plan(stream).explain_data()
+        data = self.plan(stream).explain_data()
+        if self.spark_plan is not None:
+            data["spark_subtrees"] = list(self.spark_plan.spark_subtrees)
+            data["spark_exchanges"] = dict(self.spark_plan.edges)
+            for edge in data.get("edges", []):
+                spark = self.spark_plan.edges.get(str(edge.get("name")))
+                if spark is not None:
+                    edge["spark_exchange"] = spark
+        return data
 
     def run(
         self,

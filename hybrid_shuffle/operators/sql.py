@@ -36,11 +36,19 @@ stream twice, so its input is staged into a DuckDB temp table named
 ``input`` as batches arrive (DuckDB spills that too) and the query runs at
 finish.  A query that fails on the data (a cast that cannot be made) is a
 ``QueryFailedError`` naming the operator: fatal, so the job is not retried.
+
+**Several inputs** (``inputs=n``, what a translated Spark stage needs: a join's
+two sides, a broadcast build side, a scalar subquery's value): input 0 is
+``input``, input *i* is ``input<i>``.  Inputs 1.. are staged into temp tables as
+they arrive; input 0 streams through the query once every other input has
+ended (a broadcast build side is read first), or is staged too if it arrives
+earlier.  Such a query is always classified as needing its inputs' end.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -104,12 +112,20 @@ def _operators(plan: Any) -> Iterator[str]:
         yield from _operators(node.get("children", []))
 
 
-def bind(query: str, schema: pa.Schema, what: str) -> SqlBinding:
-    """Bind ``query`` over an empty ``input`` of ``schema``; a ``PlanError`` naming
-    ``what`` (``sql 'name'``) and DuckDB's first line if DuckDB rejects it."""
+def input_name(index: int) -> str:
+    """The table name input ``index`` has in the query: ``input``, ``input1``, ..."""
+    return "input" if index == 0 else f"input{index}"
+
+
+def bind(query: str, schema: pa.Schema, what: str, others: Sequence[pa.Schema] = ()) -> SqlBinding:
+    """Bind ``query`` over an empty ``input`` of ``schema`` (and ``input1``.. of
+    ``others``); a ``PlanError`` naming ``what`` (``sql 'name'``) and DuckDB's first
+    line if DuckDB rejects it."""
     connection = _connection()
     try:
         connection.register("input", schema.empty_table())
+        for i, other in enumerate(others, start=1):
+            connection.register(input_name(i), other.empty_table())
         out = connection.execute(query).to_arrow_table().schema
         rows = connection.execute(f"EXPLAIN (FORMAT json) {query}").fetchall()
         names = [n for _, text in rows for n in _operators(json.loads(text))]
@@ -117,9 +133,15 @@ def bind(query: str, schema: pa.Schema, what: str) -> SqlBinding:
         raise PlanError(f"{what}: DuckDB cannot run the query: {summary(e)}") from e
     finally:
         connection.close()
-    scans = names.count(_INPUT_SCAN)
-    per_row = scans == 1 and all(n in _PER_ROW for n in names)
+    # with other inputs the plan does not say which scan is ``input``'s: count the
+    # query's references to it instead (a translated stage names each once per scan)
+    scans = names.count(_INPUT_SCAN) if not others else _references(query, "input")
+    per_row = not others and scans == 1 and all(n in _PER_ROW for n in names)
     return SqlBinding(schema, out, per_row, scans)
+
+
+def _references(query: str, table: str) -> int:
+    return len(re.findall(rf"\b{table}\b(?!\.)", query))
 
 
 class SqlQuery(Operator):
@@ -136,7 +158,7 @@ class SqlQuery(Operator):
     _query: StreamedQuery | None = None
     _own_context = False
 
-    def __init__(self, query: str, name: str) -> None:
+    def __init__(self, query: str, name: str, inputs: int = 1) -> None:
         if not isinstance(query, str) or not query.strip():
             raise PlanError(
                 f"sql '{name}': the query must be a non-empty string of SQL naming its input "
@@ -144,6 +166,7 @@ class SqlQuery(Operator):
             )
         self.query = query.strip().rstrip(";")
         self.name = name
+        self.num_inputs = inputs
         self.binding: SqlBinding | None = None
 
     @property
@@ -160,9 +183,11 @@ class SqlQuery(Operator):
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         schema = input_schemas[0]
-        if schema is None:
+        others = [o for o in input_schemas[1:] if o is not None]
+        if schema is None or len(others) != len(input_schemas) - 1:
             return None
-        self._adopt(bind(self.query, schema, self.what))
+        self._planned: list[pa.Schema] = [schema, *others]
+        self._adopt(bind(self.query, schema, self.what, others))
         assert self.binding is not None
         return self.binding.schema
 
@@ -174,7 +199,7 @@ class SqlQuery(Operator):
         self.needs_context = binding.per_row  # the task's database, no memory of its own
 
     def input_columns(self, wanted: Columns) -> list[Columns]:
-        return [None]  # the engine cannot see which columns the SQL reads
+        return [None] * self.num_inputs  # the engine cannot see which columns the SQL reads
 
     # -- running --------------------------------------------------------------------------
 
@@ -183,7 +208,9 @@ class SqlQuery(Operator):
         self.context = context if context is not None else OperatorContext.unbounded()
         self._cursor = None
         self._query = None
-        self._staged = False
+        self._staged: set[int] = set()
+        self._ended: set[int] = set()
+        self._schemas: dict[int, pa.Schema] = {}
 
     @property
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -198,6 +225,8 @@ class SqlQuery(Operator):
         return self.binding
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
+        if self.num_inputs > 1:
+            return self._process_one_of_many(table, input_index)
         binding = self._bound(table.schema)
         if binding.per_row:
             return self._per_batch(table, binding.schema)
@@ -210,7 +239,47 @@ class SqlQuery(Operator):
         self._stage(table)
         return ()
 
+    def _process_one_of_many(self, table: pa.Table, index: int) -> Iterable[pa.Table]:
+        """Stage inputs 1.. (and input 0 while any of them has not ended); stream input 0
+        once they all have, if the query reads it once."""
+        if self.binding is None:
+            raise PlanError(f"{self.what}: its inputs' schemas were not known when planned")
+        self._schemas.setdefault(index, table.schema)
+        streams = (
+            index == 0
+            and 0 not in self._staged
+            and self.binding.input_scans == 1
+            and self._ended >= set(range(1, self.num_inputs))
+        )
+        if not streams:
+            self._stage(table, index)
+            return ()
+        if self._query is None:
+            for i in range(1, self.num_inputs):  # an input with no batch: an empty table
+                if i not in self._staged:
+                    self._stage((self._schemas.get(i) or self._planned[i]).empty_table(), i)
+            self._query = StreamedQuery(
+                self.cursor, self.query, table.schema, self.what, self.context.wait_timeout
+            )
+        return [self._conform(t) for t in self._query.push(table)]
+
+    def end_input(self, input_index: int) -> Iterable[pa.Table]:
+        self._ended.add(input_index)
+        return ()
+
+    def _finish_many(self) -> Iterable[pa.Table]:
+        if self._query is not None:  # input 0 streamed
+            return self._recorded(self._conform(t) for t in self._query.finish())
+        assert self.binding is not None
+        for i in range(self.num_inputs):
+            if i not in self._staged:  # no batch: an empty table of the planned schema
+                schema = self._schemas.get(i) or self._planned[i]
+                self._stage(schema.empty_table(), i)
+        return self._recorded(self._run_staged())
+
     def finish(self) -> Iterable[pa.Table]:
+        if self.num_inputs > 1:
+            return self._finish_many()
         binding = self.binding
         if binding is None:  # no batch and no schema: nothing to run the query on
             return ()
@@ -238,16 +307,17 @@ class SqlQuery(Operator):
             cursor.unregister("input")
         return [conform(out, schema, self.what)] if out.num_rows else []
 
-    def _stage(self, table: pa.Table) -> None:
-        """Add ``table`` to the temp table ``input`` (created by the first batch)."""
+    def _stage(self, table: pa.Table, index: int = 0) -> None:
+        """Add ``table`` to the temp table of input ``index`` (created by its first batch)."""
         cursor = self.cursor
+        target = input_name(index)
         cursor.register(_BATCH, table)
         try:
-            if self._staged:
-                cursor.execute(f"INSERT INTO input SELECT * FROM {_BATCH}")
+            if index in self._staged:
+                cursor.execute(f"INSERT INTO {target} SELECT * FROM {_BATCH}")
             else:
-                cursor.execute(f"CREATE TEMP TABLE input AS SELECT * FROM {_BATCH}")
-                self._staged = True
+                cursor.execute(f"CREATE TEMP TABLE {target} AS SELECT * FROM {_BATCH}")
+                self._staged.add(index)
         except duckdb.Error as e:
             raise query_error(e, self.what) from e
         finally:

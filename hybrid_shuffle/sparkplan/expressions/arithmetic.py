@@ -1,0 +1,244 @@
+"""``+ - * / div %``, unary minus, ``abs``, ``round``, and the decimal rules of Spark.
+
+Spark 3.5 types decimal arithmetic by ``DecimalPrecision`` with
+``spark.sql.decimalOperations.allowPrecisionLoss`` on (the default) and computes
+the exact result rounded HALF_UP to that type, null on overflow.  Where that type
+keeps the exact result's scale, DuckDB's own ``+ - *`` are exact (``TRY`` makes
+its overflow null); where Spark cut the scale, and for every ``/`` and ``%``
+(DuckDB computes those of decimals in floating point), ``_exact`` works on the
+unscaled integers.  Integer arithmetic wraps on overflow, as Java's does.
+Division by zero is null, as Spark's.
+"""
+
+from __future__ import annotations
+
+from hybrid_shuffle.sparkplan.expressions import _exact
+from hybrid_shuffle.sparkplan.expressions.core import (
+    Scope,
+    Sql,
+    Support,
+    Unsupported,
+    cast,
+    children,
+    register,
+)
+from hybrid_shuffle.sparkplan.tree import Node
+from hybrid_shuffle.sparkplan.types import LONG, SparkType, decimal
+
+__all__ = ["adjusted", "bits", "decimal_divide"]
+
+MAX = 38
+MIN_ADJUSTED_SCALE = 6
+
+
+def adjusted(precision: int, scale: int) -> SparkType:
+    """``DecimalType.adjustPrecisionScale``: fit a result type into 38 digits, giving up
+    scale (down to 6) before integer digits."""
+    if precision <= MAX:
+        return decimal(precision, scale)
+    int_digits = precision - scale
+    min_scale = min(scale, MIN_ADJUSTED_SCALE)
+    return decimal(MAX, max(MAX - int_digits, min_scale))
+
+
+def _as_decimal(t: SparkType) -> SparkType:
+    """An integral operand's decimal twin (``DecimalType.forType``)."""
+    if t.is_decimal:
+        return t
+    digits = {"byte": 3, "short": 5, "integer": 10, "long": 20}.get(t.name)
+    if digits is None:
+        raise Unsupported(f"decimal arithmetic with {t}")
+    return decimal(digits, 0)
+
+
+def _result(op: str, a: SparkType, b: SparkType) -> SparkType:
+    p1, s1, p2, s2 = a.precision, a.scale, b.precision, b.scale
+    if op in ("+", "-"):
+        scale = max(s1, s2)
+        return adjusted(max(p1 - s1, p2 - s2) + scale + 1, scale)
+    if op == "*":
+        return adjusted(p1 + p2 + 1, s1 + s2)
+    if op == "/":
+        scale = max(MIN_ADJUSTED_SCALE, s1 + p2 + 1)
+        return adjusted(p1 - s1 + s2 + scale, scale)
+    if op == "%":
+        scale = max(s1, s2)
+        return adjusted(min(p1 - s1, p2 - s2) + scale, scale)
+    raise Unsupported(f"decimal {op}")
+
+
+def _wide(sql: Sql) -> str:
+    """A decimal operand at 38 digits, so DuckDB's own result type cannot overflow first."""
+    return f"CAST({sql.text} AS DECIMAL(38,{sql.type.scale}))"
+
+
+#: the width of each integral type, for Java's wrap-around
+_BITS = {"byte": 8, "short": 16, "integer": 32, "long": 64}
+
+
+def bits(t: SparkType) -> int:
+    """How many bits an integral type wraps at."""
+    return _BITS[t.name]
+
+
+def _decimal(op: str, a: Sql, b: Sql) -> Sql:
+    da, db = _as_decimal(a.type), _as_decimal(b.type)
+    a, b = cast(a, da), cast(b, db)
+    result = _result(op, da, db)
+    exact_scale = max(da.scale, db.scale) if op in ("+", "-") else da.scale + db.scale
+    if op == "/":
+        return decimal_divide(a, b, result)
+    if op == "%":
+        return Sql(_exact.remainder(a, b, result), result)
+    if exact_scale == result.scale:
+        return Sql(f"TRY_CAST(TRY({_wide(a)} {op} {_wide(b)}) AS {result.duck})", result)
+    if op == "*":
+        if exact_scale - result.scale > 19:
+            raise Unsupported("a decimal product rounded by more than 19 digits")
+        return Sql(_exact.multiply(a, b, result), result)
+    return Sql(_exact.add(a, b, result, negate_b=op == "-"), result)
+
+
+def decimal_divide(a: Sql, b: Sql, result: SparkType) -> Sql:
+    """``a / b`` exactly, HALF_UP at ``result``'s scale, null when ``b`` is 0 or the
+    quotient overflows ``result`` (Spark's non-ANSI division; ``avg`` uses it too)."""
+    return Sql(_exact.divide(a, b, result), result)
+
+
+def _binary(op: str) -> object:
+    def translate(node: Node, scope: Scope) -> Sql:
+        a, b = children(node, scope)[:2]
+        if a.type.is_decimal or b.type.is_decimal:
+            return _decimal(op, a, b)
+        if op == "/":  # Spark's Divide is on doubles (or decimals) only
+            return Sql(
+                f"(CASE WHEN {b.text} = 0 THEN NULL ELSE CAST({a.text} AS DOUBLE) / {b.text} END)",
+                a.type,
+            )
+        if op == "%":
+            if a.type.is_integral:  # MIN % -1 is 0 in Java; DuckDB's % may overflow there
+                text = f"CASE WHEN {b.text} = -1 THEN 0 ELSE {a.text} % {b.text} END"
+            else:
+                text = f"{a.text} % {b.text}"
+            return Sql(f"(CASE WHEN {b.text} = 0 THEN NULL ELSE {text} END)", a.type)
+        if a.type.is_integral:
+            wrapped = _exact.wrap(f"CAST({a.text} AS HUGEINT) {op} {b.text}", bits(a.type))
+            return Sql(f"CAST({wrapped} AS {a.type.duck})", a.type, a.nullable or b.nullable)
+        return Sql(f"({a.text} {op} {b.text})", a.type, a.nullable or b.nullable)
+
+    return translate
+
+
+register("Add")(_binary("+"))  # type: ignore[arg-type]
+register("Subtract")(_binary("-"))  # type: ignore[arg-type]
+register(
+    "Multiply",
+    support=Support.PARTIAL,
+    note=("a decimal product Spark rounds by more than 19 digits falls back"),
+)(_binary("*"))  # type: ignore[arg-type]
+register(
+    "Divide",
+    support=Support.PARTIAL,
+    note=(
+        "decimals: null where the dividend shifted to the result's scale and the "
+        "remainder so shifted both need more than 38 digits"
+    ),
+)(_binary("/"))  # type: ignore[arg-type]
+register(
+    "Remainder",
+    support=Support.PARTIAL,
+    note=("decimals: null where an operand at the larger scale needs more than 38 digits"),
+)(_binary("%"))  # type: ignore[arg-type]
+
+
+@register("IntegralDivide")
+def _div(node: Node, scope: Scope) -> Sql:
+    a, b = children(node, scope)[:2]
+    if a.type.is_decimal or b.type.is_decimal:
+        raise Unsupported("div on decimals")
+    # DuckDB's // truncates toward zero, as Java's; MIN div -1 wraps to MIN
+    q = _exact.wrap(f"CAST({a.text} AS HUGEINT) // {b.text}", 64)
+    return Sql(f"(CASE WHEN {b.text} = 0 THEN NULL ELSE CAST({q} AS BIGINT) END)", LONG)
+
+
+def _integral_or_same(a: Sql, text: str) -> Sql:
+    """``text`` (over ``a``) of ``a``'s type, wrapped as Java wraps ``-MIN`` and ``abs(MIN)``."""
+    if a.type.is_integral:
+        text = f"CAST({_exact.wrap(text, bits(a.type))} AS {a.type.duck})"
+    return Sql(text, a.type, a.nullable)
+
+
+@register("UnaryMinus")
+def _negate(node: Node, scope: Scope) -> Sql:
+    (a,) = children(node, scope)[:1]
+    if a.type.is_integral:
+        return _integral_or_same(a, f"-CAST({a.text} AS HUGEINT)")
+    return Sql(f"(-{a.text})", a.type, a.nullable)
+
+
+@register("UnaryPositive")
+def _positive(node: Node, scope: Scope) -> Sql:
+    return children(node, scope)[0]
+
+
+@register("Abs")
+def _abs(node: Node, scope: Scope) -> Sql:
+    (a,) = children(node, scope)[:1]
+    if a.type.is_integral:
+        return _integral_or_same(a, f"abs(CAST({a.text} AS HUGEINT))")
+    return Sql(f"abs({a.text})", a.type, a.nullable)
+
+
+def _int_literal(node: Node) -> int:
+    if node.cls != "Literal" or node.get("value") is None:
+        raise Unsupported("round to a scale that is not a literal")
+    return int(node.get("value"))
+
+
+@register(
+    "Round",
+    support=Support.PARTIAL,
+    note="doubles round their Double.toString digits as DuckDB prints them (shortest form)",
+)
+def _round(node: Node, scope: Scope) -> Sql:
+    """Spark rounds HALF_UP; a decimal's result type has one integer digit more
+    (``RoundBase.dataType``); a double is rounded as ``BigDecimal(d.toString)``."""
+    a = children(node, scope)[0]
+    d = _int_literal(node.children[1])
+    t = a.type
+    if t.is_decimal:
+        p, s = t.precision, t.scale
+        if d < 0:
+            out = decimal(min(max(p - s + 1, -d + 1), MAX), 0)
+        else:
+            out = decimal(min(p - s + 1 + min(s, d), MAX), min(s, d))
+        return Sql(f"TRY_CAST(round({_wide(a)}, {d}) AS {out.duck})", out, a.nullable)
+    if t.is_integral:
+        if d >= 0:
+            return a
+        return Sql(
+            f"CAST({_exact.wrap(f'round(CAST({a.text} AS HUGEINT), {d})', bits(t))} AS {t.duck})", t
+        )
+    if t.name != "double" or d < 0 or d > 15:
+        raise Unsupported(f"round of {t} to {d} digits")
+    # |x| >= 1e17 has no fraction digits; NaN and infinities are themselves
+    exact = f"TRY_CAST(CAST({a.text} AS VARCHAR) AS DECIMAL(38,20))"
+    return Sql(
+        f"(CASE WHEN isfinite({a.text}) AND abs({a.text}) < 1e17 "
+        f"THEN CAST(round({exact}, {d}) AS DOUBLE) ELSE {a.text} END)",
+        t,
+        a.nullable,
+    )
+
+
+@register("UnscaledValue")
+def _unscaled(node: Node, scope: Scope) -> Sql:
+    (a,) = children(node, scope)[:1]
+    return Sql(f"CAST({_exact.unscaled(a)} AS BIGINT)", LONG, a.nullable)
+
+
+@register("MakeDecimal")
+def _make_decimal(node: Node, scope: Scope) -> Sql:
+    (a,) = children(node, scope)[:1]
+    t = decimal(int(node.get("precision")), int(node.get("scale")))
+    return Sql(_exact.decimal_of(a.text, t), t)

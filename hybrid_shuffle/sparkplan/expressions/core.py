@@ -1,0 +1,130 @@
+"""The expression table, the scope an expression is compiled in, and ``compile_expression``."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hybrid_shuffle.sparkplan.tree import Node
+from hybrid_shuffle.sparkplan.types import SparkType, UnsupportedType, spark_type
+
+__all__ = [
+    "TABLE",
+    "Scope",
+    "Sql",
+    "Support",
+    "Translator",
+    "Unsupported",
+    "compile_expression",
+    "quote",
+    "register",
+]
+
+
+class Unsupported(Exception):
+    """An expression (or operator) the engine does not translate; the message says which
+    and why, and is what ``explain_data()["spark_subtrees"]`` reports."""
+
+
+class Support(enum.Enum):
+    """How faithfully a translator follows Spark (Comet's levels)."""
+
+    #: the same result as Spark's for every input
+    COMPATIBLE = "compatible"
+    #: the same result except in a documented corner (the note says which)
+    PARTIAL = "partial"
+
+
+@dataclass(frozen=True)
+class Sql:
+    """A compiled expression: DuckDB text of the Spark type ``type``."""
+
+    text: str
+    type: SparkType
+    nullable: bool = True
+
+
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass
+class Scope:
+    """What an expression may reference: the input's columns by Spark attribute id (and
+    by ordinal, for ``BoundReference``), and how a scalar subquery becomes a table."""
+
+    #: Spark exprId -> the column's SQL reference and type
+    columns: dict[int, Sql] = field(default_factory=dict)
+    #: the input's columns in order (``BoundReference`` ordinals)
+    ordered: list[Sql] = field(default_factory=list)
+    #: given a scalar subquery's plan, the SQL of its value (``None``: not translatable)
+    subquery: Callable[[Node], Sql] | None = None
+
+    #: type-only: an attribute the input lacks compiles to a typed null (a final
+    #: aggregate's function names its partial's input, of which only the type matters)
+    types_only: bool = False
+
+    def attribute(self, node: Node) -> Sql:
+        key = int(node.get("exprId", {}).get("id", -1))
+        found = self.columns.get(key)
+        if found is None and self.types_only:
+            kind = spark_type(node.get("dataType"))
+            return Sql(f"CAST(NULL AS {kind.duck})", kind)
+        if found is None:
+            name = node.get("name", "?")
+            raise Unsupported(f"the attribute {name}#{key} is not among its operator's inputs")
+        return found
+
+
+Translator = Callable[[Node, Scope], Sql]
+
+
+@dataclass(frozen=True)
+class Entry:
+    translate: Translator
+    support: Support
+    note: str
+
+
+#: Spark expression class (short name) -> its translator
+TABLE: dict[str, Entry] = {}
+
+
+def register(
+    *classes: str, support: Support = Support.COMPATIBLE, note: str = ""
+) -> Callable[[Translator], Translator]:
+    def add(fn: Translator) -> Translator:
+        for cls in classes:
+            TABLE[cls] = Entry(fn, support, note)
+        return fn
+
+    return add
+
+
+def compile_expression(node: Node, scope: Scope) -> Sql:
+    """``node`` as DuckDB SQL; ``Unsupported`` naming the expression if it has no
+    translation."""
+    entry = TABLE.get(node.cls)
+    if entry is None:
+        raise Unsupported(f"the expression {node.cls} has no translation")
+    try:
+        return entry.translate(node, scope)
+    except UnsupportedType as e:
+        raise Unsupported(f"{node.cls} of {e}") from e
+
+
+def children(node: Node, scope: Scope) -> list[Sql]:
+    return [compile_expression(c, scope) for c in node.children]
+
+
+def typed(node: Node) -> SparkType:
+    """The ``dataType`` field of ``node`` (literals, casts, references)."""
+    return spark_type(node.get("dataType"))
+
+
+def cast(sql: Sql, to: SparkType) -> Sql:
+    """``sql`` as ``to`` when its type differs (a plain, exact or rounding cast)."""
+    if sql.type == to:
+        return sql
+    return Sql(f"CAST({sql.text} AS {to.duck})", to, sql.nullable)

@@ -1,0 +1,318 @@
+"""Hash, object-hash and sort aggregates, in each of Spark's modes.
+
+Spark splits an aggregate around its exchange: ``Partial`` turns rows into
+per-group *buffers* (a sum and whether it saw a value, a sum and a count, ...),
+``PartialMerge`` merges buffers into buffers, ``Final`` merges buffers into the
+result, ``Complete`` goes from rows to the result in one step.  One node may mix
+modes (a distinct aggregate next to a plain one).  Both ends are translated
+here, so the buffers are the engine's own columns; their number per function
+matches Spark's, because the plan names them by position
+(``initialInputBufferOffset``, ``resultExpressions``).  A final aggregate whose
+buffers come from Spark (its partial fell back) falls back too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported, compile_expression
+from hybrid_shuffle.sparkplan.expressions.arithmetic import _result, decimal_divide
+from hybrid_shuffle.sparkplan.operators.basic import named_output
+from hybrid_shuffle.sparkplan.operators.registry import register_operator
+from hybrid_shuffle.sparkplan.relation import Column, Rel
+from hybrid_shuffle.sparkplan.stage import Stage
+from hybrid_shuffle.sparkplan.tree import Node
+from hybrid_shuffle.sparkplan.types import DOUBLE, LONG, SparkType, decimal
+
+if TYPE_CHECKING:
+    from hybrid_shuffle.sparkplan.translate import Translator
+
+__all__: list[str] = []
+
+_BUFFERS = {
+    "Sum": None,  # 2 for decimals (sum, isEmpty), else 1
+    "Average": 2,
+    "Count": 1,
+    "Min": 1,
+    "Max": 1,
+    "First": 2,
+    "Last": 2,
+    "StddevSamp": 3,
+    "StddevPop": 3,
+    "VarianceSamp": 3,
+    "VariancePop": 3,
+}
+
+
+def _bounded(precision: int, scale: int) -> SparkType:
+    return decimal(min(precision, 38), min(scale, 38))
+
+
+def _sum_type(t: SparkType) -> SparkType:
+    if t.is_decimal:
+        return _bounded(t.precision + 10, t.scale)
+    if t.is_integral:
+        return LONG
+    if t.is_fractional:
+        return DOUBLE
+    raise Unsupported(f"sum of {t}")
+
+
+@dataclass
+class _Function:
+    """One aggregate function of the node, compiled against its input."""
+
+    name: str
+    mode: str
+    distinct: bool
+    args: list[Sql]  # the raw arguments (Partial, Complete)
+    result_id: int
+    arg_type: SparkType
+
+    @property
+    def buffers(self) -> int:
+        if self.name == "Sum":
+            return 2 if self.arg_type.is_decimal else 1
+        count = _BUFFERS.get(self.name)
+        if count is None:
+            raise Unsupported(f"the aggregate function {self.name}")
+        return count
+
+
+def _partial(f: _Function) -> list[str]:
+    """Rows -> buffers."""
+    x = f.args[0].text if f.args else "1"
+    d = "DISTINCT " if f.distinct else ""
+    if f.name == "Sum":
+        t = _sum_type(f.arg_type)
+        out = [f"CAST(sum({d}CAST({x} AS {t.duck})) AS {t.duck})"]
+        return out + ([f"(count({x}) = 0)"] if f.buffers == 2 else [])
+    if f.name == "Average":
+        t = _sum_type(f.arg_type)
+        return [
+            f"CAST(sum({d}CAST({x} AS {t.duck})) AS {t.duck})",
+            f"CAST(count({d}{x}) AS BIGINT)",
+        ]
+    if f.name == "Count":
+        return [f"CAST({_count(f)} AS BIGINT)"]
+    if f.name in ("Min", "Max"):
+        return [f"{f.name.lower()}({x})"]
+    if f.name in ("First", "Last"):
+        fn = "first" if f.name == "First" else "last"
+        return [f"{fn}({x}) FILTER (WHERE {x} IS NOT NULL)", f"(count({x}) > 0)"]
+    if f.name in ("StddevSamp", "StddevPop", "VarianceSamp", "VariancePop"):
+        v = f"CAST({x} AS DOUBLE)"
+        return [
+            f"CAST(count({v}) AS DOUBLE)",
+            f"avg({v})",
+            f"coalesce(var_pop({v}) * count({v}), 0)",
+        ]
+    raise Unsupported(f"the aggregate function {f.name}")
+
+
+def _count(f: _Function) -> str:
+    if not f.args:
+        return "count(*)"
+    if f.distinct:
+        if len(f.args) != 1:
+            raise Unsupported("count(distinct) of several columns")
+        return f"count(DISTINCT {f.args[0].text})"
+    if len(f.args) == 1:
+        return f"count({f.args[0].text})"
+    test = " AND ".join(f"{a.text} IS NOT NULL" for a in f.args)
+    return f"count(CASE WHEN {test} THEN 1 END)"
+
+
+def _merge(f: _Function, b: list[str]) -> list[str]:
+    """Buffers -> buffers."""
+    if f.name == "Sum":
+        t = _sum_type(f.arg_type)
+        out = [f"CAST(sum({b[0]}) AS {t.duck})"]
+        return out + ([f"bool_and({b[1]})"] if f.buffers == 2 else [])
+    if f.name == "Average":
+        t = _sum_type(f.arg_type)
+        return [f"CAST(sum({b[0]}) AS {t.duck})", f"CAST(sum({b[1]}) AS BIGINT)"]
+    if f.name == "Count":
+        return [f"CAST(coalesce(sum({b[0]}), 0) AS BIGINT)"]
+    if f.name in ("Min", "Max"):
+        return [f"{f.name.lower()}({b[0]})"]
+    if f.name in ("First", "Last"):
+        fn = "first" if f.name == "First" else "last"
+        return [f"{fn}({b[0]}) FILTER (WHERE {b[1]})", f"bool_or({b[1]})"]
+    n, avg, m2 = b
+    total = f"sum({n})"
+    mean = f"(sum({n} * {avg}) / nullif({total}, 0))"
+    weighted = f"sum({n} * {avg})"
+    spread = (
+        f"(sum({m2}) + sum({n} * {avg} * {avg}) - {weighted} * {weighted} / nullif({total}, 0))"
+    )
+    return [f"coalesce({total}, 0)", mean, f"coalesce({spread}, 0)"]
+
+
+def _evaluate(f: _Function, b: list[str]) -> tuple[str, SparkType]:
+    """Merged buffers (aggregate SQL) -> the result value and its type."""
+    merged = _merge(f, b)
+    if f.name == "Sum":
+        t = _sum_type(f.arg_type)
+        return merged[0], t
+    if f.name == "Average":
+        if f.arg_type.is_decimal:
+            s = _sum_type(f.arg_type)
+            out = _bounded(f.arg_type.precision + 4, f.arg_type.scale + 4)
+            count = decimal(20, 0)
+            quotient = decimal_divide(
+                Sql(merged[0], s),
+                Sql(f"CAST({merged[1]} AS DECIMAL(20,0))", count),
+                _result("/", s, count),
+            )
+            return f"TRY_CAST({quotient.text} AS {out.duck})", out
+        return f"(CAST({merged[0]} AS DOUBLE) / nullif({merged[1]}, 0))", DOUBLE
+    if f.name == "Count":
+        return merged[0], LONG
+    if f.name in ("Min", "Max", "First", "Last"):
+        return merged[0], f.arg_type
+    n, _, m2 = merged
+    if f.name == "StddevSamp":
+        return f"(CASE WHEN {n} <= 1 THEN NULL ELSE sqrt({m2} / ({n} - 1)) END)", DOUBLE
+    if f.name == "StddevPop":
+        return f"(CASE WHEN {n} = 0 THEN NULL ELSE sqrt({m2} / {n}) END)", DOUBLE
+    if f.name == "VarianceSamp":
+        return f"(CASE WHEN {n} <= 1 THEN NULL ELSE {m2} / ({n} - 1) END)", DOUBLE
+    return f"(CASE WHEN {n} = 0 THEN NULL ELSE {m2} / {n} END)", DOUBLE
+
+
+def _complete(f: _Function) -> tuple[str, SparkType]:
+    """Rows -> the result, in one step (via the buffers' formulas, inlined)."""
+    if f.name == "Count":
+        return f"CAST({_count(f)} AS BIGINT)", LONG
+    x = f.args[0].text
+    d = "DISTINCT " if f.distinct else ""
+    if f.name == "Sum":
+        t = _sum_type(f.arg_type)
+        return f"TRY_CAST(sum({d}CAST({x} AS {t.duck})) AS {t.duck})", t
+    if f.name == "Average":
+        if f.arg_type.is_decimal:
+            s = _sum_type(f.arg_type)
+            out = _bounded(f.arg_type.precision + 4, f.arg_type.scale + 4)
+            count = decimal(20, 0)
+            quotient = decimal_divide(
+                Sql(f"CAST(sum({d}CAST({x} AS {s.duck})) AS {s.duck})", s),
+                Sql(f"CAST(count({d}{x}) AS DECIMAL(20,0))", count),
+                _result("/", s, count),
+            )
+            return f"TRY_CAST({quotient.text} AS {out.duck})", out
+        return f"avg({d}CAST({x} AS DOUBLE))", DOUBLE
+    if f.name in ("Min", "Max"):
+        return f"{f.name.lower()}({x})", f.arg_type
+    if f.name in ("First", "Last"):
+        fn = "first" if f.name == "First" else "last"
+        return f"{fn}({x})", f.arg_type
+    moment = {
+        "StddevSamp": "stddev_samp",
+        "StddevPop": "stddev_pop",
+        "VarianceSamp": "var_samp",
+        "VariancePop": "var_pop",
+    }.get(f.name)
+    if moment is None:
+        raise Unsupported(f"the aggregate function {f.name}")
+    return f"{moment}({d}CAST({x} AS DOUBLE))", DOUBLE
+
+
+@register_operator("HashAggregateExec", "ObjectHashAggregateExec", "SortAggregateExec")
+def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
+    child = tr.rel(node.child, stage)
+    scope = child.scope(tr.subquery_of_stage)
+    grouping = node.exprs("groupingExpressions")
+    _group_items, group_columns = named_output(tr, grouping, child)
+    group_refs = [
+        compile_expression(g.child if g.cls == "Alias" else g, scope).text for g in grouping
+    ]
+    typing_scope = dataclasses.replace(scope, types_only=True)
+    functions: list[_Function] = []
+    for e in node.exprs("aggregateExpressions"):
+        fn = e.children[0]
+        if fn.get("filter") is not None or len(e.children) > 1:
+            raise Unsupported("an aggregate with a FILTER clause")
+        mode = e.object("mode")
+        raw = mode in ("Partial", "Complete")
+        args = [compile_expression(a, scope if raw else typing_scope) for a in fn.children]
+        if fn.cls in ("First", "Last"):
+            args = args[:1]
+        if fn.cls == "Count" and all(a.text.startswith("CAST(1 ") for a in args):
+            args = []
+        functions.append(
+            _Function(
+                fn.cls,
+                mode,
+                bool(e.get("isDistinct")),
+                args,
+                int(e.get("resultId", {}).get("id", -1)),
+                args[0].type if args else LONG,
+            )
+        )
+    offset = int(node.get("initialInputBufferOffset", 0) or 0)
+    inputs = [c.ref for c in child.columns[offset:]]
+    modes = {f.mode for f in functions}
+    results = node.exprs("resultExpressions")
+    items = [f"{g} AS {c.ref}" for g, c in zip(group_refs, group_columns, strict=True)]
+    partial = modes <= {"Partial", "PartialMerge"} and bool(functions)
+    if partial or (not functions and _is_partial(node)):
+        # rows or buffers -> buffers: output = grouping + buffers, named by resultExpressions
+        out_columns = [_attr(r) for r in results]
+        buffer_cols = out_columns[len(group_columns) :]
+        position = 0
+        values: list[str] = []
+        for f in functions:
+            if f.mode == "Partial":
+                values += _partial(f)
+            else:
+                values += _merge(f, inputs[position : position + f.buffers])
+                position += f.buffers
+        if len(values) != len(buffer_cols):
+            raise Unsupported("an aggregate whose buffers the engine does not lay out as Spark")
+        items += [f"{v} AS {c.ref}" for v, c in zip(values, buffer_cols, strict=True)]
+        group_by = f" GROUP BY {', '.join(group_refs)}" if group_refs else ""
+        select = ", ".join(items) or "NULL AS __hs_empty"
+        return Rel(f"SELECT {select} FROM ({child.sql}) AS t{group_by}", out_columns)
+    if "Partial" in modes or "PartialMerge" in modes:
+        raise Unsupported("an aggregate mixing partial and final modes")
+    position = 0
+    agg_columns: list[Column] = []
+    # the results are named as ``aggregateAttributes`` (what ``resultExpressions`` read;
+    # a distinct aggregate's ``resultId`` differs)
+    attributes = node.exprs("aggregateAttributes")
+    if len(attributes) == len(functions):
+        for f, a in zip(functions, attributes, strict=True):
+            f.result_id = int(a.get("exprId", {}).get("id", f.result_id))
+    for f in functions:
+        if f.mode == "Final":
+            value, kind = _evaluate(f, inputs[position : position + f.buffers])
+            position += f.buffers
+        else:
+            value, kind = _complete(f)
+        col = Column(f.result_id, f"agg{f.result_id}", kind)
+        agg_columns.append(col)
+        items.append(f"{value} AS {col.ref}")
+    group_by = f" GROUP BY {', '.join(group_refs)}" if group_refs else ""
+    select = ", ".join(items) or "NULL AS __hs_empty"
+    if not functions and not group_refs:
+        raise Unsupported("an aggregate with neither keys nor functions")
+    inner = Rel(f"SELECT {select} FROM ({child.sql}) AS t{group_by}", group_columns + agg_columns)
+    out_items, out_columns = named_output(tr, results, inner)
+    return Rel(f"SELECT {out_items} FROM ({inner.sql}) AS t", out_columns)
+
+
+def _is_partial(node: Node) -> bool:
+    """An aggregate with no functions (a DISTINCT): partial if its output is its keys and
+    Spark still requires a distribution of its child (the final one has none listed)."""
+    return bool(node.get("requiredChildDistributionExpressions") is None)
+
+
+def _attr(node: Node) -> Column:
+    from hybrid_shuffle.sparkplan.operators.basic import _attribute
+
+    if node.cls == "Alias":
+        raise Unsupported("a partial aggregate computing an expression")
+    return _attribute(node)

@@ -1,0 +1,191 @@
+"""Project, filter, sort, take-ordered, limits, union, expand, and the wrappers Spark's
+code generation adds (which translate to nothing)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
+from hybrid_shuffle.sparkplan.operators.registry import register_operator
+from hybrid_shuffle.sparkplan.relation import Column, Rel
+from hybrid_shuffle.sparkplan.stage import Stage
+from hybrid_shuffle.sparkplan.tree import Node
+from hybrid_shuffle.sparkplan.types import spark_type
+
+if TYPE_CHECKING:
+    from hybrid_shuffle.sparkplan.translate import Translator
+
+__all__ = ["named_output", "order_by"]
+
+
+@register_operator(
+    "WholeStageCodegenExec", "InputAdapter", "ColumnarToRowExec", "RowToColumnarExec"
+)
+def _transparent(tr: Translator, node: Node, stage: Stage) -> Rel:
+    return tr.rel(node.child, stage)
+
+
+def named_output(tr: Translator, exprs: list[Node], child: Rel) -> tuple[str, list[Column]]:
+    """``SELECT``'s items for a list of named expressions over ``child``, and the columns."""
+    scope = child.scope(tr.subquery_of_stage)
+    items: list[str] = []
+    columns: list[Column] = []
+    for e in exprs:
+        exprid = int(e.get("exprId", {}).get("id", -1))
+        if e.cls == "Alias":
+            sql = compile_expression(e.child, scope)
+            name = str(e.get("name"))
+        elif e.cls == "AttributeReference":
+            sql = compile_expression(e, scope)
+            name = str(e.get("name"))
+        else:
+            raise Unsupported(f"a projection of {e.cls}")
+        col = Column(exprid, name, sql.type, sql.nullable)
+        items.append(
+            f"CAST({sql.text} AS {sql.type.duck}) AS {col.ref}"
+            if e.cls == "Alias"
+            else f"{sql.text} AS {col.ref}"
+        )
+        columns.append(col)
+    return ", ".join(items) or "NULL AS __hs_empty", columns
+
+
+@register_operator("ProjectExec")
+def _project(tr: Translator, node: Node, stage: Stage) -> Rel:
+    child = tr.rel(node.child, stage)
+    with tr.hosting(node, stage):
+        items, columns = named_output(tr, node.exprs("projectList"), child)
+    return Rel(f"SELECT {items} FROM ({child.sql}) AS t", columns)
+
+
+@register_operator("FilterExec")
+def _filter(tr: Translator, node: Node, stage: Stage) -> Rel:
+    child = tr.rel(node.child, stage)
+    condition = node.expr("condition")
+    assert condition is not None
+    with tr.hosting(node, stage):
+        sql = compile_expression(condition, child.scope(tr.subquery_of_stage))
+    return Rel(
+        f"SELECT {child.select_list()} FROM ({child.sql}) AS t WHERE {sql.text}", child.columns
+    )
+
+
+def order_by(tr: Translator, orders: list[Node], rel: Rel) -> str:
+    """``ORDER BY`` items of Spark ``SortOrder``s: direction and null order as given
+    (Spark: ascending puts nulls first, descending last)."""
+    scope = rel.scope(tr.subquery_of_stage)
+    parts = []
+    for o in orders:
+        sql = compile_expression(o.child, scope)
+        direction = "DESC" if o.object("direction") == "Descending" else "ASC"
+        nulls = "NULLS LAST" if o.object("nullOrdering") == "NullsLast" else "NULLS FIRST"
+        parts.append(f"{sql.text} {direction} {nulls}")
+    return ", ".join(parts)
+
+
+@register_operator("SortExec")
+def _sort(tr: Translator, node: Node, stage: Stage) -> Rel:
+    child = tr.rel(node.child, stage)
+    if not node.get("global", False):
+        return child  # a sort for a merge join or a window: DuckDB does not need it
+    keys = order_by(tr, node.exprs("sortOrder"), child)
+    return Rel(
+        f"SELECT {child.select_list()} FROM ({child.sql}) AS t ORDER BY {keys}", child.columns
+    )
+
+
+@register_operator("TakeOrderedAndProjectExec")
+def _take_ordered(tr: Translator, node: Node, stage: Stage) -> Rel:
+    """Spark takes each partition's top ``limit`` and merges them in one task, with no
+    exchange in the plan: here the partial top-n runs in the child's stage and an edge
+    named ``gather_<id>`` brings them to one subtask for the final one."""
+    limit = int(node.get("limit"))
+    offset = int(node.get("offset", 0) or 0)
+    child = tr.rel(node.child, stage)
+    keys = order_by(tr, node.exprs("sortOrder"), child)
+    local = Rel(
+        f"SELECT {child.select_list()} FROM ({child.sql}) AS t ORDER BY {keys} LIMIT {limit}",
+        child.columns,
+    )
+    gathered = tr.gather(local, stage, node)
+    keys = order_by(tr, node.exprs("sortOrder"), gathered)
+    ordered = Rel(
+        f"SELECT {gathered.select_list()} FROM ({gathered.sql}) AS t ORDER BY {keys} "
+        f"LIMIT {limit - offset} OFFSET {offset}",
+        gathered.columns,
+    )
+    items, columns = named_output(tr, node.exprs("projectList"), ordered)
+    return Rel(f"SELECT {items} FROM ({ordered.sql}) AS t", columns)
+
+
+@register_operator("LocalLimitExec", "GlobalLimitExec")
+def _limit(tr: Translator, node: Node, stage: Stage) -> Rel:
+    child = tr.rel(node.child, stage)
+    limit = int(node.get("limit"))
+    offset = int(node.get("offset", 0) or 0)
+    if limit < 0:
+        return child
+    tail = f" OFFSET {offset}" if offset else ""
+    count = limit - offset if offset else limit
+    return Rel(
+        f"SELECT {child.select_list()} FROM ({child.sql}) AS t LIMIT {count}{tail}",
+        child.columns,
+    )
+
+
+@register_operator("CollectLimitExec")
+def _collect_limit(tr: Translator, node: Node, stage: Stage) -> Rel:
+    limit = int(node.get("limit"))
+    offset = int(node.get("offset", 0) or 0)
+    child = tr.rel(node.child, stage)
+    local = Rel(
+        f"SELECT {child.select_list()} FROM ({child.sql}) AS t LIMIT {limit}", child.columns
+    )
+    gathered = tr.gather(local, stage, node)
+    rest = f"LIMIT {limit - offset} OFFSET {offset}"
+    return Rel(
+        f"SELECT {gathered.select_list()} FROM ({gathered.sql}) AS t {rest}",
+        gathered.columns,
+    )
+
+
+@register_operator("UnionExec")
+def _union(tr: Translator, node: Node, stage: Stage) -> Rel:
+    """``UNION ALL`` of the children, named as the first child's columns (Spark's rule)."""
+    rels = [tr.rel(c, stage) for c in node.children]
+    first = rels[0].columns
+    # Spark widens nullability, and the types are already equal
+    parts = []
+    for r in rels:
+        items = ", ".join(f"{c.ref} AS {f.ref}" for c, f in zip(r.columns, first, strict=True))
+        parts.append(f"SELECT {items} FROM ({r.sql}) AS t")
+    return Rel(" UNION ALL ".join(f"({p})" for p in parts), first)
+
+
+@register_operator("ExpandExec")
+def _expand(tr: Translator, node: Node, stage: Stage) -> Rel:
+    """Each input row once per projection (grouping sets, several distinct aggregates)."""
+    child = tr.rel(node.child, stage)
+    outputs = [_attribute(o) for o in node.exprs("output")]
+    projections = node.get("projections") or []
+    scope = child.scope(tr.subquery_of_stage)
+    from hybrid_shuffle.sparkplan.tree import parse
+
+    parts = []
+    for projection in projections:
+        exprs = [parse(e) for e in projection]
+        items = []
+        for e, col in zip(exprs, outputs, strict=True):
+            sql = compile_expression(e, scope)
+            items.append(f"CAST({sql.text} AS {col.type.duck}) AS {col.ref}")
+        parts.append(f"SELECT {', '.join(items)} FROM ({child.sql}) AS t")
+    return Rel(" UNION ALL ".join(f"({p})" for p in parts), outputs)
+
+
+def _attribute(node: Node) -> Column:
+    return Column(
+        int(node.get("exprId", {}).get("id", -1)),
+        str(node.get("name")),
+        spark_type(node.get("dataType")),
+        bool(node.get("nullable", True)),
+    )

@@ -1,0 +1,116 @@
+"""Spark's exchanges become the engine's edges, named ``exchange_<id>`` after the id
+``df.explain(mode="formatted")`` prints.
+
+- ``hashpartitioning(keys)`` -> a hash edge on the keys (a key that is an expression
+  is computed into a column of the producer's stage first);
+- ``SinglePartition`` and ``rangepartitioning`` -> one consumer subtask (a global
+  sort's input is small after the plan's aggregates; a range edge sorted in
+  Spark's null order is future work);
+- ``RoundRobinPartitioning`` -> a round-robin edge;
+- ``BroadcastExchange`` -> a broadcast edge (the build side of a join);
+- ``ReusedExchange`` -> the same producer as the exchange it reuses, so its rows
+  are computed once.
+
+The number of consumer subtasks is the engine's (``parallelism``, YAML
+``partitions`` or ``auto``), not Spark's ``spark.sql.shuffle.partitions``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from hybrid_shuffle.plan.logical import ExchangeSpec
+from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
+from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
+from hybrid_shuffle.sparkplan.operators.registry import register_operator
+from hybrid_shuffle.sparkplan.relation import Column, Rel
+from hybrid_shuffle.sparkplan.stage import Stage
+from hybrid_shuffle.sparkplan.tree import Node
+
+if TYPE_CHECKING:
+    from hybrid_shuffle.sparkplan.translate import Translator
+
+__all__: list[str] = []
+
+
+def _partitioning(
+    tr: Translator, node: Node, stage: Stage
+) -> tuple[Rel, Partitioner, int | None, list[Column]]:
+    """The producer's relation (with computed key columns) and the edge's partitioner."""
+    child = tr.rel(node.child, stage)
+    partitioning = node.expr("outputPartitioning")
+    kind = partitioning.cls if partitioning is not None else "SinglePartition"
+    if kind == "HashPartitioning":
+        assert partitioning is not None
+        scope = child.scope(tr.subquery_of_stage)
+        keys: list[str] = []
+        extra: list[str] = []
+        by_id = {c.id: c for c in child.columns}
+        for i, key in enumerate(partitioning.children):
+            if (
+                key.cls == "AttributeReference"
+                and int(key.get("exprId", {}).get("id", -1)) in by_id
+            ):
+                keys.append(by_id[int(key.get("exprId")["id"])].ref)
+                continue
+            sql = compile_expression(key, scope)
+            name = f"k{node.op_id}_{i}"
+            extra.append(f"{sql.text} AS {name}")
+            keys.append(name)
+        if extra:
+            child = Rel(f"SELECT *, {', '.join(extra)} FROM ({child.sql}) AS t", child.columns)
+        return child, Partitioner(PartitionerKind.HASH, tuple(keys)), None, child.columns
+    if kind in ("SinglePartition", "RangePartitioning"):
+        return child, Partitioner(PartitionerKind.ROUND_ROBIN), 1, child.columns
+    if kind == "RoundRobinPartitioning":
+        return child, Partitioner(PartitionerKind.ROUND_ROBIN), None, child.columns
+    raise Unsupported(f"an exchange by {kind}")
+
+
+@register_operator("ShuffleExchangeExec")
+def _shuffle(tr: Translator, node: Node, stage: Stage) -> Rel:
+    producer, columns = tr.exchange_producer(node, lambda s: _partitioning(tr, node, s))
+    return stage.read(producer.stream, producer.spec, columns)
+
+
+def _broadcast_build(
+    tr: Translator, node: Node
+) -> Callable[[Stage], tuple[Rel, Partitioner, int | None, list[Column]]]:
+    def build(s: Stage) -> tuple[Rel, Partitioner, int | None, list[Column]]:
+        child = tr.rel(node.child, s)
+        return child, Partitioner(PartitionerKind.BROADCAST), None, child.columns
+
+    return build
+
+
+@register_operator("BroadcastExchangeExec")
+def _broadcast(tr: Translator, node: Node, stage: Stage) -> Rel:
+    producer, columns = tr.exchange_producer(node, _broadcast_build(tr, node))
+    return stage.read(producer.stream, producer.spec, columns)
+
+
+@register_operator("ReusedExchangeExec")
+def _reused(tr: Translator, node: Node, stage: Stage) -> Rel:
+    """The exchange it reuses (translated once, wherever it is met first), read over an
+    edge of its own and its columns renamed to this node's."""
+    original_id = tr.plan.reuses.get(node.op_id or -1)
+    original = tr.original(original_id) if original_id is not None else None
+    if original is None or original_id is None:
+        raise Unsupported("a reused exchange whose original the plan does not name")
+    build = (
+        (lambda s: _partitioning(tr, original, s))
+        if original.cls == "ShuffleExchangeExec"
+        else _broadcast_build(tr, original)
+    )
+    producer, columns = tr.exchange_producer(original, build)
+    from hybrid_shuffle.sparkplan.operators.basic import _attribute
+
+    outputs = [_attribute(o) for o in node.exprs("output")]
+    rel = stage.read(producer.stream, tr.reuse(producer, node, original_id).spec, columns)
+    items = ", ".join(f"{a.ref} AS {b.ref}" for a, b in zip(rel.columns, outputs, strict=True))
+    return Rel(f"SELECT {items} FROM ({rel.sql}) AS t", outputs)
+
+
+def exchange_spec(partitioner: Partitioner, partitions: int | None, name: str) -> ExchangeSpec:
+    return ExchangeSpec(partitioner, name, None, partitions)

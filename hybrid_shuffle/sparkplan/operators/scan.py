@@ -1,0 +1,68 @@
+"""Leaves: Parquet scans read by the executors, every other leaf through Spark.
+
+A ``FileSourceScanExec`` over Parquet becomes ``from_parquet`` on the files
+Spark listed for it (after partition pruning), reading only the columns Spark
+requires; Spark's pushed data filters stay in the plan's ``Filter`` above the
+scan, which the stage runs.  Any other leaf (a cached relation, a local table,
+``range``, an RDD, JDBC) is computed by Spark and handed over through
+``from_spark``: that is not a fallback, as nothing of the engine's could run it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hybrid_shuffle.sparkplan.expressions import Unsupported
+from hybrid_shuffle.sparkplan.operators.registry import register_operator
+from hybrid_shuffle.sparkplan.relation import Rel
+from hybrid_shuffle.sparkplan.stage import Stage
+from hybrid_shuffle.sparkplan.tree import Node
+
+if TYPE_CHECKING:
+    from hybrid_shuffle.sparkplan.translate import Translator
+
+__all__: list[str] = []
+
+
+@register_operator("FileSourceScanExec")
+def _file_scan(tr: Translator, node: Node, stage: Stage) -> Rel:
+    from hybrid_shuffle.sparkplan.operators.basic import _attribute
+
+    columns = [_attribute(o) for o in node.exprs("output")]
+    found = tr.plan.scans.get(node.op_id or -1)
+    if found is None:
+        raise Unsupported("a file scan whose files are not known")
+    _roots, files, fmt, partitioned = found
+    if "parquet" not in fmt.lower():
+        return tr.spark_leaf(node, stage, columns)
+    if partitioned or node.get("partitionFilters"):
+        raise Unsupported("a scan of a partitioned table")
+    if not files:
+        return tr.spark_leaf(node, stage, columns)
+    paths = [f[len("file:") :] if f.startswith("file:") else f for f in files]
+    stream = tr.job.from_parquet(
+        paths if len(paths) > 1 else paths[0],
+        name=f"scan_{node.op_id}",
+        columns=[c.name for c in columns],
+    )
+    return stage.read_named(stream, [c.name for c in columns], columns)
+
+
+@register_operator(
+    "InMemoryTableScanExec",
+    "LocalTableScanExec",
+    "RDDScanExec",
+    "RangeExec",
+    "RowDataSourceScanExec",
+    "BatchScanExec",
+    "ExternalRDDScanExec",
+)
+def _spark_leaf(tr: Translator, node: Node, stage: Stage) -> Rel:
+    from hybrid_shuffle.sparkplan.operators.basic import _attribute
+
+    if node.cls == "RangeExec":
+        raw = node.get("range")
+        del raw
+    outputs = node.exprs("output")
+    columns = [_attribute(o) for o in outputs] if outputs else tr.jvm_output(node)
+    return tr.spark_leaf(node, stage, columns)

@@ -1,0 +1,90 @@
+"""A stage: the operators between Spark's exchanges, run as one DuckDB query per task.
+
+Comet fuses the consecutive operators it supports into one native block; here a
+stage's operators become one SQL query (``SqlQuery`` with one input per edge the
+stage reads), so DuckDB runs the whole chain as one pipeline.  Inputs are read
+through placeholder tables while the query is built and given their names
+(``input``, ``input1``..) when the stage is finished: the stage's main input
+(a scan or a shuffle) first, its broadcast inputs after, so a broadcast build
+side is chained into the task of the side it joins (``join(strategy=
+"broadcast")``'s rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hybrid_shuffle.operators.sql import SqlQuery, input_name
+from hybrid_shuffle.plan.logical import ExchangeSpec
+from hybrid_shuffle.shuffle.routing import PartitionerKind
+from hybrid_shuffle.sparkplan.relation import Column, Rel
+
+if TYPE_CHECKING:
+    from hybrid_shuffle.api.job import Job
+    from hybrid_shuffle.api.stream import Stream
+
+__all__ = ["Stage"]
+
+
+@dataclass
+class _Input:
+    stream: Stream
+    spec: ExchangeSpec | None
+    token: str
+
+    @property
+    def side(self) -> bool:
+        return self.spec is not None and self.spec.partitioner.kind is PartitionerKind.BROADCAST
+
+
+class Stage:
+    """The inputs one stage reads, gathered while its operators are translated."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.inputs: list[_Input] = []
+
+    def read(self, stream: Stream, spec: ExchangeSpec | None, columns: list[Column]) -> Rel:
+        """A relation over ``stream`` (its columns already named ``c<id>``) read through
+        ``spec``; reading the same stream over the same edge again reuses the input."""
+        for existing in self.inputs:
+            if existing.stream.node is stream.node and _same(existing.spec, spec):
+                return Rel(f"SELECT {_list(columns)} FROM {existing.token}", columns)
+        token = f"__hs_input_{len(self.inputs)}__"
+        self.inputs.append(_Input(stream, spec, token))
+        return Rel(f"SELECT {_list(columns)} FROM {token}", columns)
+
+    def read_named(self, stream: Stream, names: list[str], columns: list[Column]) -> Rel:
+        """A relation over a source whose columns have their own names (a Parquet scan,
+        a Spark DataFrame): ``names[i]`` becomes ``columns[i]``."""
+        from hybrid_shuffle.sparkplan.expressions import quote
+
+        token = f"__hs_input_{len(self.inputs)}__"
+        self.inputs.append(_Input(stream, None, token))
+        items = ", ".join(f"{quote(n)} AS {c.ref}" for n, c in zip(names, columns, strict=True))
+        return Rel(f"SELECT {items} FROM {token}", columns)
+
+    def finish(self, rel: Rel, name: str, final: bool) -> Stream:
+        """The stage as a node of the job: ``rel``'s query over the inputs read."""
+        from hybrid_shuffle.api.stream import Stream
+
+        order = [i for i in self.inputs if not i.side] + [i for i in self.inputs if i.side]
+        query = rel.renamed_to_spark() if final else rel.sql
+        for index, item in enumerate(order):
+            query = query.replace(item.token, input_name(index))
+        if not order:
+            raise AssertionError(f"stage {name} reads no input")
+        operator = SqlQuery(query, name, inputs=len(order))
+        node = self.job._node("spark", name, operator, [(i.stream.node, i.spec) for i in order])
+        return Stream(self.job, node)
+
+
+def _same(a: ExchangeSpec | None, b: ExchangeSpec | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.edge == b.edge and a.partitioner == b.partitioner
+
+
+def _list(columns: list[Column]) -> str:
+    return ", ".join(c.ref for c in columns) or "NULL AS __hs_empty"

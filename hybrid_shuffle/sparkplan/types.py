@@ -1,0 +1,113 @@
+"""Spark SQL types as the plan's JSON writes them, and their DuckDB and Arrow twins.
+
+Spark has already resolved every type in the plan (Comet's rule: take what
+Spark decided, never re-derive it), so this module only names types: the JSON
+name (``long``, ``decimal(38,4)``), Spark's ``simpleString`` (``bigint``), the
+DuckDB type a translated query casts to, and the Arrow type of a result column.
+A type outside this table (arrays, maps, structs, intervals) is
+``UnsupportedType``, which makes its operator fall back to Spark.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = ["SparkType", "UnsupportedType", "spark_type"]
+
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(-?\d+)\)")
+
+#: JSON name -> (simpleString, DuckDB type, Arrow type)
+_SIMPLE: dict[str, tuple[str, str, pa.DataType]] = {
+    "boolean": ("boolean", "BOOLEAN", pa.bool_()),
+    "byte": ("tinyint", "TINYINT", pa.int8()),
+    "short": ("smallint", "SMALLINT", pa.int16()),
+    "integer": ("int", "INTEGER", pa.int32()),
+    "long": ("bigint", "BIGINT", pa.int64()),
+    "float": ("float", "FLOAT", pa.float32()),
+    "double": ("double", "DOUBLE", pa.float64()),
+    "string": ("string", "VARCHAR", pa.string()),
+    "binary": ("binary", "BLOB", pa.binary()),
+    "date": ("date", "DATE", pa.date32()),
+    "timestamp": ("timestamp", "TIMESTAMPTZ", pa.timestamp("us", tz="UTC")),
+    "timestamp_ntz": ("timestamp_ntz", "TIMESTAMP", pa.timestamp("us")),
+    "null": ("void", "INTEGER", pa.null()),
+}
+
+
+class UnsupportedType(Exception):
+    """A Spark type the engine does not translate (the operator falls back)."""
+
+
+@dataclass(frozen=True)
+class SparkType:
+    """One resolved Spark type."""
+
+    name: str  # the JSON name: ``long``, ``decimal(38,4)``
+    precision: int = 0
+    scale: int = 0
+
+    @property
+    def is_decimal(self) -> bool:
+        return self.name.startswith("decimal")
+
+    @property
+    def is_integral(self) -> bool:
+        return self.name in ("byte", "short", "integer", "long")
+
+    @property
+    def is_fractional(self) -> bool:
+        return self.name in ("float", "double")
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.is_integral or self.is_fractional or self.is_decimal
+
+    @property
+    def simple(self) -> str:
+        """Spark's ``simpleString``: what ``df.schema.simpleString()`` prints."""
+        if self.is_decimal:
+            return f"decimal({self.precision},{self.scale})"
+        return _SIMPLE[self.name][0]
+
+    @property
+    def duck(self) -> str:
+        if self.is_decimal:
+            return f"DECIMAL({self.precision},{self.scale})"
+        return _SIMPLE[self.name][1]
+
+    @property
+    def arrow(self) -> pa.DataType:
+        if self.is_decimal:
+            return pa.decimal128(self.precision, self.scale)
+        return _SIMPLE[self.name][2]
+
+    def __str__(self) -> str:
+        return self.simple
+
+
+def decimal(precision: int, scale: int) -> SparkType:
+    return SparkType(f"decimal({precision},{scale})", precision, scale)
+
+
+def spark_type(raw: Any) -> SparkType:
+    """The type of a JSON ``dataType`` value; ``UnsupportedType`` for any other."""
+    if isinstance(raw, str):
+        match = _DECIMAL.fullmatch(raw)
+        if match:
+            return decimal(int(match.group(1)), int(match.group(2)))
+        if raw in _SIMPLE:
+            return SparkType(raw)
+    kind = raw.get("type", raw) if isinstance(raw, dict) else raw
+    raise UnsupportedType(f"the type {kind}")
+
+
+BOOLEAN = SparkType("boolean")
+INT = SparkType("integer")
+LONG = SparkType("long")
+DOUBLE = SparkType("double")
+STRING = SparkType("string")
+DATE = SparkType("date")
