@@ -12,20 +12,41 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.sparkplan.tree import Node, parse
 
-__all__ = ["PhysicalPlan", "physical_plan", "spark_error"]
+__all__ = [
+    "PhysicalPlan",
+    "ScanFiles",
+    "jvm_node",
+    "physical_plan",
+    "spark_error",
+    "subtree_dataframe",
+]
 
+_METADATA_LENGTH = "spark.sql.maxMetadataStringLength"
+_DEFAULTS = {"spark.sql.adaptive.enabled": "true", _METADATA_LENGTH: "100"}
+_HEADER = re.compile(r"^\((\d+)\) (.+)$")
+_SCAN = re.compile(r"^Scan (\w+)")
+_LOCATION = re.compile(r"^Location: \w+(?:\(\d+ paths?\))?\s*\[(.*)\]$")
 _SKIPPED = frozenset({"WholeStageCodegenExec", "InputAdapter"})
 _TREE_LINE = re.compile(r"^[\s:|+\-]*(?:\*\s)?(.+?)\s\((\d+)\)\s*$")
 _REUSES = re.compile(r"^\((\d+)\) \w+ \[Reuses operator id: (\d+)\]")
 _SUBQUERY = re.compile(
     r"^Subquery:\d+ Hosting operator id = \d+ Hosting Expression = .*?(\S+-subquery#\d+)"
 )
+
+
+@dataclass
+class ScanFiles:
+    """A file scan as the formatted plan prints it: ``Scan parquet`` and its location."""
+
+    format: str
+    roots: list[str]
 
 
 @dataclass
@@ -37,11 +58,16 @@ class PhysicalPlan:
     reuses: dict[int, int]
     #: the formatted explain text (shown by ``explain()`` next to the engine's plan)
     formatted: str
-    #: the JVM plan, for the scans' files and for fallback subtrees
+    #: the JVM plan, for fallback subtrees
     jvm_plan: Any
-    #: scan formatted id -> (root paths, files, file format, partitioned?)
-    scans: dict[int, tuple[list[str], list[str], str, bool]] = field(default_factory=dict)
+    #: file scan id -> its format and root paths
+    scans: dict[int, ScanFiles] = field(default_factory=dict)
+    #: ``id(node)`` -> its JVM operator, as far as looked up (``jvm_node``)
     jvm_nodes: dict[int, Any] = field(default_factory=dict)
+    #: seconds Spark took to plan (and print) the query
+    spark_seconds: float = 0.0
+    #: seconds spent reading the JSON and the formatted text
+    parse_seconds: float = 0.0
     #: operator id -> its name and arguments as ``explain(mode="formatted")`` prints
     arguments: dict[int, str] = field(default_factory=dict)
 
@@ -70,9 +96,12 @@ def physical_plan(df: Any) -> PhysicalPlan:
     spark = df.sparkSession
     jvm = spark._jvm
     conf = spark._jsparkSession.sessionState().conf()
-    key = "spark.sql.adaptive.enabled"
-    before = conf.getConfString(key, "true")
-    conf.setConfString(key, "false")
+    # adaptive execution off for this planning; the scans' locations printed in full
+    settings = {"spark.sql.adaptive.enabled": "false", _METADATA_LENGTH: "1000000000"}
+    before = {k: conf.getConfString(k, _DEFAULTS[k]) for k in settings}
+    started = time.perf_counter()
+    for k, v in settings.items():
+        conf.setConfString(k, v)
     try:
         logical = df._jdf.queryExecution().logical()
         fresh = jvm.org.apache.spark.sql.Dataset.ofRows(spark._jsparkSession, logical)
@@ -82,28 +111,41 @@ def physical_plan(df: Any) -> PhysicalPlan:
         mode = jvm.org.apache.spark.sql.execution.ExplainMode.fromString("formatted")
         formatted = str(execution.explainString(mode))
     finally:
-        conf.setConfString(key, before)
+        for k, v in before.items():
+            conf.setConfString(k, v)
+    planned = time.perf_counter()
     root = parse(json.loads(text))
     plan = PhysicalPlan(root, {}, formatted, jvm_plan)
     _number(plan)
-    _locate(plan)
-    plan.arguments = _arguments(formatted)
+    plan.arguments, plan.scans = _details(formatted)
+    plan.spark_seconds = planned - started
+    plan.parse_seconds = time.perf_counter() - planned
     return plan
 
 
-def _arguments(formatted: str) -> dict[int, str]:
-    """Per operator id, the ``Arguments:`` line of its formatted details (an exchange's
-    partitioning), or its header when it has none."""
+def _details(formatted: str) -> tuple[dict[int, str], dict[int, ScanFiles]]:
+    """From the formatted details: per operator id its name and ``Arguments:`` (an
+    exchange's partitioning), and per file scan its format and root paths."""
     found: dict[int, str] = {}
+    scans: dict[int, ScanFiles] = {}
     current: int | None = None
     for line in formatted.splitlines():
-        header = re.match(r"^\((\d+)\) (.+)$", line)
+        header = _HEADER.match(line)
         if header:
             current = int(header.group(1))
             found[current] = header.group(2).strip()
-        elif current is not None and line.startswith("Arguments: "):
+            scan = _SCAN.match(found[current])
+            if scan:
+                scans[current] = ScanFiles(scan.group(1), [])
+        elif current is None:
+            continue
+        elif line.startswith("Arguments: "):
             found[current] = f"{found[current]} {line[len('Arguments: ') :]}"
-    return found
+        elif line.startswith("Location: ") and current in scans:
+            match = _LOCATION.match(line)
+            if match:
+                scans[current].roots = [p.strip() for p in match.group(1).split(", ") if p]
+    return found, scans
 
 
 def _tree_blocks(formatted: str) -> tuple[list[int], dict[str, list[int]]]:
@@ -190,33 +232,40 @@ def _subquery_plans(root: Node) -> list[Node]:
     return found
 
 
-def _locate(plan: PhysicalPlan) -> None:
-    """The files of every Parquet scan, and the JVM node of every numbered operator."""
-    nodes: dict[int, Any] = {}
+def jvm_node(plan: PhysicalPlan, target: Node) -> Any:
+    """The JVM operator of ``target``, found by walking from the root (or a subquery's
+    plan) along child indices: only a fallback needs one, so only a fallback pays for
+    the calls into the JVM."""
+    cached = plan.jvm_nodes.get(id(target))
+    if cached is not None:
+        return cached
 
-    def visit(jvm_node: Any, node: Node) -> None:
-        if node.op_id is not None:
-            nodes[node.op_id] = jvm_node
-        if node.children:
-            children = jvm_node.children()
-            for i, child in enumerate(node.children):
-                visit(children.apply(i), child)
-        hosted = _hosted_subqueries(node)
-        if hosted:
-            for jvm_sub, sub in zip(_seq(jvm_node.subqueries()), hosted, strict=False):
-                visit(jvm_sub, sub)
+    def path_to(node: Node) -> list[int] | None:
+        if node is target:
+            return []
+        for i, child in enumerate(node.children):
+            rest = path_to(child)
+            if rest is not None:
+                return [i, *rest]
+        return None
 
-    visit(plan.jvm_plan, plan.root)
-    plan.jvm_nodes = nodes
-    for node in plan.nodes_by_id().values():
-        if node.cls == "FileSourceScanExec" and node.op_id is not None:
-            relation = nodes[node.op_id].relation()
-            location = relation.location()
-            roots = [str(p.toString()) for p in _seq(location.rootPaths())]
-            files = [str(f) for f in location.inputFiles()]
-            fmt = str(relation.fileFormat().toString())
-            partitioned = int(relation.partitionSchema().size()) > 0
-            plan.scans[node.op_id] = (roots, files, fmt, partitioned)
+    tops: list[tuple[Node, Any]] = [(plan.root, plan.jvm_plan)]
+    while tops:
+        top, jvm_top = tops.pop(0)
+        path = path_to(top)
+        if path is not None:
+            current = jvm_top
+            for i in path:
+                current = current.children().apply(i)
+            plan.jvm_nodes[id(target)] = current
+            return current
+        # the subqueries hosted anywhere in ``top``, in the order Spark lists them
+        hosts = [n for n in top.walk() if _hosted_subqueries(n)]
+        for host in hosts:
+            jvm_host = jvm_node(plan, host)
+            subs = _seq(jvm_host.subqueries())
+            tops.extend(zip(_hosted_subqueries(host), subs, strict=False))
+    raise PlanError(f"the Spark operator {target.cls} cannot be found in Spark's plan")
 
 
 def _hosted_subqueries(node: Node) -> list[Node]:
@@ -247,13 +296,11 @@ def _seq(value: Any) -> list[Any]:
 def subtree_dataframe(plan: PhysicalPlan, node: Node, spark: Any) -> Any:
     """A DataFrame computing ``node``'s subtree in Spark (a fallback): its RDD of rows
     under its own schema, so Spark runs exactly that part of the plan."""
-    if node.op_id is None or node.op_id not in plan.jvm_nodes:
-        raise PlanError(f"the Spark operator {node.cls} cannot be run on its own")
-    jvm_node = plan.jvm_nodes[node.op_id]
-    if jvm_node.supportsColumnar():  # a scan of batches: Spark's own conversion to rows
-        jvm_node = spark._jvm.org.apache.spark.sql.execution.ColumnarToRowExec(jvm_node)
-    rdd = jvm_node.execute()
-    schema = jvm_node.schema()
+    found = jvm_node(plan, node)
+    if found.supportsColumnar():  # a scan of batches: Spark's own conversion to rows
+        found = spark._jvm.org.apache.spark.sql.execution.ColumnarToRowExec(found)
+    rdd = found.execute()
+    schema = found.schema()
     jdf = spark._jsparkSession.internalCreateDataFrame(rdd, schema, False)
     from pyspark.sql import DataFrame
 

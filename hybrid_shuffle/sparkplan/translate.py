@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported
 from hybrid_shuffle.sparkplan.operators import OPERATORS
 from hybrid_shuffle.sparkplan.relation import Column, Rel
-from hybrid_shuffle.sparkplan.spark35 import PhysicalPlan, subtree_dataframe
+from hybrid_shuffle.sparkplan.spark35 import PhysicalPlan, jvm_node, subtree_dataframe
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import spark_type
@@ -50,6 +51,9 @@ class SparkPlanInfo:
     #: what ran in Spark and why: ``{"operator": "Generate (4)", "reason": ...}``
     spark_subtrees: list[dict[str, str]] = field(default_factory=list)
     formatted: str = ""
+    #: seconds Spark took to plan the query (AQE off), and the translation after it
+    spark_seconds: float = 0.0
+    translate_seconds: float = 0.0
 
 
 @dataclass
@@ -80,9 +84,13 @@ class Translator:
         self._gathers = 0
 
     def translate(self) -> Stream:
+        started = time.perf_counter()
         stage = Stage(self.job)
         rel = self.rel(self.plan.root, stage)
-        return stage.finish(rel, "result", final=True)
+        stream = stage.finish(rel, "result", final=True)
+        self.info.spark_seconds = self.plan.spark_seconds
+        self.info.translate_seconds = time.perf_counter() - started + self.plan.parse_seconds
+        return stream
 
     # -- the walk -------------------------------------------------------------------------
 
@@ -127,10 +135,7 @@ class Translator:
 
     def jvm_output(self, node: Node) -> list[Column]:
         """``node``'s output attributes, asked of the JVM (most operators' JSON lacks them)."""
-        jvm_node = self.plan.jvm_nodes.get(node.op_id or -1)
-        if jvm_node is None:
-            raise Unsupported(f"the operator {describe(node)} cannot be located in Spark's plan")
-        output = jvm_node.output()
+        output = jvm_node(self.plan, node).output()
         columns = []
         for i in range(output.size()):
             attribute = output.apply(i)

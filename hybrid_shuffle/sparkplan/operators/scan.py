@@ -30,22 +30,25 @@ def _file_scan(tr: Translator, node: Node, stage: Stage) -> Rel:
 
     columns = [_attribute(o) for o in node.exprs("output")]
     found = tr.plan.scans.get(node.op_id or -1)
-    if found is None:
-        raise Unsupported("a file scan whose files are not known")
-    _roots, files, fmt, partitioned = found
-    if "parquet" not in fmt.lower():
+    if found is None or not found.roots:
+        raise Unsupported("a file scan whose location the plan does not print")
+    if found.format.lower() != "parquet":
         return tr.spark_leaf(node, stage, columns)
-    if partitioned or node.get("partitionFilters"):
+    required = {f["name"] for f in (node.get("requiredSchema") or {}).get("fields", [])}
+    if node.get("partitionFilters") or any(c.name not in required for c in columns):
         raise Unsupported("a scan of a partitioned table")
-    if not files:
-        return tr.spark_leaf(node, stage, columns)
-    paths = [f[len("file:") :] if f.startswith("file:") else f for f in files]
+    paths = [_local(p) for p in found.roots]
     stream = tr.job.from_parquet(
         paths if len(paths) > 1 else paths[0],
         name=f"scan_{node.op_id}",
         columns=[c.name for c in columns],
     )
     return stage.read_named(stream, [c.name for c in columns], columns)
+
+
+def _local(path: str) -> str:
+    """A ``file:`` URI as a path (pyarrow reads other schemes by their URI)."""
+    return path[len("file:") :] if path.startswith("file:") else path
 
 
 @register_operator(
