@@ -235,8 +235,14 @@ class Job:
         text = self.plan(stream).explain()
         if self.spark_plan is None:
             return text
-        lines = [text.rstrip("\n"), "", "Spark exchanges replaced by edges:"]
-        lines += [f"  {edge}: {spark}" for edge, spark in self.spark_plan.edges.items()]
+        # each edge's line names the Spark exchange it replaces, on the line below it
+        lines = []
+        for line in text.rstrip("\n").splitlines():
+            lines.append(line)
+            name = line.split()[0] if line.startswith("  ") and line.strip() else None
+            spark = self.spark_plan.edges.get(name) if name else None
+            if spark is not None:
+                lines.append(f"      Spark: {spark}")
         subtrees = self.spark_plan.spark_subtrees
         lines.append("Ran in Spark:" if subtrees else "Ran in Spark: nothing")
         lines += [f"  {s['operator']}: {s['reason']}" for s in subtrees]

@@ -133,8 +133,8 @@ def _details(formatted: str) -> tuple[dict[int, str], dict[int, ScanFiles]]:
         header = _HEADER.match(line)
         if header:
             current = int(header.group(1))
-            found[current] = header.group(2).strip()
-            scan = _SCAN.match(found[current])
+            found[current] = f"{header.group(2).split(' [')[0].strip()} ({current})"
+            scan = _SCAN.match(header.group(2))
             if scan:
                 scans[current] = ScanFiles(scan.group(1), [])
         elif current is None:

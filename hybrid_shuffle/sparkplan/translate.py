@@ -177,7 +177,7 @@ class Translator:
         reuses (its rows are computed once), over an edge of its own, ``exchange_<id>``."""
         edge = f"exchange_{node.op_id}"
         self.info.edges[edge] = (
-            f"ReusedExchange (reuses {self.plan.arguments.get(original_id, original_id)})"
+            f"ReusedExchange ({node.op_id}), reusing {self.plan.arguments.get(original_id)}"
         )
         return _Producer(producer.stream, dataclasses.replace(producer.spec, edge=edge))
 
@@ -191,7 +191,7 @@ class Translator:
         producer.inputs, stage.inputs = stage.inputs, []
         stream = producer.finish(local, f"stage_{node.op_id}_partial", final=False)
         edge = f"gather_{node.op_id}"
-        self.info.edges[edge] = f"{describe(node)} (its rows gathered in one task)"
+        self.info.edges[edge] = f"the gather of {describe(node)} (its rows into one task)"
         spec = ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), edge, None, 1)
         return stage.read(stream, spec, local.columns)
 
@@ -212,7 +212,7 @@ class Translator:
             self._subqueries[name] = found
         stream, column = found
         edge = f"subquery_{name.rsplit('#', 1)[-1]}"
-        self.info.edges[edge] = f"{name} (its value broadcast to the stage that uses it)"
+        self.info.edges[edge] = f"{name} (its value, broadcast to the stage using it)"
         spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), edge)
         if self._stage is None:
             raise Unsupported("a scalar subquery outside a stage")
