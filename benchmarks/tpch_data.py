@@ -1,13 +1,13 @@
 """TPC-H data for the benchmarks: Parquet made once by ``tpchgen-cli``, kept in a cache.
 
 ``ensure(scale)`` returns ``benchmarks/.data/tpch-sf<scale>/`` (git-ignored) holding one
-Parquet file per table of ``TABLES``, generating it first if it is not complete:
-``tpchgen-cli parquet`` (the PyPI package of the same name, a Rust port of dbgen) with
-its defaults (Snappy, row groups of about 7 MiB: 53 of them in SF1's ``lineitem``).  It
-writes into a scratch directory next to the cache and renames it into place, so an
-interrupted generation never leaves a partial cache that a later run would take as
-complete.  Decimal columns are ``decimal128(15, 2)``, dates ``date32``, strings
-``string_view``.
+Parquet file per table of ``TABLES`` (``ensure(scale, tables=ALL_TABLES)``: all eight),
+generating the missing ones first: ``tpchgen-cli parquet`` (the PyPI package of the same
+name, a Rust port of dbgen) with its defaults (Snappy, row groups of about 7 MiB: 53 of
+them in SF1's ``lineitem``).  It writes into a scratch directory next to the cache and
+renames each finished file into place, so an interrupted generation never leaves a
+partial file that a later run would take as complete.  Decimal columns are
+``decimal128(15, 2)``, dates ``date32``, strings ``string_view``.
 
 ``duckdb_connection(threads)`` is a DuckDB connection with ``threads`` threads and the
 ``tpch`` extension of the ``duckdb-extension-tpch`` wheel loaded from its file (no
@@ -23,32 +23,38 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CACHE", "TABLES", "duckdb_connection", "ensure", "query", "table_paths"]
+__all__ = ["ALL_TABLES", "CACHE", "TABLES", "duckdb_connection", "ensure", "query", "table_paths"]
 
 CACHE = Path(__file__).resolve().parent / ".data"
 #: the tables Q1, Q3 and Q6 read
 TABLES = ("lineitem", "orders", "customer")
+#: the eight tables of TPC-H, which its 22 queries read
+ALL_TABLES = ("lineitem", "orders", "customer", "part", "partsupp", "supplier", "nation", "region")
 
 
 def directory(scale: float, root: Path = CACHE) -> Path:
     return root / f"tpch-sf{scale:g}"
 
 
-def table_paths(scale: float, root: Path = CACHE) -> dict[str, str]:
+def table_paths(
+    scale: float, root: Path = CACHE, tables: tuple[str, ...] = TABLES
+) -> dict[str, str]:
     """Table name -> Parquet file of the cache at ``scale`` (which must exist)."""
-    return {t: str(directory(scale, root) / f"{t}.parquet") for t in TABLES}
+    return {t: str(directory(scale, root) / f"{t}.parquet") for t in tables}
 
 
-def ensure(scale: float, root: Path = CACHE) -> Path:
-    """The cache directory at ``scale``, generated with ``tpchgen-cli`` if incomplete."""
+def ensure(scale: float, root: Path = CACHE, tables: tuple[str, ...] = TABLES) -> Path:
+    """The cache directory at ``scale``, its missing ``tables`` generated with
+    ``tpchgen-cli`` first (the tables already there are kept as they are)."""
     target = directory(scale, root)
-    if all((target / f"{t}.parquet").is_file() for t in TABLES):
+    missing = [t for t in tables if not (target / f"{t}.parquet").is_file()]
+    if not missing:
         return target
     scratch = target.with_name(target.name + ".partial")
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     cmd = [
-        _tpchgen(), "parquet", "--scale-factor", f"{scale:g}", "--tables", ",".join(TABLES),
+        _tpchgen(), "parquet", "--scale-factor", f"{scale:g}", "--tables", ",".join(missing),
         "--output-dir", str(scratch), "--quiet",
     ]  # fmt: skip
     print(f"[bench] generating TPC-H SF{scale:g}: {' '.join(cmd)}", file=sys.stderr, flush=True)
@@ -58,8 +64,10 @@ def ensure(scale: float, root: Path = CACHE) -> Path:
         raise RuntimeError(
             f"tpchgen-cli failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
         )
-    shutil.rmtree(target, ignore_errors=True)
-    scratch.rename(target)
+    target.mkdir(parents=True, exist_ok=True)
+    for t in missing:  # one rename per file: each is in place whole or not at all
+        (scratch / f"{t}.parquet").rename(target / f"{t}.parquet")
+    shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 
