@@ -67,6 +67,14 @@ def _result(op: str, a: SparkType, b: SparkType) -> SparkType:
     raise Unsupported(f"decimal {op}")
 
 
+def _unadjusted_precision(op: str, a: SparkType, b: SparkType) -> int:
+    """The precision Spark's rule asks for before fitting it into 38 digits."""
+    p1, s1, p2, s2 = a.precision, a.scale, b.precision, b.scale
+    if op in ("+", "-"):
+        return max(p1 - s1, p2 - s2) + max(s1, s2) + 1
+    return p1 + p2 + 1
+
+
 def _wide(sql: Sql) -> str:
     """A decimal operand at 38 digits, so DuckDB's own result type cannot overflow first."""
     return f"CAST({sql.text} AS DECIMAL(38,{sql.type.scale}))"
@@ -90,6 +98,11 @@ def _decimal(op: str, a: Sql, b: Sql) -> Sql:
         return decimal_divide(a, b, result)
     if op == "%":
         return Sql(_exact.remainder(a, b, result), result)
+    if _unadjusted_precision(op, da, db) <= MAX:
+        # the exact result fits Spark's type, and DuckDB's exact decimal arithmetic on the
+        # operands' own types cannot overflow before it: no 38-digit widening, no TRY
+        # (each costs DuckDB its fixed-width fast path; 4x on TPC-H's Q1)
+        return Sql(f"CAST(({a.text} {op} {b.text}) AS {result.duck})", result)
     if exact_scale == result.scale:
         return Sql(f"TRY_CAST(TRY({_wide(a)} {op} {_wide(b)}) AS {result.duck})", result)
     if op == "*":

@@ -1,0 +1,127 @@
+"""Reading Spark's plan without Spark: ``toJSON``'s pre-order lists as trees, and the
+formatted explain's operator ids, exchange arguments, scan locations and reuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hybrid_shuffle.sparkplan.spark35 import PhysicalPlan, _details, _number, _tree_blocks
+from hybrid_shuffle.sparkplan.tree import Node, parse
+
+FORMATTED = """== Physical Plan ==
+* HashAggregate (6)
++- Exchange (5)
+   +- * HashAggregate (4)
+      +- * Filter (3)
+         +- * ColumnarToRow (2)
+            +- Scan parquet  (1)
+
+
+(1) Scan parquet
+Output [2]: [k#1L, v#2]
+Batched: true
+Location: InMemoryFileIndex [file:/data/t/part-0.parquet, file:/data/t/part-1.parquet]
+ReadSchema: struct<k:bigint,v:int>
+
+(2) ColumnarToRow [codegen id : 1]
+Input [2]: [k#1L, v#2]
+
+(3) Filter [codegen id : 1]
+Input [2]: [k#1L, v#2]
+Condition : (v#2 > Subquery scalar-subquery#9, [id=#40])
+
+(4) HashAggregate [codegen id : 1]
+Input [2]: [k#1L, v#2]
+
+(5) Exchange
+Input [2]: [k#1L, sum#7L]
+Arguments: hashpartitioning(k#1L, 200), ENSURE_REQUIREMENTS, [plan_id=12]
+
+(6) HashAggregate [codegen id : 2]
+Input [2]: [k#1L, sum#7L]
+
+(7) ReusedExchange [Reuses operator id: 5]
+Output [2]: [k#20L, sum#21L]
+
+===== Subqueries =====
+
+Subquery:1 Hosting operator id = 3 Hosting Expression = Subquery scalar-subquery#9, [id=#40]
+* HashAggregate (9)
++- Scan parquet  (8)
+
+"""
+
+
+def _node(cls: str, children: int = 0, **fields: Any) -> dict[str, Any]:
+    return {"class": f"org.apache.spark.sql.execution.{cls}", "num-children": children, **fields}
+
+
+def test_pre_order_list_becomes_a_tree_with_children_in_order() -> None:
+    root = parse([_node("A", 2), _node("B", 1), _node("C"), _node("D")])
+    assert [n.cls for n in root.walk()] == ["A", "B", "C", "D"]
+    assert [c.cls for c in root.children] == ["B", "D"]
+    assert root.children[0].child.cls == "C"
+
+
+def test_expression_fields_parse_lazily_and_objects_read_by_short_name() -> None:
+    attribute = {
+        "class": "org.apache.spark.sql.catalyst.expressions.AttributeReference",
+        "num-children": 0,
+        "name": "k",
+    }
+    node = Node(
+        "JoinExec",
+        {
+            "condition": [attribute],
+            "leftKeys": [[attribute], [attribute]],
+            "joinType": {"object": "org.apache.spark.sql.catalyst.plans.LeftOuter$"},
+        },
+    )
+    condition = node.expr("condition")
+    assert condition is not None and condition.cls == "AttributeReference"
+    assert len(node.exprs("leftKeys")) == 2
+    assert node.object("joinType") == "LeftOuter"
+    assert node.expr("missing") is None
+
+
+def test_tree_blocks_give_main_and_subquery_ids_in_printed_order() -> None:
+    main, subqueries = _tree_blocks(FORMATTED)
+    assert main == [6, 5, 4, 3, 2, 1]
+    assert subqueries == {"scalar-subquery#9": [9, 8]}
+
+
+def test_details_give_exchange_arguments_scan_roots_and_names() -> None:
+    arguments, scans = _details(FORMATTED)
+    assert arguments[5] == (
+        "Exchange (5) hashpartitioning(k#1L, 200), ENSURE_REQUIREMENTS, [plan_id=12]"
+    )
+    assert arguments[3] == "Filter (3)"
+    assert scans[1].format == "parquet"
+    assert scans[1].roots == ["file:/data/t/part-0.parquet", "file:/data/t/part-1.parquet"]
+
+
+def test_numbering_skips_codegen_wrappers_and_records_reuses() -> None:
+    raw = [
+        _node("WholeStageCodegenExec", 1),
+        _node("aggregate.HashAggregateExec", 1),
+        _node("InputAdapter", 1),
+        _node("exchange.ShuffleExchangeExec", 1),
+        _node("WholeStageCodegenExec", 1),
+        _node("aggregate.HashAggregateExec", 1),
+        _node("FilterExec", 1),
+        _node("ColumnarToRowExec", 1),
+        _node("InputAdapter", 1),
+        _node("FileSourceScanExec"),
+    ]
+    plan = PhysicalPlan(parse(raw), {}, FORMATTED, None)
+    _number(plan)
+    numbered = [(n.cls, n.op_id) for n in plan.root.walk() if n.op_id is not None]
+    assert numbered == [
+        ("HashAggregateExec", 6),
+        ("ShuffleExchangeExec", 5),
+        ("HashAggregateExec", 4),
+        ("FilterExec", 3),
+        ("ColumnarToRowExec", 2),
+        ("FileSourceScanExec", 1),
+    ]
+    assert plan.reuses == {7: 5}
