@@ -279,8 +279,16 @@ def _spark_schema(schema: pa.Schema) -> Any:
     return out
 
 
+#: an attribute on a DataFrame carrying a size estimate its own plan cannot give (an RDD of
+#: a physical plan's operator, made by ``sparkplan`` for a fallback or a leaf)
+SIZE_HINT = "_hs_size_hint"
+
+
 def _estimated_bytes(df: Any) -> int:
     """Spark's own size estimate of the DataFrame (it may overestimate, never reads data)."""
+    hint = getattr(df, SIZE_HINT, None)
+    if hint is not None:  # Spark's estimate of the plan this DataFrame wraps (sparkplan)
+        return int(hint)
     try:
         stats = df._jdf.queryExecution().optimizedPlan().stats()
         return int(str(stats.sizeInBytes()))

@@ -124,7 +124,7 @@ class Job:
             parallelism=parallelism,
             source_schema=schema,
             load=lambda columns: bridge.to_arrow_refs(
-                df if columns is None else df.select(*columns), name, parallelism
+                df if columns is None else _selected(df, columns), name, parallelism
             ),
         )
         return Stream(self, node)
@@ -475,3 +475,14 @@ def _resolve_all(nodes: Sequence[LogicalNode], plan: Plan) -> None:
         futures = [pool.submit(n.resolve, plan.source_columns.get(n.id)) for n in nodes]
         for future in futures:
             future.result()  # the first failure, in node order
+
+
+def _selected(df: Any, columns: Sequence[str]) -> Any:
+    """``df.select(*columns)``, keeping the size hint the bridge reads (``spark.SIZE_HINT``)."""
+    from hybrid_shuffle.spark import SIZE_HINT
+
+    selected = df.select(*columns)
+    hint = getattr(df, SIZE_HINT, None)
+    if hint is not None:
+        setattr(selected, SIZE_HINT, hint)
+    return selected

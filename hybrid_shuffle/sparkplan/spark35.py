@@ -156,14 +156,17 @@ def _tree_blocks(formatted: str) -> tuple[list[int], dict[str, list[int]]]:
     subqueries: dict[str, list[int]] = {}
     current: list[int] | None = None
     in_tree = False
+    #: the column of an InMemoryTableScan's name while the cached plan Spark prints under
+    #: it (InMemoryRelation and its own tree, not children in the JSON) is skipped
+    cached: int | None = None
     for line in lines:
         if line.startswith("== Physical Plan =="):
-            current, in_tree = main, True
+            current, in_tree, cached = main, True, None
             continue
         match = _SUBQUERY.match(line)
         if match:
             current = subqueries.setdefault(match.group(1), [])
-            in_tree = True
+            in_tree, cached = True, None
             continue
         if not line.strip():
             in_tree = False
@@ -171,6 +174,9 @@ def _tree_blocks(formatted: str) -> tuple[list[int], dict[str, list[int]]]:
         if in_tree and current is not None:
             tree = _TREE_LINE.match(line)
             if tree:
+                if cached is not None and tree.start(1) > cached:
+                    continue
+                cached = tree.start(1) if tree.group(1) == "InMemoryTableScan" else None
                 current.append(int(tree.group(2)))
     return main, subqueries
 
@@ -304,4 +310,12 @@ def subtree_dataframe(plan: PhysicalPlan, node: Node, spark: Any) -> Any:
     jdf = spark._jsparkSession.internalCreateDataFrame(rdd, schema, False)
     from pyspark.sql import DataFrame
 
-    return DataFrame(jdf, spark)
+    from hybrid_shuffle.spark import SIZE_HINT
+
+    df = DataFrame(jdf, spark)
+    # an RDD has no size estimate of its own: the operator's logical plan has one (a
+    # cached table's is its size), which the bridge needs to choose how to fetch it
+    link = found.logicalLink()
+    if link.isDefined():
+        setattr(df, SIZE_HINT, int(str(link.get().stats().sizeInBytes())))
+    return df

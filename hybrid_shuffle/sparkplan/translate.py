@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from hybrid_shuffle.errors import UnsupportedPlanError
 from hybrid_shuffle.plan.logical import ExchangeSpec
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
+from hybrid_shuffle.spark import SIZE_HINT
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported
 from hybrid_shuffle.sparkplan.operators import OPERATORS
 from hybrid_shuffle.sparkplan.relation import Column, Rel
@@ -129,7 +130,11 @@ class Translator:
 
     def spark_leaf(self, node: Node, stage: Stage, columns: list[Column]) -> Rel:
         """``node``'s subtree computed by Spark and read through ``from_spark``."""
-        df = subtree_dataframe(self.plan, node, self.spark).toDF(*[c.ref for c in columns])
+        df = subtree_dataframe(self.plan, node, self.spark)
+        hint = getattr(df, SIZE_HINT, None)
+        df = df.toDF(*[c.ref for c in columns])
+        if hint is not None:
+            setattr(df, SIZE_HINT, hint)
         stream = self.job.from_spark(df, name=f"spark_{node.op_id}")
         return stage.read(stream, None, columns)
 
