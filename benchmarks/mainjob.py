@@ -189,10 +189,11 @@ class _EnginePath:
         self.calls: list[dict[str, float]] = []
 
     def __call__(self) -> None:
-        from main_job import engine_pipeline
+        from main_job import spark_pipeline
 
         started = time.perf_counter()
-        result = engine_pipeline(self.session, self.orders, self.customers).collect()
+        pipeline = spark_pipeline(self.orders, self.customers)
+        result = self.session.from_dataframe(pipeline, "tpch-revenue").collect()
         join_us = _join_us_per_row(result)
         mark = time.perf_counter()
         df = self.session.bridge.to_dataframe(result.table)

@@ -9,9 +9,12 @@ from pathlib import Path
 import hybrid_shuffle as hs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from main_job import engine_pipeline, generate
+from main_job import generate, spark_pipeline
 
 
 def build(session: hs.Session) -> hs.Stream:
+    """The main job's DataFrame on cached data, as ``main_job`` runs it (so its exchanges
+    have the ids ``configs/main.yaml`` names)."""
     orders, customers = generate(session.spark, scale=0.02)
-    return engine_pipeline(session, orders, customers)
+    orders, customers = orders.cache(), customers.cache()
+    return session.from_dataframe(spark_pipeline(orders, customers), "tpch-revenue")

@@ -1,8 +1,10 @@
-"""``hybrid-shuffle run|explain|validate``: the way spark-submit runs an application.
+"""``hybrid-shuffle run|explain|sql|validate``: the way spark-submit runs an application.
 
 A pipeline file defines ``build(session) -> Stream``; the command opens the
 session (embedded Ray, or ``--address``), builds the job and runs or explains
-it.  Errors are one sentence and a non-zero exit: 2 for a bad command line,
+it.  ``sql`` runs a Spark SQL query (text or a ``.sql`` file) in the engine
+(``Session.sql``) over Parquet registered as temp views with ``--view NAME=PATH``.
+Errors are one sentence and a non-zero exit: 2 for a bad command line,
 pipeline file or config (checked before Ray starts), 1 for a failed job.
 ``--debug`` (given once, before the command: ``hybrid-shuffle --debug run ...``)
 shows the traceback and lets Ray, RayDP and Spark print their start-up notices
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import sys
 import time
 import traceback
@@ -102,6 +105,68 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _query_text(text: str) -> str:
+    """``QUERY_OR_FILE``: the text of a ``.sql`` file (or of any existing file), else the
+    argument itself as the query."""
+    path = Path(text)
+    looks_like_file = text.strip().lower().endswith(".sql") and "\n" not in text
+    if looks_like_file or (len(text) < 4096 and "\n" not in text and path.is_file()):
+        if not path.is_file():
+            raise UsageError(f"SQL file '{text}' does not exist; check the path")
+        return path.read_text(encoding="utf-8")
+    return text
+
+
+def _sql(args: argparse.Namespace) -> int:
+    config = _load(args)  # a bad config, query file or view exits 2 before Ray starts
+    query = _query_text(args.query)
+    for name, path in args.view:
+        if not Path(path).exists():
+            raise UsageError(f"--view {name}={path}: '{path}' does not exist; check the path")
+    with hs.Session(config, address=args.address) as session:
+        for name, path in args.view:
+            session.spark.read.parquet(str(Path(path).resolve())).createOrReplaceTempView(name)
+        stream = session.sql(query, name=config.job, fallback=args.fallback)
+        if args.explain:
+            print(stream.explain())
+            return 0
+        started = time.perf_counter()
+        progress = sys.stderr.isatty() if args.progress is None else args.progress
+        if args.out is not None:
+            mode = "overwrite" if args.overwrite else "error"
+            result = stream.write_parquet(args.out, mode=mode)
+            rows = sum(int(r) for r in result.table.column("rows").to_pylist())
+            elapsed = time.perf_counter() - started
+            files = result.table.num_rows
+            print(f"{rows} rows written to {args.out} ({files} files) in {elapsed:.2f} s")
+        else:
+            result = stream.collect(progress=progress)
+            elapsed = time.perf_counter() - started
+            shown = result.table.slice(0, args.limit)
+            print(shown.to_pandas().to_string(index=False))
+            more = (
+                f", the first {shown.num_rows} shown"
+                if shown.num_rows < result.table.num_rows
+                else ""
+            )
+            print(f"\n{result.table.num_rows} rows in {elapsed:.2f} s{more}")
+    return 0
+
+
+_VIEW_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _view(text: str) -> tuple[str, str]:
+    """``--view NAME=PATH``: the syntax is checked here (exit 2, one sentence); the path
+    when the command starts."""
+    name, sep, path = text.partition("=")
+    if not sep or not _VIEW_NAME.match(name.strip()) or not path.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=PATH (a view name, '=', a Parquet file or folder), got {text!r}"
+        )
+    return name.strip(), path.strip()
+
+
 def _validate(args: argparse.Namespace) -> int:
     config: Config = load_config(args.config)
     check_spill_root(config.shuffle.spill_dir, create=False)  # as Session() would, creating none
@@ -161,6 +226,50 @@ def _parser() -> argparse.ArgumentParser:
                 "stderr is a terminal)",
             )
         p.set_defaults(fn=fn)
+    q = sub.add_parser(
+        "sql",
+        help="run a Spark SQL query in the engine over Parquet views",
+        description="Run a Spark SQL query in the engine: Spark plans it (adaptive execution "
+        "off) and its physical plan runs here, each Spark exchange an edge exchange_<id>.",
+    )
+    q.add_argument("query", metavar="QUERY_OR_FILE", help="Spark SQL text, or a .sql file")
+    q.add_argument(
+        "--view",
+        type=_view,
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="register the Parquet file or folder PATH as the temp view NAME (repeatable)",
+    )
+    q.add_argument("--config", help="the job's YAML config (edges: exchange_<id>: {mode: ...})")
+    q.add_argument("--address", help="join this Ray cluster instead of an embedded one")
+    q.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the engine's plan and the Spark exchanges its edges replace; run nothing",
+    )
+    q.add_argument(
+        "--limit", type=_count, default=20, metavar="N", help="rows to print (default 20)"
+    )
+    q.add_argument("--out", metavar="DIR", help="write the result as Parquet into DIR instead")
+    q.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="with --out: replace the part-*.parquet files already in DIR",
+    )
+    q.add_argument(
+        "--fallback",
+        choices=("spark", "error"),
+        default="spark",
+        help="what the engine cannot translate: run it in Spark (default) or fail",
+    )
+    q.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        help="one bar per vertex on stderr while the job runs (default: on when "
+        "stderr is a terminal)",
+    )
+    q.set_defaults(fn=_sql)
     v = sub.add_parser("validate", help="check a config file alone")
     v.add_argument("config")
     v.set_defaults(fn=_validate)
@@ -174,6 +283,16 @@ def _seconds(text: str) -> float:
         value = -1.0
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a count of rows (0 or more), got {text!r}")
     return value
 
 

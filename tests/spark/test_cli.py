@@ -49,10 +49,10 @@ def test_missing_pipeline_file_is_named_without_a_traceback() -> None:
 def test_explain_prints_every_edge_without_running() -> None:
     out = run("explain", "examples/pipeline_revenue.py", "--config", "configs/main.yaml")
     assert out.returncode == 0, out.stderr[-2000:]
-    for edge in ("by_custkey.left", "by_custkey.right", "by_group", "to_sort"):
+    for edge in ("exchange_11", "exchange_15", "exchange_17"):
         assert edge in out.stdout
-    assert "mode pipelined (yaml)" in out.stdout
-    assert "needs 2 slots at once" in out.stdout
+    assert "mode hybrid-full (yaml)" in out.stdout
+    assert "needs 1 slots at once" in out.stdout
 
 
 @pytest.mark.spark

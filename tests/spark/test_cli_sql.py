@@ -1,0 +1,121 @@
+"""``hybrid-shuffle sql``: a Spark SQL query over Parquet views, run in the engine."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "hybrid_shuffle.cli"]
+
+QUERY = """
+SELECT k % 7 AS g, count(*) AS n, sum(v) AS s, max(name) AS m
+FROM t WHERE v > 10 GROUP BY k % 7 ORDER BY s DESC
+"""
+
+
+def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def table_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    n = 2_000
+    table = pa.table(
+        {
+            "k": pa.array(range(n), pa.int64()),
+            "v": pa.array([(i * 37) % 101 for i in range(n)], pa.int64()),
+            "name": pa.array([f"n{i % 13:02d}" for i in range(n)]),
+        }
+    )
+    path = tmp_path_factory.mktemp("views") / "t.parquet"
+    pq.write_table(table, path, row_group_size=500)
+    return path
+
+
+def printed_rows(stdout: str) -> list[list[str]]:
+    """The rows of the printed table (header and the closing count line left out)."""
+    table = stdout.split("\n\n")[0].strip().splitlines()
+    return [line.split() for line in table[1:]]
+
+
+def spark_rows(request: pytest.FixtureRequest, path: Path, query: str) -> list[list[str]]:
+    """Spark's own result of ``query``, asked for only after the command line's session
+    closed (so two Sparks never run at once)."""
+    session: Any = request.getfixturevalue("session")
+    session.spark.read.parquet(str(path)).createOrReplaceTempView("t")
+    return [[str(v) for v in row] for row in session.spark.sql(query).collect()]
+
+
+@pytest.mark.timeout(600)  # the command's Spark, then the test's own
+def test_sql_file_prints_spark_s_rows(
+    table_path: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    query_file = tmp_path / "groups.sql"
+    query_file.write_text(QUERY)
+    out = run("sql", str(query_file), "--view", f"t={table_path}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = printed_rows(out.stdout)
+    assert out.stdout.strip().splitlines()[0].split() == ["g", "n", "s", "m"]
+    assert re.search(r"^7 rows in [\d.]+ s$", out.stdout, re.MULTILINE), out.stdout
+    assert got == spark_rows(request, table_path, QUERY)
+
+
+def test_limit_prints_at_most_n_rows(table_path: Path) -> None:
+    out = run("sql", QUERY, "--view", f"t={table_path}", "--limit", "3")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert len(printed_rows(out.stdout)) == 3
+    assert "7 rows in" in out.stdout and "the first 3 shown" in out.stdout
+
+
+def test_explain_names_the_spark_exchanges_and_runs_nothing(table_path: Path) -> None:
+    out = run("sql", QUERY, "--view", f"t={table_path}", "--explain")
+    assert out.returncode == 0, out.stderr[-3000:]
+    # the group-by's and the ORDER BY's exchanges, named by their formatted ids
+    assert set(re.findall(r"\bexchange_\d+\b", out.stdout)) == {
+        f"exchange_{i}" for i in re.findall(r"Exchange \((\d+)\)", out.stdout)
+    }
+    assert len(set(re.findall(r"\bexchange_\d+\b", out.stdout))) == 2, out.stdout
+    assert "hashpartitioning" in out.stdout and "rangepartitioning" in out.stdout
+    assert "rows in" not in out.stdout
+
+
+def test_out_writes_the_result_as_parquet(table_path: Path, tmp_path: Path) -> None:
+    target = tmp_path / "result"
+    out = run("sql", QUERY, "--view", f"t={table_path}", "--out", str(target))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"7 rows written to {target}" in out.stdout
+    written = pq.read_table(target)
+    assert written.column_names == ["g", "n", "s", "m"] and written.num_rows == 7
+
+
+def test_unknown_table_exits_non_zero_with_spark_s_message(table_path: Path) -> None:
+    out = run("sql", "SELECT * FROM nope", "--view", f"t={table_path}")
+    assert out.returncode == 1
+    message = [line for line in out.stderr.splitlines() if line.startswith("hybrid-shuffle:")]
+    assert len(message) == 1, out.stderr[-3000:]
+    assert "TABLE_OR_VIEW_NOT_FOUND" in message[0] and "`nope`" in message[0]
+    assert "Traceback" not in out.stderr
+
+
+def test_view_mistakes_are_one_sentence_before_anything_starts(tmp_path: Path) -> None:
+    bad = run("sql", "SELECT 1", "--view", "orders")
+    assert bad.returncode == 2
+    assert "argument --view: expected NAME=PATH" in bad.stderr
+    missing = tmp_path / "missing.parquet"
+    out = run("sql", "SELECT 1", "--view", f"orders={missing}")
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        f"hybrid-shuffle: --view orders={missing}: '{missing}' does not exist; check the path"
+    )
