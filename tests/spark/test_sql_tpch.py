@@ -1,0 +1,253 @@
+"""The 22 TPC-H queries through ``Session.sql``, each against Spark itself: the same
+columns, the same Spark schema, the same rows (in the order of the query's ORDER BY),
+and nothing left to Spark (``spark_subtrees`` empty).
+
+Twice, one Spark on Ray after the other: with Spark's broadcast joins and pipelined
+edges (the edges made batch by output-on-EOF are hybrid-full), and with broadcast joins
+off (``spark.sql.autoBroadcastJoinThreshold=-1``: sort-merge joins, shuffled outer,
+semi and anti joins) and every edge blocking.  The data is TPC-H at scale factor 0.01,
+made by ``tpchgen-cli`` once per module; the query texts are DuckDB's
+``tpch_queries()``."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import ray
+
+import hybrid_shuffle as hs
+
+pytestmark = pytest.mark.spark
+
+SCALE = 0.01
+TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
+EDGE_NAME = re.compile(r"(exchange|gather|subquery)_\d+")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One configuration the queries run in."""
+
+    #: ``shuffle.default_mode`` and ``shuffle.batch_mode``
+    default_mode: str
+    batch_mode: str
+    #: Spark's ``spark.sql.autoBroadcastJoinThreshold`` (None: Spark's default, 10 MiB)
+    broadcast_threshold: str | None
+    #: the join Spark plans for an equi-join of two tables
+    join: str
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "parallelism": 2,
+            "ray": {"num_cpus": 4, "object_store_memory": "500 MiB"},
+            "shuffle": {
+                "buffer_size": "1 MiB",
+                "memory_budget": "64 MiB",
+                "default_mode": self.default_mode,
+                "batch_mode": self.batch_mode,
+            },
+            "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "1 GiB"},
+        }
+
+    def edge_mode_is_the_configured_one(self, edge: dict[str, Any]) -> bool:
+        if edge["mode_origin"] == "output-on-eof":
+            return bool(edge["mode"] == self.batch_mode)
+        return bool(edge["mode"] == self.default_mode)
+
+
+SETUPS = {
+    "broadcast-pipelined": Setup("pipelined", "hybrid-full", None, "BroadcastHashJoin"),
+    "sort-merge-blocking": Setup("blocking", "blocking", "-1", "SortMergeJoin"),
+}
+
+
+@dataclass
+class Tpch:
+    session: hs.Session
+    setup: Setup
+
+
+# -- data and queries -----------------------------------------------------------------------
+
+
+def _tpchgen() -> str:
+    found = Path(sys.executable).with_name("tpchgen-cli")
+    if not found.is_file():
+        pytest.skip(f"tpchgen-cli is not installed next to {sys.executable}")
+    return str(found)
+
+
+@pytest.fixture(scope="module")
+def tpch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tpch")
+    cmd = [_tpchgen(), "parquet", "--scale-factor", f"{SCALE:g}", "--output-dir", str(out)]
+    subprocess.run([*cmd, "--quiet"], check=True, capture_output=True, timeout=120)
+    assert sorted(p.stem for p in out.glob("*.parquet")) == sorted(TABLES)
+    return out
+
+
+@pytest.fixture(scope="module")
+def queries() -> dict[int, str]:
+    """TPC-H's queries as DuckDB's ``tpch`` extension has them (from its wheel's file:
+    nothing is downloaded)."""
+    import duckdb
+    import duckdb_extension_tpch
+
+    folder = Path(duckdb_extension_tpch.__file__).parent / "extensions"
+    wanted = folder / f"v{duckdb.__version__}" / "tpch.duckdb_extension"
+    extension = wanted if wanted.is_file() else sorted(folder.glob("*/tpch.duckdb_extension"))[-1]
+    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    with duckdb.connect(config=config) as con:
+        con.execute(f"LOAD '{extension}'")
+        rows = con.execute("SELECT query_nr, query FROM tpch_queries()").fetchall()
+    found = {int(n): str(q).strip().rstrip(";") for n, q in rows}
+    assert sorted(found) == list(range(1, 23))
+    return found
+
+
+@pytest.fixture(scope="module", params=list(SETUPS))
+def tpch(request: pytest.FixtureRequest, tpch_dir: Path) -> Iterator[Tpch]:
+    setup = SETUPS[request.param]
+    if ray.is_initialized():
+        ray.shutdown()
+    with hs.Session(setup.config(), slots=2) as session:
+        spark = session.spark
+        if setup.broadcast_threshold is not None:
+            spark.conf.set("spark.sql.autoBroadcastJoinThreshold", setup.broadcast_threshold)
+        for table in TABLES:
+            spark.read.parquet(str(tpch_dir / f"{table}.parquet")).createOrReplaceTempView(table)
+        yield Tpch(session, setup)
+    assert not ray.is_initialized()
+
+
+# -- comparing with Spark -------------------------------------------------------------------
+
+
+def order_by(query: str, columns: Sequence[str]) -> list[int]:
+    """The output columns (by position) of the query's final ORDER BY; TPC-H orders by
+    output column names only."""
+    found = re.search(r"\border\s+by\s+(.*?)(?:\blimit\s+\d+)?\s*$", query, re.I | re.S)
+    if found is None:
+        return []
+    keys = []
+    for item in found.group(1).split(","):
+        name = re.sub(r"\s+(asc|desc)$", "", item.strip(), flags=re.I)
+        assert name in columns, f"ORDER BY {name!r} is not an output column of {columns}"
+        keys.append(list(columns).index(name))
+    return keys
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return bool(type(a) is type(b) and a == b)
+
+
+def _same(got: Sequence[tuple[Any, ...]], want: Sequence[tuple[Any, ...]]) -> bool:
+    return len(got) == len(want) and all(
+        len(g) == len(w) and all(_close(a, b) for a, b in zip(g, w, strict=True))
+        for g, w in zip(got, want, strict=True)
+    )
+
+
+def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(
+        (v is None, float(f"{v:.9g}") if isinstance(v, float) else ("" if v is None else v))
+        for v in row
+    )
+
+
+def rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    values = list(zip(*(c.to_pylist() for c in table.columns), strict=True))
+    for row in values[:1]:
+        for v in row:  # the types the comparison treats exactly, or as doubles
+            assert v is None or isinstance(v, int | str | decimal.Decimal | datetime.date | float)
+    return values
+
+
+def assert_same_rows(got: pa.Table, want: pa.Table, keys: list[int]) -> None:
+    """Equal as multisets (doubles to 1e-9 relative), and, on the ORDER BY keys, equal
+    in order: rows tied on the keys may come in any order."""
+    got_rows, want_rows = rows(got), rows(want)
+    assert len(got_rows) == len(want_rows)
+    if keys:
+        got_keys = [tuple(r[k] for k in keys) for r in got_rows]
+        want_keys = [tuple(r[k] for k in keys) for r in want_rows]
+        assert _same(got_keys, want_keys), "not in the ORDER BY's order"
+    got_sorted, want_sorted = sorted(got_rows, key=_sort_key), sorted(want_rows, key=_sort_key)
+    if not _same(got_sorted, want_sorted):
+        pairs = [
+            (g, w) for g, w in zip(got_sorted, want_sorted, strict=True) if not _same([g], [w])
+        ]
+        pytest.fail(f"{len(pairs)} rows differ; first (engine, Spark): {pairs[0]}")
+
+
+def spark_result(spark: Any, query: str) -> tuple[Any, pa.Table]:
+    df = spark.sql(query)
+    batches = df._collect_as_arrow()
+    if batches:
+        return df, pa.Table.from_batches(batches)
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return df, to_arrow_schema(df.schema).empty_table()
+
+
+# -- the queries ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", range(1, 23), ids=lambda n: f"q{n}")
+def test_tpch_query_gives_sparks_answer(tpch: Tpch, queries: dict[int, str], number: int) -> None:
+    session, query = tpch.session, queries[number]
+    stream = session.sql(query, name=f"tpch_q{number}", fallback="error")
+    explained = stream.explain_data()
+    assert explained["spark_subtrees"] == []
+    edges = explained["edges"]
+    assert edges, "a TPC-H query has at least one exchange"
+    for edge in edges:
+        assert EDGE_NAME.fullmatch(edge["name"]), edge["name"]
+        assert tpch.setup.edge_mode_is_the_configured_one(edge), edge
+    assert set(explained["spark_exchanges"]) == {e["name"] for e in edges}
+
+    got = stream.to_arrow(timeout=120)
+    spark_df, want = spark_result(session.spark, query)
+    assert got.column_names == spark_df.columns
+    # what ``stream.to_spark()`` hands Spark, without running the job a second time
+    handed = session.bridge.to_dataframe(got)
+    assert handed.schema.simpleString() == spark_df.schema.simpleString()
+    assert_same_rows(got, want, order_by(query, got.column_names))
+
+
+# Q3: inner joins; Q13: a left outer join; Q21: a left semi and a left anti join
+@pytest.mark.parametrize(
+    ("number", "joins"),
+    [(3, ["Inner"]), (13, ["LeftOuter"]), (21, ["Inner", "LeftSemi", "LeftAnti"])],
+    ids=["q3", "q13", "q21"],
+)
+def test_joins_are_the_kind_the_configuration_asks_for(
+    tpch: Tpch, queries: dict[int, str], number: int, joins: list[str]
+) -> None:
+    """Broadcast joins by default; sort-merge joins (its two sides shuffled over edges)
+    with broadcast joins off."""
+    stream = tpch.session.sql(queries[number])
+    assert stream.job.spark_plan is not None
+    formatted = stream.job.spark_plan.formatted
+    planned = set(re.findall(r"\b(\w+Join) (\w+)\b", formatted))
+    assert planned == {(tpch.setup.join, kind) for kind in joins}, planned
+    exchanges = list(stream.explain_data()["spark_exchanges"].values())
+    broadcasts = [s for s in exchanges if s.startswith("BroadcastExchange")]
+    if tpch.setup.join == "SortMergeJoin":
+        assert broadcasts == []
+        assert sum("hashpartitioning" in s for s in exchanges) >= 2 * len(planned)
+    else:
+        assert len(broadcasts) >= len(planned)
