@@ -15,10 +15,9 @@ applies to a translated plan as to a hand-built one.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -113,9 +112,6 @@ class Translator:
             return self._fall_back(node, stage, str(e))
         finally:
             self._stage = previous
-
-    def hosting(self, node: Node, stage: Stage) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
 
     def _fall_back(self, node: Node, stage: Stage, reason: str) -> Rel:
         what = describe(node)
@@ -223,8 +219,3 @@ class Translator:
             raise Unsupported("a scalar subquery outside a stage")
         rel = self._stage.read(stream, spec, [column])
         return Sql(f"({rel.sql})", column.type)
-
-
-@contextlib.contextmanager
-def _nothing() -> Iterator[None]:
-    yield

@@ -53,8 +53,7 @@ def named_output(tr: Translator, exprs: list[Node], child: Rel) -> tuple[str, li
 @register_operator("ProjectExec")
 def _project(tr: Translator, node: Node, stage: Stage) -> Rel:
     child = tr.rel(node.child, stage)
-    with tr.hosting(node, stage):
-        items, columns = named_output(tr, node.exprs("projectList"), child)
+    items, columns = named_output(tr, node.exprs("projectList"), child)
     return Rel(f"SELECT {items} FROM ({child.sql}) AS t", columns)
 
 
@@ -63,8 +62,7 @@ def _filter(tr: Translator, node: Node, stage: Stage) -> Rel:
     child = tr.rel(node.child, stage)
     condition = node.expr("condition")
     assert condition is not None
-    with tr.hosting(node, stage):
-        sql = compile_expression(condition, child.scope(tr.subquery_of_stage))
+    sql = compile_expression(condition, child.scope(tr.subquery_of_stage))
     return Rel(
         f"SELECT {child.select_list()} FROM ({child.sql}) AS t WHERE {sql.text}", child.columns
     )

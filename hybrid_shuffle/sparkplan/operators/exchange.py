@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from hybrid_shuffle.plan.logical import ExchangeSpec
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
@@ -110,7 +109,3 @@ def _reused(tr: Translator, node: Node, stage: Stage) -> Rel:
     rel = stage.read(producer.stream, tr.reuse(producer, node, original_id).spec, columns)
     items = ", ".join(f"{a.ref} AS {b.ref}" for a, b in zip(rel.columns, outputs, strict=True))
     return Rel(f"SELECT {items} FROM ({rel.sql}) AS t", outputs)
-
-
-def exchange_spec(partitioner: Partitioner, partitions: int | None, name: str) -> ExchangeSpec:
-    return ExchangeSpec(partitioner, name, None, partitions)

@@ -63,9 +63,6 @@ def _local(path: str) -> str:
 def _spark_leaf(tr: Translator, node: Node, stage: Stage) -> Rel:
     from hybrid_shuffle.sparkplan.operators.basic import _attribute
 
-    if node.cls == "RangeExec":
-        raw = node.get("range")
-        del raw
     outputs = node.exprs("output")
     columns = [_attribute(o) for o in outputs] if outputs else tr.jvm_output(node)
     return tr.spark_leaf(node, stage, columns)
