@@ -233,8 +233,6 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
     functions: list[_Function] = []
     for e in node.exprs("aggregateExpressions"):
         fn = e.children[0]
-        if fn.get("filter") is not None or len(e.children) > 1:
-            raise Unsupported("an aggregate with a FILTER clause")
         mode = e.object("mode")
         raw = mode in ("Partial", "Complete")
         args = [compile_expression(a, scope if raw else typing_scope) for a in fn.children]
@@ -242,6 +240,9 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
             args = args[:1]
         if fn.cls == "Count" and all(a.text.startswith("CAST(1 ") for a in args):
             args = []
+        if len(e.children) > 1 and raw:  # FILTER (WHERE ..): Spark's several distinct aggregates
+            condition = compile_expression(e.children[1], scope).text
+            args = _filtered(fn.cls, args, condition, _ignores_nulls(fn))
         functions.append(
             _Function(
                 fn.cls,
@@ -302,6 +303,27 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
     inner = Rel(f"SELECT {select} FROM ({child.sql}) AS t{group_by}", group_columns + agg_columns)
     out_items, out_columns = named_output(tr, results, inner)
     return Rel(f"SELECT {out_items} FROM ({inner.sql}) AS t", out_columns)
+
+
+def _ignores_nulls(fn: Node) -> bool:
+    """``first``/``last`` with ``ignoreNulls`` (a field, or a literal child)."""
+    if fn.get("ignoreNulls") is True or str(fn.get("ignoreNulls")).lower() == "true":
+        return True
+    flag = fn.children[1] if len(fn.children) > 1 else None
+    return flag is not None and str(flag.get("value")).lower() == "true"
+
+
+def _filtered(name: str, args: list[Sql], condition: str, ignore_nulls: bool) -> list[Sql]:
+    """The arguments of an aggregate that skips nulls, null where ``condition`` is not
+    true: the aggregate of the rows its FILTER clause keeps (Spark's several distinct
+    aggregates filter ``first(x, true)`` of the plain ones by group id)."""
+    # first(x, true) FILTER (..) would be right too, but the Expand stage under Spark's
+    # several distinct aggregates then compiles to an empty FROM (): fall back until fixed
+    if name in ("First", "Last"):
+        raise Unsupported(f"{name.lower()}() with a FILTER clause")
+    if not args:  # count(*)
+        return [Sql(f"(CASE WHEN {condition} THEN 1 END)", LONG)]
+    return [Sql(f"(CASE WHEN {condition} THEN {a.text} END)", a.type) for a in args]
 
 
 def _is_partial(node: Node) -> bool:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
+from hybrid_shuffle.sparkplan.expressions import Scope, Sql, Unsupported, compile_expression
+from hybrid_shuffle.sparkplan.expressions.arithmetic import _result, decimal_divide
 from hybrid_shuffle.sparkplan.operators.basic import order_by
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
 from hybrid_shuffle.sparkplan.relation import Column, Rel
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
-from hybrid_shuffle.sparkplan.types import DOUBLE, INT, LONG, SparkType
+from hybrid_shuffle.sparkplan.types import DOUBLE, INT, LONG, SparkType, decimal
 
 if TYPE_CHECKING:
     from hybrid_shuffle.sparkplan.translate import Translator
@@ -34,6 +37,8 @@ def _bound(node: Node | None, side: str) -> str:
     if node.cls in ("CurrentRow$", "CurrentRow"):
         return "CURRENT ROW"
     if node.cls == "Literal":
+        if node.get("dataType") not in ("byte", "short", "integer", "long"):
+            raise Unsupported(f"a window frame bound of type {node.get('dataType')}")
         value = int(str(node.get("value")))
         return f"{abs(value)} {'PRECEDING' if value < 0 else 'FOLLOWING'}"
     raise Unsupported(f"the window frame bound {node.cls}")
@@ -66,40 +71,72 @@ def _window(tr: Translator, node: Node, stage: Stage) -> Rel:
     for alias in node.exprs("windowExpression"):
         if alias.cls != "Alias":
             raise Unsupported("a window expression without a name")
-        window = alias.child
-        if window.cls != "WindowExpression":
-            raise Unsupported(f"a window column of {window.cls}")
-        function, spec = window.children[0], window.children[1]
-        kind: SparkType
-        if function.cls in _RANKING:
-            text, kind = _RANKING[function.cls]
-            frame = ""
-        elif function.cls == "AggregateExpression":
-            agg = function.children[0]
-            if function.get("isDistinct"):
-                raise Unsupported("a distinct aggregate over a window")
-            args = [compile_expression(a, scope) for a in agg.children]
-            text, kind = _window_aggregate(agg.cls, args)
-            frame = _frame(spec)
-        else:
-            raise Unsupported(f"the window function {function.cls}")
-        col = Column(int(alias.get("exprId", {}).get("id", -1)), str(alias.get("name")), kind)
-        items.append(f"CAST({text} OVER ({over}{frame}) AS {kind.duck}) AS {col.ref}")
+        # the optimizer may wrap a window in an expression (``DecimalAggregates``:
+        # ``CAST(avg(UnscaledValue(d)) OVER w / 100.0 AS decimal)``): each window is
+        # compiled on its own, then the expression around it over a column standing for it
+        windows: dict[int, Sql] = {}
+        body = _substitute(alias.child, windows, lambda w: _over(w, scope, over))
+        sql = compile_expression(body, dataclasses.replace(scope, columns=scope.columns | windows))
+        col = Column(int(alias.get("exprId", {}).get("id", -1)), str(alias.get("name")), sql.type)
+        items.append(f"CAST({sql.text} AS {sql.type.duck}) AS {col.ref}")
         columns.append(col)
     return Rel(f"SELECT {', '.join(items)} FROM ({child.sql}) AS t", columns)
 
 
-def _window_aggregate(name: str, args: list) -> tuple[str, SparkType]:  # type: ignore[type-arg]
-    from hybrid_shuffle.sparkplan.operators.aggregate import _sum_type
+def _substitute(expr: Node, windows: dict[int, Sql], over: Callable[[Node], Sql]) -> Node:
+    """``expr`` with each ``WindowExpression`` replaced by a reference to a column of
+    ``windows`` (a negative id) holding its SQL."""
+    if expr.cls == "WindowExpression":
+        key = -1 - len(windows)
+        windows[key] = over(expr)
+        fields = {"exprId": {"id": key}, "name": f"window{-key}", "dataType": "null"}
+        return Node("AttributeReference", fields)
+    children = [_substitute(c, windows, over) for c in expr.children]
+    return Node(expr.cls, expr.fields, children, expr.op_id)
+
+
+def _over(window: Node, scope: Scope, over: str) -> Sql:
+    """One ``WindowExpression`` as SQL: its function ``OVER`` the node's window."""
+    function, spec = window.children[0], window.children[1]
+    if function.cls in _RANKING:
+        text, kind = _RANKING[function.cls]
+        return Sql(f"CAST({text} OVER ({over}) AS {kind.duck})", kind)
+    if function.cls == "AggregateExpression":
+        agg = function.children[0]
+        if function.get("isDistinct"):
+            raise Unsupported("a distinct aggregate over a window")
+        args = [compile_expression(a, scope) for a in agg.children]
+        text, kind = _window_aggregate(agg.cls, args, f"OVER ({over}{_frame(spec)})")
+        return Sql(f"CAST({text} AS {kind.duck})", kind)
+    raise Unsupported(f"the window function {function.cls}")
+
+
+def _window_aggregate(name: str, args: list[Sql], over: str) -> tuple[str, SparkType]:
+    """The aggregate ``name`` of ``args`` over the window ``over`` (``OVER (...)``)."""
+    from hybrid_shuffle.sparkplan.operators.aggregate import _bounded, _sum_type
 
     x = args[0].text if args else "1"
     if name == "Count":
-        return (f"count({x})" if args else "count(*)"), LONG
+        if len(args) > 1:  # count(a, b): rows where none is null
+            test = " AND ".join(f"{a.text} IS NOT NULL" for a in args)
+            return f"count(CASE WHEN {test} THEN 1 END) {over}", LONG
+        return (f"count({x}) {over}" if args else f"count(*) {over}"), LONG
     if name == "Sum":
         t = _sum_type(args[0].type)
-        return f"sum(CAST({x} AS {t.duck}))", t
+        return f"sum(CAST({x} AS {t.duck})) {over}", t
     if name in ("Min", "Max"):
-        return f"{name.lower()}({x})", args[0].type
-    if name == "Average" and not args[0].type.is_decimal:
-        return f"avg(CAST({x} AS DOUBLE))", DOUBLE
+        return f"{name.lower()}({x}) {over}", args[0].type
+    if name == "Average" and args[0].type.is_decimal:
+        # Spark's: the decimal sum over the count as decimal(20,0), at (p + 4, s + 4)
+        kind, s = args[0].type, _sum_type(args[0].type)
+        count = decimal(20, 0)
+        quotient = decimal_divide(
+            Sql(f"CAST(sum(CAST({x} AS {s.duck})) {over} AS {s.duck})", s),
+            Sql(f"CAST(count({x}) {over} AS {count.duck})", count),
+            _result("/", s, count),
+        )
+        out = _bounded(kind.precision + 4, kind.scale + 4)
+        return f"TRY_CAST({quotient.text} AS {out.duck})", out
+    if name == "Average":
+        return f"avg(CAST({x} AS DOUBLE)) {over}", DOUBLE
     raise Unsupported(f"the window aggregate {name}")
