@@ -36,8 +36,10 @@ _LOCATION = re.compile(r"^Location: \w+(?:\(\d+ paths?\))?\s*\[(.*)\]$")
 _SKIPPED = frozenset({"WholeStageCodegenExec", "InputAdapter"})
 _TREE_LINE = re.compile(r"^[\s:|+\-]*(?:\*\s)?(.+?)\s\((\d+)\)\s*$")
 _REUSES = re.compile(r"^\((\d+)\) \w+ \[Reuses operator id: (\d+)\]")
+#: a subquery section's header; the adaptive plan names it ``subquery#35``, the other
+#: ``scalar-subquery#35``
 _SUBQUERY = re.compile(
-    r"^Subquery:\d+ Hosting operator id = \d+ Hosting Expression = .*?(\S+-subquery#\d+)"
+    r"^Subquery:\d+ Hosting operator id = \d+ Hosting Expression = .*?(\S*subquery#\d+)"
 )
 
 
@@ -66,10 +68,17 @@ class PhysicalPlan:
     jvm_nodes: dict[int, Any] = field(default_factory=dict)
     #: seconds Spark took to plan (and print) the query
     spark_seconds: float = 0.0
+    #: operator id -> the id ``df.explain(mode="formatted")`` shows the user, where the
+    #: session's settings (adaptive execution) make them differ (``user_ids``)
+    shown: dict[int, int] = field(default_factory=dict)
     #: seconds spent reading the JSON and the formatted text
     parse_seconds: float = 0.0
     #: operator id -> its name and arguments as ``explain(mode="formatted")`` prints
     arguments: dict[int, str] = field(default_factory=dict)
+
+    def shown_id(self, op_id: int) -> int:
+        """The id the user's ``df.explain(mode="formatted")`` prints for ``op_id``."""
+        return self.shown.get(op_id, op_id)
 
     def nodes_by_id(self) -> dict[int, Node]:
         found: dict[int, Node] = {}
@@ -113,11 +122,17 @@ def physical_plan(df: Any) -> PhysicalPlan:
     finally:
         for k, v in before.items():
             conf.setConfString(k, v)
+    shown = None
+    if before["spark.sql.adaptive.enabled"].strip().lower() == "true":
+        # the ids the user sees in df.explain(mode="formatted") are the adaptive plan's
+        shown = str(df._jdf.queryExecution().explainString(mode))
     planned = time.perf_counter()
     root = parse(json.loads(text))
     plan = PhysicalPlan(root, {}, formatted, jvm_plan)
     _number(plan)
     plan.arguments, plan.scans = _details(formatted)
+    if shown is not None:
+        plan.shown = user_ids(formatted, shown)
     plan.spark_seconds = planned - started
     plan.parse_seconds = time.perf_counter() - planned
     return plan
@@ -148,18 +163,26 @@ def _details(formatted: str) -> tuple[dict[int, str], dict[int, ScanFiles]]:
     return found, scans
 
 
-def _tree_blocks(formatted: str) -> tuple[list[int], dict[str, list[int]]]:
-    """The operator ids of the main tree in the order printed (pre-order), and per
-    subquery name (``scalar-subquery#721``) those of its tree."""
-    lines = formatted.splitlines()
-    main: list[int] = []
-    subqueries: dict[str, list[int]] = {}
-    current: list[int] | None = None
+@dataclass(frozen=True)
+class _Line:
+    """One operator of a printed tree: its id, its name and how deep it is printed."""
+
+    id: int
+    name: str
+    column: int
+
+
+def _tree_lines(formatted: str) -> tuple[list[_Line], dict[str, list[_Line]]]:
+    """The operators of the main tree in the order printed (pre-order), and per subquery
+    name (``scalar-subquery#721``) those of its tree."""
+    main: list[_Line] = []
+    subqueries: dict[str, list[_Line]] = {}
+    current: list[_Line] | None = None
     in_tree = False
     #: the column of an InMemoryTableScan's name while the cached plan Spark prints under
     #: it (InMemoryRelation and its own tree, not children in the JSON) is skipped
     cached: int | None = None
-    for line in lines:
+    for line in formatted.splitlines():
         if line.startswith("== Physical Plan =="):
             current, in_tree, cached = main, True, None
             continue
@@ -177,8 +200,64 @@ def _tree_blocks(formatted: str) -> tuple[list[int], dict[str, list[int]]]:
                 if cached is not None and tree.start(1) > cached:
                     continue
                 cached = tree.start(1) if tree.group(1) == "InMemoryTableScan" else None
-                current.append(int(tree.group(2)))
+                name = tree.group(1).split()[0]
+                current.append(_Line(int(tree.group(2)), name, tree.start(1)))
     return main, subqueries
+
+
+def _tree_blocks(formatted: str) -> tuple[list[int], dict[str, list[int]]]:
+    """``_tree_lines``'s ids only."""
+    main, subqueries = _tree_lines(formatted)
+    return [x.id for x in main], {k: [x.id for x in v] for k, v in subqueries.items()}
+
+
+def user_ids(formatted: str, shown: str) -> dict[int, int]:
+    """Per operator id of ``formatted`` (the plan planned with adaptive execution off),
+    the id ``shown`` gives the same operator: what ``df.explain(mode="formatted")``
+    prints under the session's own settings.  With adaptive execution on (Spark's
+    default) that plan has no columnar transitions yet and reuses no exchange, so its
+    ids differ; the trees are matched operator by operator, in the order printed, and
+    a reused exchange takes the id of the copy printed in its place.  An empty map if
+    the trees do not match (the ids of ``formatted`` are then used)."""
+    off_main, off_subs = _tree_lines(formatted)
+    on_main, on_subs = _tree_lines(shown)
+    on_main = [x for x in on_main if x.name != "AdaptiveSparkPlan"]
+    mapping: dict[int, int] = {}
+    pairs = [(off_main, on_main)]
+    on_blocks = [[x for x in v if x.name != "AdaptiveSparkPlan"] for v in on_subs.values()]
+    pairs += list(zip(off_subs.values(), on_blocks, strict=False))
+    for off, on in pairs:
+        found = _align(off, on)
+        if found is None:
+            return {}
+        mapping.update(found)
+    return mapping
+
+
+_SAME = {"ReusedExchange": ("Exchange", "BroadcastExchange")}
+
+
+def _align(off: list[_Line], on: list[_Line]) -> dict[int, int] | None:
+    mapping: dict[int, int] = {}
+    j = 0
+    for line in off:
+        if j >= len(on):
+            return None if line.name not in _TRANSITIONS else mapping
+        target = on[j]
+        if line.name == target.name or target.name in _SAME.get(line.name, ()):
+            mapping[line.id] = target.id
+            j += 1
+            if line.name == "ReusedExchange" and target.name != "ReusedExchange":
+                while j < len(on) and on[j].column > target.column:  # the copy's subtree
+                    j += 1
+        elif line.name not in _TRANSITIONS:
+            return None
+    return mapping if j == len(on) else None
+
+
+#: operators the plan planned with adaptive execution off has and the adaptive one has not
+#: yet (they are added when each stage runs)
+_TRANSITIONS = frozenset({"ColumnarToRow", "RowToColumnar"})
 
 
 def _visible(node: Node) -> list[Node]:

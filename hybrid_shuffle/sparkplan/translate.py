@@ -114,7 +114,7 @@ class Translator:
             self._stage = previous
 
     def _fall_back(self, node: Node, stage: Stage, reason: str) -> Rel:
-        what = describe(node)
+        what = self.describe(node)
         if self.fallback == "error":
             raise UnsupportedPlanError(
                 f"the Spark operator {what} cannot run in the engine ({reason}); pass "
@@ -166,9 +166,9 @@ class Translator:
         stage = Stage(self.job)
         rel, partitioner, partitions, columns = build(stage)
         stream = stage.finish(rel, f"stage_{node.op_id}", final=False)
-        edge = f"exchange_{node.op_id}"
+        edge = f"exchange_{self.plan.shown_id(node.op_id)}"
         spec = ExchangeSpec(partitioner, edge, None, partitions)
-        self.info.edges[edge] = f"{self.plan.arguments.get(node.op_id, describe(node))}"
+        self.info.edges[edge] = self.spark_text(node.op_id)
         found = (_Producer(stream, spec), columns)
         self._exchanges[node.op_id] = found
         return found
@@ -176,11 +176,24 @@ class Translator:
     def reuse(self, producer: _Producer, node: Node, original_id: int) -> _Producer:
         """The edge of ``ReusedExchange (<id>)``: the same producer as the exchange it
         reuses (its rows are computed once), over an edge of its own, ``exchange_<id>``."""
-        edge = f"exchange_{node.op_id}"
+        edge = f"exchange_{self.plan.shown_id(node.op_id or -1)}"
         self.info.edges[edge] = (
-            f"ReusedExchange ({node.op_id}), reusing {self.plan.arguments.get(original_id)}"
+            f"ReusedExchange ({self.plan.shown_id(node.op_id or -1)}), reusing "
+            f"{self.spark_text(original_id)}"
         )
         return _Producer(producer.stream, dataclasses.replace(producer.spec, edge=edge))
+
+    def describe(self, node: Node) -> str:
+        """``describe`` with the id the user's ``df.explain(mode="formatted")`` shows."""
+        if node.op_id is None:
+            return describe(node)
+        return f"{node.cls.removesuffix('Exec')} ({self.plan.shown_id(node.op_id)})"
+
+    def spark_text(self, op_id: int) -> str:
+        """Operator ``op_id`` as the formatted plan details it (``Exchange (11)
+        hashpartitioning(...)``), with the id the user sees."""
+        text = self.plan.arguments.get(op_id, f"operator ({op_id})")
+        return text.replace(f"({op_id})", f"({self.plan.shown_id(op_id)})", 1)
 
     def original(self, op_id: int) -> Node | None:
         return self.by_id.get(op_id)
@@ -191,8 +204,8 @@ class Translator:
         producer = Stage(self.job)
         producer.inputs, stage.inputs = stage.inputs, []
         stream = producer.finish(local, f"stage_{node.op_id}_partial", final=False)
-        edge = f"gather_{node.op_id}"
-        self.info.edges[edge] = f"the gather of {describe(node)} (its rows into one task)"
+        edge = f"gather_{self.plan.shown_id(node.op_id or -1)}"
+        self.info.edges[edge] = f"the gather of {self.describe(node)} (its rows into one task)"
         spec = ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), edge, None, 1)
         return stage.read(stream, spec, local.columns)
 

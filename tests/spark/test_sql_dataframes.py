@@ -121,18 +121,11 @@ def check_sql(session: hs.Session, spark: Any, query: str, ordered: bool = False
 
 
 def exchange_ids(spark: Any, build: Callable[[], Any]) -> list[int]:
-    """The ids ``build()``'s ``explain(mode="formatted")`` gives its exchanges, planned as
-    the engine plans it: with adaptive execution off (its initial plan numbers
-    differently)."""
-    key = "spark.sql.adaptive.enabled"
-    before = spark.conf.get(key)
-    spark.conf.set(key, "false")
+    """The ids ``build()``'s ``explain(mode="formatted")`` gives its exchanges, as the user
+    sees them (the session's settings: adaptive execution on)."""
     printed = io.StringIO()
-    try:
-        with redirect_stdout(printed):
-            build().explain(mode="formatted")
-    finally:
-        spark.conf.set(key, before)
+    with redirect_stdout(printed):
+        build().explain(mode="formatted")
     return [int(m) for m in re.findall(r"^\((\d+)\) Exchange$", printed.getvalue(), re.M)]
 
 

@@ -125,3 +125,43 @@ def test_numbering_skips_codegen_wrappers_and_records_reuses() -> None:
         ("FileSourceScanExec", 1),
     ]
     assert plan.reuses == {7: 5}
+
+
+OFF = """== Physical Plan ==
+* BroadcastHashJoin Inner BuildRight (9)
+:- * HashAggregate (4)
+:  +- Exchange (3)
+:     +- * ColumnarToRow (2)
+:        +- Scan parquet  (1)
++- BroadcastExchange (8)
+   +- * HashAggregate (7)
+      +- ReusedExchange (6)
+
+"""
+
+#: the same query as the user's df.explain(mode="formatted") prints it with adaptive
+#: execution on: no columnar transition, and the reused exchange printed as a copy
+ON = """== Physical Plan ==
+AdaptiveSparkPlan (11)
++- BroadcastHashJoin Inner BuildRight (10)
+   :- HashAggregate (3)
+   :  +- Exchange (2)
+   :     +- Scan parquet  (1)
+   +- BroadcastExchange (9)
+      +- HashAggregate (8)
+         +- Exchange (7)
+            +- Scan parquet  (6)
+
+"""
+
+
+def test_user_ids_follow_the_adaptive_plan_the_user_sees() -> None:
+    from hybrid_shuffle.sparkplan.spark35 import user_ids
+
+    assert user_ids(OFF, ON) == {9: 10, 4: 3, 3: 2, 1: 1, 8: 9, 7: 8, 6: 7}
+
+
+def test_user_ids_are_empty_when_the_trees_differ() -> None:
+    from hybrid_shuffle.sparkplan.spark35 import user_ids
+
+    assert user_ids(OFF, ON.replace("HashAggregate (8)", "SortAggregate (8)")) == {}
