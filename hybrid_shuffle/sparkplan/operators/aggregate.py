@@ -151,6 +151,18 @@ def _merge(f: _Function, b: list[str]) -> list[str]:
     return [f"coalesce({total}, 0)", mean, f"coalesce({spread}, 0)"]
 
 
+def decimal_average(total: str, count: str, kind: SparkType) -> tuple[str, SparkType]:
+    """Spark's ``avg`` of a decimal ``kind`` from its sum (``total``, of ``_sum_type``) and
+    ``count``: the sum over the count as decimal(20,0), then cast to (p + 4, s + 4)."""
+    s = _sum_type(kind)
+    counted = decimal(20, 0)
+    quotient = decimal_divide(
+        Sql(total, s), Sql(f"CAST({count} AS DECIMAL(20,0))", counted), _result("/", s, counted)
+    )
+    out = _bounded(kind.precision + 4, kind.scale + 4)
+    return f"TRY_CAST({quotient.text} AS {out.duck})", out
+
+
 def _evaluate(f: _Function, b: list[str]) -> tuple[str, SparkType]:
     """Merged buffers (aggregate SQL) -> the result value and its type."""
     merged = _merge(f, b)
@@ -159,15 +171,7 @@ def _evaluate(f: _Function, b: list[str]) -> tuple[str, SparkType]:
         return merged[0], t
     if f.name == "Average":
         if f.arg_type.is_decimal:
-            s = _sum_type(f.arg_type)
-            out = _bounded(f.arg_type.precision + 4, f.arg_type.scale + 4)
-            count = decimal(20, 0)
-            quotient = decimal_divide(
-                Sql(merged[0], s),
-                Sql(f"CAST({merged[1]} AS DECIMAL(20,0))", count),
-                _result("/", s, count),
-            )
-            return f"TRY_CAST({quotient.text} AS {out.duck})", out
+            return decimal_average(merged[0], merged[1], f.arg_type)
         return f"(CAST({merged[0]} AS DOUBLE) / nullif({merged[1]}, 0))", DOUBLE
     if f.name == "Count":
         return merged[0], LONG
@@ -194,15 +198,9 @@ def _complete(f: _Function) -> tuple[str, SparkType]:
         return f"TRY_CAST(sum({d}CAST({x} AS {t.duck})) AS {t.duck})", t
     if f.name == "Average":
         if f.arg_type.is_decimal:
-            s = _sum_type(f.arg_type)
-            out = _bounded(f.arg_type.precision + 4, f.arg_type.scale + 4)
-            count = decimal(20, 0)
-            quotient = decimal_divide(
-                Sql(f"CAST(sum({d}CAST({x} AS {s.duck})) AS {s.duck})", s),
-                Sql(f"CAST(count({d}{x}) AS DECIMAL(20,0))", count),
-                _result("/", s, count),
-            )
-            return f"TRY_CAST({quotient.text} AS {out.duck})", out
+            s = _sum_type(f.arg_type).duck
+            total = f"CAST(sum({d}CAST({x} AS {s})) AS {s})"
+            return decimal_average(total, f"count({d}{x})", f.arg_type)
         return f"avg({d}CAST({x} AS DOUBLE))", DOUBLE
     if f.name in ("Min", "Max"):
         return f"{f.name.lower()}({x})", f.arg_type

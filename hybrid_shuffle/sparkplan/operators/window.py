@@ -7,13 +7,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hybrid_shuffle.sparkplan.expressions import Scope, Sql, Unsupported, compile_expression
-from hybrid_shuffle.sparkplan.expressions.arithmetic import _result, decimal_divide
 from hybrid_shuffle.sparkplan.operators.basic import order_by
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
 from hybrid_shuffle.sparkplan.relation import Column, Rel
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
-from hybrid_shuffle.sparkplan.types import DOUBLE, INT, LONG, SparkType, decimal
+from hybrid_shuffle.sparkplan.types import DOUBLE, INT, LONG, SparkType
 
 if TYPE_CHECKING:
     from hybrid_shuffle.sparkplan.translate import Translator
@@ -113,7 +112,7 @@ def _over(window: Node, scope: Scope, over: str) -> Sql:
 
 def _window_aggregate(name: str, args: list[Sql], over: str) -> tuple[str, SparkType]:
     """The aggregate ``name`` of ``args`` over the window ``over`` (``OVER (...)``)."""
-    from hybrid_shuffle.sparkplan.operators.aggregate import _bounded, _sum_type
+    from hybrid_shuffle.sparkplan.operators.aggregate import _sum_type, decimal_average
 
     x = args[0].text if args else "1"
     if name == "Count":
@@ -127,16 +126,9 @@ def _window_aggregate(name: str, args: list[Sql], over: str) -> tuple[str, Spark
     if name in ("Min", "Max"):
         return f"{name.lower()}({x}) {over}", args[0].type
     if name == "Average" and args[0].type.is_decimal:
-        # Spark's: the decimal sum over the count as decimal(20,0), at (p + 4, s + 4)
-        kind, s = args[0].type, _sum_type(args[0].type)
-        count = decimal(20, 0)
-        quotient = decimal_divide(
-            Sql(f"CAST(sum(CAST({x} AS {s.duck})) {over} AS {s.duck})", s),
-            Sql(f"CAST(count({x}) {over} AS {count.duck})", count),
-            _result("/", s, count),
-        )
-        out = _bounded(kind.precision + 4, kind.scale + 4)
-        return f"TRY_CAST({quotient.text} AS {out.duck})", out
+        s = _sum_type(args[0].type).duck
+        total = f"CAST(sum(CAST({x} AS {s})) {over} AS {s})"
+        return decimal_average(total, f"count({x}) {over}", args[0].type)
     if name == "Average":
         return f"avg(CAST({x} AS DOUBLE)) {over}", DOUBLE
     raise Unsupported(f"the window aggregate {name}")
