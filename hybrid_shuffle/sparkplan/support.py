@@ -1,4 +1,4 @@
-"""The support table of ``docs/spark-plans.md``, generated from the code (as Comet's is).
+"""The support table of ``docs/guide/spark-plans.md``, generated from the code (as Comet's is).
 
 ``render()`` lists every Spark expression class in ``expressions.TABLE`` with its
 support level and note, and every Spark operator class in ``operators.OPERATORS``

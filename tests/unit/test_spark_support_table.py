@@ -1,4 +1,4 @@
-"""The support table in ``docs/spark-plans.md`` is the one the code generates
+"""The support table in ``docs/guide/spark-plans.md`` is the one the code generates
 (``hybrid_shuffle.sparkplan.support``): adding an expression or an operator, or changing
 a support level or note, without regenerating the doc fails here.  No Ray, no Spark."""
 
@@ -13,13 +13,13 @@ from hybrid_shuffle.sparkplan.operators import OPERATORS
 from hybrid_shuffle.sparkplan.support import BEGIN, END, embedded, render, update
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "spark-plans.md"
-REGENERATE = "python -m hybrid_shuffle.sparkplan.support --update docs/spark-plans.md"
+DOC = ROOT / "docs" / "guide" / "spark-plans.md"
+REGENERATE = "python -m hybrid_shuffle.sparkplan.support --update docs/guide/spark-plans.md"
 
 
 def test_the_doc_holds_the_generated_table() -> None:
     assert embedded(DOC.read_text(encoding="utf-8")) == render(), (
-        f"docs/spark-plans.md's support table is out of date with the code; run: {REGENERATE}"
+        f"docs/guide/spark-plans.md's support table is out of date with the code; run: {REGENERATE}"
     )
 
 

@@ -5,7 +5,7 @@
 can be null.  The translators are registered per Spark class in ``TABLE`` by
 the modules of this package (``arithmetic``, ``numeric``, ``predicates``,
 ``strings``, ``datetime``, ``casts``, ``misc``), each with a ``Support`` level, as Comet keeps
-one serde per expression: ``docs/spark-plans.md`` lists the table.  An
+one serde per expression: ``docs/guide/spark-plans.md`` lists the table.  An
 expression with no entry, or whose translator raises ``Unsupported``, makes its
 operator fall back to Spark (``sparkplan.fallback``).
 
