@@ -6,8 +6,9 @@ Spark generates (or reads, with ``--data DIR`` holding ``orders/`` and
 pipeline is written once, as a plain PySpark DataFrame (``spark_pipeline``):
 join, aggregate per (segment, nation), sort by revenue.  The engine runs its
 physical plan (``session.from_dataframe``), each Spark exchange an edge named
-``exchange_<id>`` whose mode ``configs/main.yaml`` sets; the result comes back
-as a Spark DataFrame, is shown, and written as Parquet.  The tests run the same
+``exchange_<id>`` whose mode ``configs/main.yaml`` sets (``main-spark4.yaml`` on
+Spark 4); the result comes back as a Spark DataFrame, is shown, and written as
+Parquet.  The tests run the same
 DataFrame on Spark alone and compare.
 """
 
@@ -23,6 +24,16 @@ import hybrid_shuffle as hs
 
 ROOT = Path(__file__).resolve().parent.parent
 SEGMENTS = ["AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY"]
+
+
+def default_config() -> Path:
+    """``configs/main.yaml``, or on Spark 4 its twin ``configs/main-spark4.yaml``: the edges
+    are named by the ids of Spark's formatted plan, and Spark 4 numbers the same plan's
+    operators differently."""
+    from hybrid_shuffle.spark.backends import installed_pyspark
+
+    spark4 = int((installed_pyspark() or "3").split(".")[0]) >= 4
+    return ROOT / "configs" / ("main-spark4.yaml" if spark4 else "main.yaml")
 
 
 def generate(spark: Any, scale: float, partitions: int = 4) -> tuple[Any, Any]:
@@ -67,7 +78,7 @@ def spark_pipeline(orders: Any, customers: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=0.1)
-    parser.add_argument("--config", default=str(ROOT / "configs" / "main.yaml"))
+    parser.add_argument("--config", default=str(default_config()))
     parser.add_argument("--data", help="a folder with orders/ and customers/ Parquet to read")
     parser.add_argument("--out", default=str(ROOT / "out" / "revenue.parquet"))
     parser.add_argument("--address", help="join this Ray cluster instead of an embedded one")

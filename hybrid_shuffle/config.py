@@ -214,19 +214,30 @@ class RayConfig:
     object_store_memory: int | None = None
 
 
+#: ``spark.backend``'s values (``hybrid_shuffle.spark.backends``)
+SPARK_BACKENDS = ("raydp", "local", "attach")
+
+
 @dataclass(frozen=True)
 class SparkConfig:
-    """Spark on Ray through RayDP, started on first use of ``session.spark``."""
+    """The session's Spark, started on first use of ``session.spark`` (``hybrid_shuffle.spark``)."""
 
-    #: Spark executors RayDP starts
+    #: where Spark runs: ``raydp`` (Spark on Ray; the default with pyspark 3.5 and RayDP
+    #: installed), ``local`` (Spark's local mode in the driver, ``executors *
+    #: executor_cores`` threads; the default otherwise, pyspark 4 included) or ``attach``
+    #: (the SparkSession passed as ``hs.Session(config, spark=...)``, never stopped by the
+    #: engine); null picks the default for the installed pyspark
+    backend: str | None = None
+    #: Spark executors RayDP starts (``local``: multiplies the threads)
     executors: int = 1
     #: cores of each Spark executor
     executor_cores: int = 1
-    #: the JVM heap of each Spark executor
+    #: the JVM heap of each Spark executor (``local``: of the driver, which runs them)
     executor_memory: int = 1 << 30
     #: DataFrames up to this estimated size come in through the driver (one Arrow copy,
-    #: about 3x faster); larger ones through RayDP's recoverable path
-    collect_limit: int = 1 << 30
+    #: the fastest path); larger ones go from Spark's executors straight into the object
+    #: store (RayDP's recoverable path, or the engine's own holder on ``local``/``attach``)
+    collect_limit: int = 256 << 20
     #: rows per object-store object when the driver puts a table
     collect_chunk: int = 1_000_000
     #: extra Spark settings, passed through as strings
@@ -511,6 +522,13 @@ def _ray(raw: Mapping[str, Any]) -> RayConfig:
 def _spark(raw: Mapping[str, Any]) -> SparkConfig:
     _check_keys(raw, _SPARK, "spark.")
     s: dict[str, Any] = {}
+    if raw.get("backend") is not None:
+        if raw["backend"] not in SPARK_BACKENDS:
+            raise ConfigError(
+                f"spark.backend: {raw['backend']!r} is not a backend; use one of "
+                f"{', '.join(SPARK_BACKENDS)} (or leave it out for the installed pyspark's default)"
+            )
+        s["backend"] = raw["backend"]
     for key in ("executors", "executor_cores"):
         if key in raw:
             s[key] = _positive_int(raw[key], f"spark.{key}")

@@ -4,8 +4,9 @@
 store size from config) unless Ray is already initialised in this process or
 ``address=`` names a cluster to join.  It creates the shuffle master and the
 partition tracker, a private spill directory (0700), and ``slots`` executor
-actors through the slot pool.  ``session.spark`` starts Spark on Ray through
-RayDP on first use (or is the session passed as ``spark=``).
+actors through the slot pool.  ``session.spark`` starts Spark on first use, as
+``spark.backend`` says (RayDP, local mode), or is the session passed as ``spark=``
+(``attach``: never stopped by the engine).
 
 ``close()`` stops the Spark it started, releases every partition (the caches'
 too), closes and
@@ -77,7 +78,11 @@ class Session:
         self.transport = RayTransport()
         configure_engine_logging(self.config.log_level)
         self.bridge = SparkBridge(
-            self.config.spark, f"hybrid-shuffle-{self.session_id}", spark, self.config.log_level
+            self.config.spark,
+            self.session_id,
+            spark,
+            self.config.log_level,
+            self.config.shuffle.wait_timeout,
         )
         try:
             self._start(address, slots)
@@ -151,7 +156,7 @@ class Session:
         here, each Spark exchange an edge named ``exchange_<id>`` after the id
         ``explain(mode="formatted")`` prints.  See ``from_dataframe``; a query Spark
         rejects is a ``PlanError`` carrying Spark's message."""
-        from hybrid_shuffle.sparkplan.spark35 import spark_error
+        from hybrid_shuffle.sparkplan.physical import spark_error
 
         self.check_open()
         if not isinstance(query, str) or not query.strip():
@@ -177,7 +182,7 @@ class Session:
         ``from_spark``.  An operator the engine cannot run stays in Spark with its
         subtree (``fallback="spark"``, listed in ``explain_data()["spark_subtrees"]``),
         or raises ``UnsupportedPlanError`` (``fallback="error"``)."""
-        from hybrid_shuffle.sparkplan.spark35 import physical_plan, spark_error
+        from hybrid_shuffle.sparkplan.physical import physical_plan, spark_error
         from hybrid_shuffle.sparkplan.translate import FALLBACKS, Translator
 
         self.check_open()
@@ -201,11 +206,12 @@ class Session:
         translator = Translator(job, plan, df.sparkSession, fallback)
         stream = translator.translate()
         job.spark_plan = translator.info
+        stream.spark_schema = df.schema
         return stream
 
     @property
     def spark(self) -> Any:
-        """The Spark session on Ray: the one passed in, or one started now through RayDP."""
+        """The session's Spark: the one passed in, or one started now by ``spark.backend``."""
         self.check_open()
         return self.bridge.session
 

@@ -127,7 +127,9 @@ class Job:
                 df if columns is None else _selected(df, columns), name, parallelism
             ),
         )
-        return Stream(self, node)
+        stream = Stream(self, node)
+        stream.spark_schema = df.schema
+        return stream
 
     def from_parquet(
         self,

@@ -72,6 +72,11 @@ def _keys(on: str | Sequence[str], what: str) -> tuple[str, ...]:
 class Stream:
     """A distributed stream of Arrow tables; each method adds an operator or exchange."""
 
+    #: the schema of the Spark DataFrame this stream's rows are (``from_spark``,
+    #: ``Session.from_dataframe`` and ``sql``): ``to_spark`` gives it back, nullability
+    #: included, when the result still has its columns and types
+    spark_schema: Any = None
+
     def __init__(self, job: Job, node: LogicalNode) -> None:
         self.job = job
         self.node = node
@@ -528,8 +533,10 @@ class Stream:
     def to_spark(
         self, timeout: float | None = None, *, progress: bool | JobProgress = False
     ) -> Any:
-        """Run the job; a Spark DataFrame of the result, with the result's column types."""
-        return self.job.session.bridge.to_dataframe(self.to_arrow(timeout, progress=progress))
+        """Run the job; a Spark DataFrame of the result, with the result's column types (the
+        source DataFrame's schema itself when the stream is a Spark DataFrame's rows)."""
+        table = self.to_arrow(timeout, progress=progress)
+        return self.job.session.bridge.to_dataframe(table, self.spark_schema)
 
     def explain(self) -> str:
         return self.job.explain(self)

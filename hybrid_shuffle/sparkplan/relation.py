@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from hybrid_shuffle.sparkplan.expressions import Scope, Sql, quote
 from hybrid_shuffle.sparkplan.tree import Node
-from hybrid_shuffle.sparkplan.types import SparkType, spark_type
+from hybrid_shuffle.sparkplan.types import SparkType, column_type
 
 __all__ = ["Column", "Rel", "attribute_column"]
 
@@ -41,7 +41,7 @@ def attribute_column(node: Node) -> Column:
     return Column(
         exprid,
         str(node.get("name")),
-        spark_type(node.get("dataType")),
+        column_type(node.get("dataType")),
         bool(node.get("nullable", True)),
     )
 

@@ -27,11 +27,11 @@ from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 from hybrid_shuffle.spark import SIZE_HINT
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported
 from hybrid_shuffle.sparkplan.operators import OPERATORS
+from hybrid_shuffle.sparkplan.physical import PhysicalPlan, output_attributes, subtree_dataframe
 from hybrid_shuffle.sparkplan.relation import Column, Rel
-from hybrid_shuffle.sparkplan.spark35 import PhysicalPlan, jvm_node, subtree_dataframe
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
-from hybrid_shuffle.sparkplan.types import spark_type
+from hybrid_shuffle.sparkplan.types import UnsupportedType, column_type
 
 if TYPE_CHECKING:
     from hybrid_shuffle.api.job import Job
@@ -106,10 +106,13 @@ class Translator:
                     f"the operator {node.cls.removesuffix('Exec')} has no translation"
                 )
             return handler(self, node, stage)
-        except Unsupported as e:
+        except (Unsupported, UnsupportedType) as e:
+            # an opaque column (``types.column_type``: an array, a collated string) where
+            # its DuckDB type is needed falls back as an untranslated expression does
+            reason = f"a column of {e}" if isinstance(e, UnsupportedType) else str(e)
             del stage.inputs[inputs:]
             del self.info.spark_subtrees[subtrees:]
-            return self._fall_back(node, stage, str(e))
+            return self._fall_back(node, stage, reason)
         finally:
             self._stage = previous
 
@@ -136,19 +139,10 @@ class Translator:
 
     def jvm_output(self, node: Node) -> list[Column]:
         """``node``'s output attributes, asked of the JVM (most operators' JSON lacks them)."""
-        output = jvm_node(self.plan, node).output()
-        columns = []
-        for i in range(output.size()):
-            attribute = output.apply(i)
-            columns.append(
-                Column(
-                    int(attribute.exprId().id()),
-                    str(attribute.name()),
-                    spark_type(str(attribute.dataType().typeName())),
-                    bool(attribute.nullable()),
-                )
-            )
-        return columns
+        return [
+            Column(a.id, a.name, column_type(a.type_name), a.nullable)
+            for a in output_attributes(self.plan, node)
+        ]
 
     # -- edges ----------------------------------------------------------------------------
 

@@ -4,8 +4,13 @@ Spark has already resolved every type in the plan (Comet's rule: take what
 Spark decided, never re-derive it), so this module only names types: the JSON
 name (``long``, ``decimal(38,4)``), Spark's ``simpleString`` (``bigint``), the
 DuckDB type a translated query casts to, and the Arrow type of a result column.
-A type outside this table (arrays, maps, structs, intervals) is
-``UnsupportedType``, which makes its operator fall back to Spark.
+A type outside this table (arrays, maps, structs, intervals, and Spark 4's
+strings under a collation other than the default ``UTF8_BINARY``, named ``string
+collate UTF8_LCASE``) is ``UnsupportedType`` in an expression, which makes its
+operator fall back to Spark.  A *column* of such a type (``column_type``) is opaque:
+the engine carries it through (it arrives from Spark as Arrow), but no expression
+may read it, since its comparisons and functions are Spark's (a collation compares
+``'A'`` and ``'a'`` equal).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["SparkType", "UnsupportedType", "spark_type"]
+__all__ = ["SparkType", "UnsupportedType", "column_type", "spark_type"]
 
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(-?\d+)\)")
 
@@ -49,6 +54,8 @@ class SparkType:
     name: str  # the JSON name: ``long``, ``decimal(38,4)``
     precision: int = 0
     scale: int = 0
+    #: a column's type the engine has no twin of (``column_type``): carried, never read
+    opaque: bool = False
 
     @property
     def is_decimal(self) -> bool:
@@ -69,21 +76,29 @@ class SparkType:
     @property
     def simple(self) -> str:
         """Spark's ``simpleString``: what ``df.schema.simpleString()`` prints."""
+        if self.opaque:
+            return self.name
         if self.is_decimal:
             return f"decimal({self.precision},{self.scale})"
         return _SIMPLE[self.name][0]
 
     @property
     def duck(self) -> str:
+        self._check()
         if self.is_decimal:
             return f"DECIMAL({self.precision},{self.scale})"
         return _SIMPLE[self.name][1]
 
     @property
     def arrow(self) -> pa.DataType:
+        self._check()
         if self.is_decimal:
             return pa.decimal128(self.precision, self.scale)
         return _SIMPLE[self.name][2]
+
+    def _check(self) -> None:
+        if self.opaque:
+            raise UnsupportedType(f"the type {self.name}")
 
     def __str__(self) -> str:
         return self.simple
@@ -103,6 +118,16 @@ def spark_type(raw: Any) -> SparkType:
             return SparkType(raw)
     kind = raw.get("type", raw) if isinstance(raw, dict) else raw
     raise UnsupportedType(f"the type {kind}")
+
+
+def column_type(raw: Any) -> SparkType:
+    """The type of a column an operator outputs: ``spark_type``, or an opaque type (named
+    as Spark names it) the engine carries but no expression reads."""
+    try:
+        return spark_type(raw)
+    except UnsupportedType:
+        kind = raw.get("type", raw) if isinstance(raw, dict) else raw
+        return SparkType(str(kind), opaque=True)
 
 
 BOOLEAN = SparkType("boolean")

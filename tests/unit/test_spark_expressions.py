@@ -382,6 +382,62 @@ CASES: list[str] = [
     "trunc(dt, 'week')",
 ]
 
+#: the cases Spark raises an error for on these rows under ANSI evaluation
+#: (``spark.sql.ansi.enabled``, Spark 4's default; the same list on Spark 3.5 with it
+#: on): an overflow, a division by zero, an invalid cast.  The translation gives the
+#: non-ANSI result there (null, or a wrapped integer), which ``test_matches_spark``
+#: checks; every other case must match Spark's ANSI result too.
+ANSI_RAISES = frozenset(
+    {
+        "d + e",
+        "d * e",
+        "e * d",
+        "e * e",
+        "e / d",
+        "d / d",
+        "e % d",
+        "d / i",
+        "d / 0",
+        "d % j",
+        "i * 2",
+        "i - l",
+        "i / j",
+        "l / j",
+        "x / y",
+        "i div j",
+        "l div j",
+        "i % j",
+        "x % y",
+        "cast(s as int)",
+        "cast(s as bigint)",
+        "cast(s as double)",
+        "cast(s as decimal(10,2))",
+        "cast(x as int)",
+        "cast(x as bigint)",
+        "cast(d as int)",
+        "cast(e as decimal(10,2))",
+        "cast(d as decimal(4,1))",
+        "cast(s as date)",
+        "cast(i as decimal(5,1))",
+        "cast(l as int)",
+        "round(i, -1)",
+        "round(e * d, 3)",
+        "cast(u as int)",
+        "cast(u as bigint)",
+        "cast(u as tinyint)",
+        "cast(u as boolean)",
+        "cast(u as decimal(12,1))",
+        "cast(x as tinyint)",
+        "cast(l as smallint)",
+        "cast(e as bigint)",
+        "i + 2147483647",
+        "l * l",
+        "pmod(i, j)",
+        "pmod(x, y)",
+    }
+)
+ANSI_CASES = [text for text in dict.fromkeys(CASES) if text not in ANSI_RAISES]
+
 #: expression text -> the expression Spark puts in the plan, which must not translate
 FALLBACKS: list[str] = [
     "cast(x as string)",
@@ -402,6 +458,8 @@ class Oracle:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
+    # the cases probe the non-ANSI corners (null on overflow, division by zero and invalid
+    # casts), where ANSI evaluation raises instead: Spark 4 turns it on by default
     session = (
         pyspark_sql.SparkSession.builder.master("local[1]")
         .appName("test_spark_expressions")
@@ -409,6 +467,7 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.ansi.enabled", "false")
         .config("spark.driver.extraJavaOptions", _OPENS)
         .getOrCreate()
     )
@@ -477,6 +536,17 @@ def oracle(table: Any) -> tuple[dict[str, Oracle], Scope]:
     return _oracles(table, CASES + FALLBACKS)
 
 
+@pytest.fixture(scope="module")
+def ansi_oracle(spark: Any, table: Any) -> tuple[dict[str, Oracle], Scope]:
+    """Spark's side of the cases it computes under ANSI evaluation (resolved and run
+    with ``spark.sql.ansi.enabled`` on, as Spark 4 does by default)."""
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        return _oracles(table, ANSI_CASES)
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", "false")
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float):
         if math.isnan(a) or math.isnan(b):
@@ -491,6 +561,20 @@ def _same(a: Any, b: Any) -> bool:
 def test_matches_spark(
     text: str, oracle: tuple[dict[str, Oracle], Scope], duck: duckdb.DuckDBPyConnection
 ) -> None:
+    _check(text, oracle, duck)
+
+
+@pytest.mark.parametrize("text", ANSI_CASES)
+def test_matches_spark_under_ansi(
+    text: str, ansi_oracle: tuple[dict[str, Oracle], Scope], duck: duckdb.DuckDBPyConnection
+) -> None:
+    _check(text, ansi_oracle, duck)
+
+
+def _check(
+    text: str, oracle: tuple[dict[str, Oracle], Scope], duck: duckdb.DuckDBPyConnection
+) -> None:
+    """``text``'s translation gives Spark's type and rows."""
     oracles, scope = oracle
     expected = oracles[text]
     sql = compile_expression(expected.expression, scope)

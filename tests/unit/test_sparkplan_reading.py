@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybrid_shuffle.sparkplan.spark35 import PhysicalPlan, _details, _number, _tree_blocks
+from hybrid_shuffle.sparkplan.physical import (
+    PhysicalPlan,
+    _details,
+    _number,
+    _subquery_plans,
+    _tree_blocks,
+    user_ids,
+)
 from hybrid_shuffle.sparkplan.tree import Node, parse
 
 FORMATTED = """== Physical Plan ==
@@ -156,12 +163,89 @@ AdaptiveSparkPlan (11)
 
 
 def test_user_ids_follow_the_adaptive_plan_the_user_sees() -> None:
-    from hybrid_shuffle.sparkplan.spark35 import user_ids
-
     assert user_ids(OFF, ON) == {9: 10, 4: 3, 3: 2, 1: 1, 8: 9, 7: 8, 6: 7}
 
 
 def test_user_ids_are_empty_when_the_trees_differ() -> None:
-    from hybrid_shuffle.sparkplan.spark35 import user_ids
-
     assert user_ids(OFF, ON.replace("HashAggregate (8)", "SortAggregate (8)")) == {}
+
+
+_REUSED_HOST = (
+    "Subquery:1 Hosting operator id = 3 Hosting Expression = "
+    "ReusedSubquery Subquery scalar-subquery#9, [id=#40]"
+)
+
+#: Spark 4 pushes a filter's scalar subquery into its scan's data filters too: the
+#: filter's copy reuses the scan's, and its section prints no tree of its own
+REUSED_OFF = f"""== Physical Plan ==
+* Filter (3)
++- * ColumnarToRow (2)
+   +- Scan parquet  (1)
+
+
+(3) Filter [codegen id : 2]
+Condition : (v#2 > ReusedSubquery Subquery scalar-subquery#9, [id=#40])
+
+===== Subqueries =====
+
+{_REUSED_HOST}
+
+Subquery:2 Hosting operator id = 1 Hosting Expression = Subquery scalar-subquery#9, [id=#40]
+* HashAggregate (5)
++- Scan parquet  (4)
+
+"""
+
+#: the adaptive plan prints the subquery under both hosts
+REUSED_ON = """== Physical Plan ==
+AdaptiveSparkPlan (4)
++- Filter (2)
+   +- Scan parquet  (1)
+
+
+===== Subqueries =====
+
+Subquery:1 Hosting operator id = 2 Hosting Expression = Subquery subquery#9, [id=#41]
++- HashAggregate (6)
+   +- Scan parquet  (5)
+
+Subquery:2 Hosting operator id = 1 Hosting Expression = Subquery subquery#9, [id=#42]
++- HashAggregate (6)
+   +- Scan parquet  (5)
+
+"""
+
+
+def _subquery(plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [_node("ScalarSubquery", plan=plan)]
+
+
+def test_a_subquery_printed_under_two_hosts_is_read_once() -> None:
+    _, subqueries = _tree_blocks(REUSED_OFF)
+    assert subqueries == {"scalar-subquery#9": [5, 4]}
+    assert user_ids(REUSED_OFF, REUSED_ON) == {3: 2, 1: 1, 5: 6, 4: 5}
+
+
+def test_a_reused_subquery_is_the_subquery_it_reuses() -> None:
+    body = [
+        _node("SubqueryExec", 1, name="scalar-subquery#9"),
+        _node("aggregate.HashAggregateExec", 1),
+        _node("FileSourceScanExec"),
+    ]
+    raw = [
+        _node("WholeStageCodegenExec", 1),
+        _node("FilterExec", 1, condition=_subquery([_node("ReusedSubqueryExec", child=body)])),
+        _node("ColumnarToRowExec", 1),
+        _node("FileSourceScanExec", dataFilters=[_subquery(body)]),
+    ]
+    plan = PhysicalPlan(parse(raw), {}, REUSED_OFF, None)
+    _number(plan)
+    subqueries = _subquery_plans(plan.root)
+    assert [s.cls for s in subqueries] == ["SubqueryExec", "SubqueryExec"]
+    for sub in subqueries:
+        numbered = [(n.cls, n.op_id) for n in sub.walk()]
+        assert numbered == [
+            ("SubqueryExec", None),
+            ("HashAggregateExec", 5),
+            ("FileSourceScanExec", 4),
+        ]

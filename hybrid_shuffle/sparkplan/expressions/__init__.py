@@ -11,9 +11,12 @@ operator fall back to Spark (``sparkplan.fallback``).
 
 Spark has resolved every type and inserted its casts; a translator computes
 the value and, where DuckDB would type the result differently (decimal
-arithmetic, ``year``), casts it to the type Spark gave.  The default (non-ANSI)
-evaluation mode is the one translated: a division by zero or an invalid cast
-gives null, as in Spark 3.5's default.
+arithmetic, ``year``), casts it to the type Spark gave.  The non-ANSI evaluation
+mode is the one translated: a division by zero or an invalid cast gives null, as in
+Spark 3.5's default.  Under ANSI evaluation (Spark 4's default) Spark raises there
+and gives the same value everywhere else; the plan's JSON does not carry an
+expression's mode (``evalMode``, ``evalContext``: null), so the translation cannot
+raise as Spark does.
 """
 
 from __future__ import annotations

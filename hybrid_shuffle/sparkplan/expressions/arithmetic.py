@@ -1,6 +1,6 @@
 """``+ - * / div %``, unary minus, ``abs``, ``round``, and the decimal rules of Spark.
 
-Spark 3.5 types decimal arithmetic by ``DecimalPrecision`` with
+Spark (3.5 and 4.x) types decimal arithmetic by ``DecimalPrecision`` with
 ``spark.sql.decimalOperations.allowPrecisionLoss`` on (the default) and computes
 the exact result rounded HALF_UP to that type, null on overflow.  Where that type
 keeps the exact result's scale, DuckDB's own ``+ - *`` are exact (``TRY`` makes

@@ -74,7 +74,16 @@ class Scope:
         if found is None:
             name = node.get("name", "?")
             raise Unsupported(f"the attribute {name}#{key} is not among its operator's inputs")
+        if found.type.opaque:
+            name = node.get("name", "?")
+            raise Unsupported(f"the column {name}#{key} of the type {found.type.name}")
         return found
+
+    def carried(self, node: Node) -> Sql:
+        """The column an ``AttributeReference`` names, to pass through as it is: unlike
+        ``attribute``, also one of an opaque type (``types.column_type``)."""
+        found = self.columns.get(int(node.get("exprId", {}).get("id", -1)))
+        return found if found is not None and found.type.opaque else self.attribute(node)
 
 
 Translator = Callable[[Node, Scope], Sql]

@@ -10,7 +10,7 @@ from hybrid_shuffle.sparkplan.operators.registry import register_operator
 from hybrid_shuffle.sparkplan.relation import Column, Rel
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
-from hybrid_shuffle.sparkplan.types import spark_type
+from hybrid_shuffle.sparkplan.types import column_type
 
 if TYPE_CHECKING:
     from hybrid_shuffle.sparkplan.translate import Translator
@@ -36,7 +36,7 @@ def named_output(tr: Translator, exprs: list[Node], child: Rel) -> tuple[str, li
             sql = compile_expression(e.child, scope)
             name = str(e.get("name"))
         elif e.cls == "AttributeReference":
-            sql = compile_expression(e, scope)
+            sql = scope.carried(e)
             name = str(e.get("name"))
         else:
             raise Unsupported(f"a projection of {e.cls}")
@@ -184,6 +184,6 @@ def _attribute(node: Node) -> Column:
     return Column(
         int(node.get("exprId", {}).get("id", -1)),
         str(node.get("name")),
-        spark_type(node.get("dataType")),
+        column_type(node.get("dataType")),
         bool(node.get("nullable", True)),
     )

@@ -47,11 +47,11 @@ def _partitioning(
         extra: list[str] = []
         by_id = {c.id: c for c in child.columns}
         for i, key in enumerate(partitioning.children):
-            if (
-                key.cls == "AttributeReference"
-                and int(key.get("exprId", {}).get("id", -1)) in by_id
-            ):
-                keys.append(by_id[int(key.get("exprId")["id"])].ref)
+            column = by_id.get(int(key.get("exprId", {}).get("id", -1)))
+            # an opaque column (a collated string) is hashed by Spark's rules: compiling it
+            # raises ``Unsupported``
+            if key.cls == "AttributeReference" and column is not None and not column.type.opaque:
+                keys.append(column.ref)
                 continue
             sql = compile_expression(key, scope)
             name = f"k{node.op_id}_{i}"

@@ -1,30 +1,26 @@
-"""The RayDP bridge: a Spark session on Ray, DataFrames in and out.
+"""The Spark bridge: the session's Spark (``spark.backend``), DataFrames in and out.
 
-Spark on Ray starts through ``raydp.init_spark`` with the Java 17
-``--add-opens`` options set here for the driver, the executors and RayDP's app
-master (RayDP's documented list plus ``java.math``, without which its app
-master cannot serialise a decimal), and with Spark's Python workers pinned to
-this interpreter so that they find pyspark and ray.
-
-DataFrames in (``to_arrow_refs``): the DataFrame's partitions are converted to
-Arrow by Spark itself (``_collect_as_arrow``: one conversion in the executors,
-streamed to the driver) and ``ray.put`` by the driver, which owns them for the
-session: one copy into the object store, readable from any node.  Above
-``spark.collect_limit`` the driver would hold too much, so the RayDP path
-(``from_spark_recoverable``: blocks rebuilt by lineage) is used instead.
+DataFrames in (``to_arrow_refs``): up to ``spark.collect_limit`` (Spark's own
+size estimate), the partitions are converted to Arrow by Spark itself (one
+conversion in the executors, streamed to the driver) and ``ray.put`` by the
+driver, which owns them for the session: one copy into the object store,
+readable from any node.  Above it the driver would hold too much, so Spark's
+executors put the data themselves: RayDP's recoverable path (blocks rebuilt by
+lineage) on ``raydp``, the engine's holder (``hybrid_shuffle.spark.holder``)
+on ``local`` and ``attach``.
 
 DataFrames out (``to_dataframe``): the result's Arrow chunks are put by the
-driver and handed to RayDP, whose Spark tasks read them from the object store
-(the path of ``ray.data.Dataset.to_spark``); the Spark schema is derived from
-the Arrow schema here, so tz-naive timestamps come back as ``timestamp_ntz``.
+driver and read by Spark tasks from the object store, through RayDP's reader or
+the holder, as Arrow batches (``mapInArrow``: no pandas in between).  The Spark
+schema is the source DataFrame's when the result still has its columns and types
+(``source_schema``), else derived from the Arrow schema, so tz-naive timestamps
+come back as ``timestamp_ntz``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -32,59 +28,12 @@ import ray
 
 from hybrid_shuffle.config import SparkConfig
 from hybrid_shuffle.errors import PlanError
-from hybrid_shuffle.quiet import spark_log_configs
+from hybrid_shuffle.spark import holder
+from hybrid_shuffle.spark.backends import SparkBackend, choose_backend, start_spark, stop_spark
 
-__all__ = ["JAVA_OPTIONS", "SparkBridge", "spark_configs"]
+__all__ = ["SIZE_HINT", "SparkBridge", "check_spark_types"]
 
 log = logging.getLogger(__name__)
-
-_OPENS = (
-    "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio",
-    "java.math", "java.text", "java.util", "java.util.concurrent",
-    "java.util.concurrent.atomic", "jdk.internal.ref", "sun.nio.ch", "sun.nio.cs",
-    "sun.security.action", "sun.util.calendar",
-)  # fmt: skip
-JAVA_OPTIONS = " ".join(
-    [
-        "-XX:+IgnoreUnrecognizedVMOptions",
-        *(f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in _OPENS),
-        "-Djdk.reflect.useDirectMethodHandle=false",
-        "-Dio.netty.tryReflectionSetAccessible=true",
-    ]
-)
-_JAVA_KEYS = (
-    "spark.driver.extraJavaOptions",
-    "spark.executor.extraJavaOptions",
-    "spark.ray.raydp_app_master.extraJavaOptions",
-)
-
-
-def spark_configs(config: SparkConfig, log_level: str | None = None) -> dict[str, str]:
-    """Spark settings for RayDP: ours, then the user's (Java options are merged, not replaced).
-
-    Spark's log4j2 configuration is the quiet one unless ``log_level`` is ``debug``
-    (``hybrid_shuffle.quiet``); a user's own ``spark.log4j.config.file.name`` wins.
-    """
-    settings = {
-        **spark_log_configs(log_level),
-        "spark.pyspark.python": sys.executable,
-        "spark.pyspark.driver.python": sys.executable,
-        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "1000000",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.ui.showConsoleProgress": "false",
-        # the Arrow collect holds a partition's batches in the driver JVM before Python
-        # reads them: 1 GiB ran out of heap at 30M rows (four partitions)
-        "spark.driver.memory": "4g",
-        "spark.driver.maxResultSize": "2g",
-    }
-    user: Mapping[str, str] = config.configs
-    settings.update({k: v for k, v in user.items() if k not in _JAVA_KEYS})
-    for key in _JAVA_KEYS:
-        settings[key] = f"{JAVA_OPTIONS} {user.get(key, '')}".strip()
-    return settings
-
 
 _UNSUPPORTED = ("map", "interval", "calendarinterval", "udt", "variant")
 #: rows and rounds of the Arrow export that warm a fresh Spark up (``_prewarm``)
@@ -93,32 +42,33 @@ _PREWARM_ROUNDS = 3
 
 
 class SparkBridge:
-    """One Spark session on Ray: started lazily, or the user's own (never stopped by us)."""
+    """The session's Spark: started lazily by its backend, or the user's own (never
+    stopped by the engine), and the two directions of the hand-over."""
 
     def __init__(
-        self, config: SparkConfig, app_name: str, spark: Any = None, log_level: str | None = None
+        self,
+        config: SparkConfig,
+        session_id: str,
+        spark: Any = None,
+        log_level: str | None = None,
+        wait_timeout: float = 120.0,
     ) -> None:
         self.config = config
-        self.app_name = app_name
+        self.session_id = session_id
+        self.app_name = f"hybrid-shuffle-{session_id}"
         self.log_level = log_level
+        self.wait_timeout = wait_timeout
+        #: checked now, so a backend that does not fit the installed pyspark fails at once
+        self.backend: SparkBackend = choose_backend(config, spark)
         self._spark = spark
-        self._owned = False
+        self._started = False
+        self._holder: Any = None
 
     @property
     def session(self) -> Any:
         if self._spark is None:
-            import raydp
-
-            # pyspark reads the Python of its workers from this variable, not from the conf
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            self._spark = raydp.init_spark(
-                self.app_name,
-                num_executors=self.config.executors,
-                executor_cores=self.config.executor_cores,
-                executor_memory=self.config.executor_memory,
-                configs=spark_configs(self.config, self.log_level),
-            )
-            self._owned = True
+            self._spark = start_spark(self.backend, self.config, self.app_name, self.log_level)
+            self._started = True
             try:
                 self._prewarm()
             except Exception as e:  # only a speed-up: the user's own first job will say more
@@ -146,28 +96,34 @@ class SparkBridge:
         for _ in range(_PREWARM_ROUNDS):
             df._collect_as_arrow()
         small = pa.table({"id": pa.array(range(cores), pa.int64())})
-        back = _dataframe_from_refs(
-            spark, [_put(small.slice(i, 1)) for i in range(cores)], _spark_schema(small.schema)
-        )
-        back.write.format("noop").mode("overwrite").save()
+        refs = [_put(small.slice(i, 1)) for i in range(cores)]
+        self._dataframe(refs, _spark_schema(small.schema)).write.format("noop").mode(
+            "overwrite"
+        ).save()
+
+    def _holder_started(self) -> None:
+        if self._holder is None:
+            self._holder = holder.start_holder(self.session_id)
 
     def stop(self) -> None:
-        if self._owned and self._spark is not None:
-            import raydp
-
-            raydp.stop_spark()
-        self._spark = None
-        self._owned = False
+        """Stop the Spark this session started (an attached one keeps running) and the
+        holder, with the objects it owns."""
+        try:
+            if self._started and self._spark is not None:
+                stop_spark(self.backend, self._spark)
+        finally:
+            if self._holder is not None and ray.is_initialized():
+                ray.kill(self._holder)
+            self._holder = None
+            self._spark = None
+            self._started = False
 
     # -- in ------------------------------------------------------------------------------
 
     def arrow_schema(self, df: Any, name: str) -> pa.Schema:
         """The Arrow schema the DataFrame will arrive with; rejects what cannot travel."""
         check_spark_types(df.schema, name)
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        schema: pa.Schema = to_arrow_schema(df.schema)
-        return schema
+        return arrow_of(df.schema)
 
     def to_arrow_refs(self, df: Any, name: str, pieces: int = 1) -> list[Any]:
         """The DataFrame as ObjectRefs of Arrow tables (see the module docstring), at least
@@ -182,29 +138,79 @@ class SparkBridge:
                 table = table.cast(schema)
             rows = min(self.config.collect_chunk, max(-(-table.num_rows // pieces), 1))
             return [_put(t) for t in _chunks(table, rows)]
-        from raydp.spark.dataset import from_spark_recoverable
+        if self.backend.uses_raydp:
+            from raydp.spark.dataset import from_spark_recoverable
 
-        return list(from_spark_recoverable(df).to_arrow_refs())
+            return list(from_spark_recoverable(df).to_arrow_refs())
+        self._holder_started()
+        refs = holder.put_dataframe(
+            df, self.session_id, self.config.collect_chunk, self.wait_timeout
+        )
+        return refs or [ray.put(schema.empty_table())]
 
     # -- out -----------------------------------------------------------------------------
 
-    def to_dataframe(self, table: pa.Table) -> Any:
-        """A Spark DataFrame of ``table`` with the same column types."""
+    def to_dataframe(self, table: pa.Table, source_schema: Any = None) -> Any:
+        """A Spark DataFrame of ``table`` with the same column types: ``source_schema`` (a
+        Spark ``StructType``, the DataFrame the result came from) when the table still has
+        its columns and types, nullability included, else one derived from the table."""
         spark = self.session
         for f in table.schema:
             if pa.types.is_map(f.type) or _nested_map(f.type):
                 raise PlanError(
-                    f"to_spark: column '{f.name}' is a {f.type}, which RayDP cannot hand to "
-                    "Spark; turn it into a list of structs (or JSON) first"
+                    f"to_spark: column '{f.name}' is a {f.type}, which Arrow cannot hand to "
+                    "Spark here; turn it into a list of structs (or JSON) first"
                 )
+        schema = _spark_schema(table.schema)
+        if source_schema is not None:
+            arrow = _matching_arrow_schema(source_schema, table.schema)
+            if arrow is not None:
+                table, schema = table.cast(arrow), source_schema
         if table.num_rows == 0:
-            return spark.createDataFrame([], _spark_schema(table.schema))
-        refs = [_put(t) for t in _chunks(table, self.config.collect_chunk)]
-        return _dataframe_from_refs(spark, refs, _spark_schema(table.schema))
+            return spark.createDataFrame([], schema)
+        return self._dataframe([_put(t) for t in _chunks(table, self.config.collect_chunk)], schema)
+
+    def _dataframe(self, refs: list[Any], schema: Any) -> Any:
+        if self.backend.uses_raydp:
+            return _dataframe_from_refs(self._spark, refs, schema)
+        self._holder_started()
+        return holder.dataframe_of(self._spark, refs, schema, self.session_id, self.wait_timeout)
+
+
+def arrow_of(schema: Any) -> pa.Schema:
+    """A Spark ``StructType`` as Arrow: timestamps in UTC, the session time zone the
+    engine sets (PySpark 4 asks for the zone, which 3.5 takes as UTC by itself)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        arrow: pa.Schema = to_arrow_schema(schema, timezone="UTC")  # type: ignore[call-arg,unused-ignore]
+    except TypeError:  # pyspark 3.5: no time zone argument
+        arrow = to_arrow_schema(schema)
+    return arrow
+
+
+def _matching_arrow_schema(source: Any, table: pa.Schema) -> pa.Schema | None:
+    """``source`` as Arrow, when ``table`` has the same column names and types (string
+    widths aside); None when the result's columns are not the source's."""
+    try:
+        arrow = arrow_of(source)
+    except Exception:  # a type Arrow cannot take: derive from the table instead
+        return None
+    if arrow.names != table.names:
+        return None
+    for want, got in zip(arrow.types, table.types, strict=True):
+        if want != got and not (_is_string(want) and _is_string(got)):
+            return None
+    return arrow
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t))
 
 
 def _dataframe_from_refs(spark: Any, refs: list[Any], schema: Any) -> Any:
-    """RayDP's object-store reader, with Arrow batches instead of pandas in between.
+    """RayDP's object-store reader (``spark.backend: raydp``), with Arrow batches instead
+    of pandas in between.
 
     RayDP registers the refs with its Spark master actor (which keeps them alive
     as long as Spark runs) and makes a DataFrame of block indexes placed where the

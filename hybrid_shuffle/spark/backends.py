@@ -1,0 +1,152 @@
+"""Where the session's Spark runs (``spark.backend``): RayDP, local mode, or the user's own.
+
+- ``raydp``: Spark on Ray through ``raydp.init_spark``, its executors Ray actors.
+  RayDP 1.6.5 pins ``pyspark<=3.5.7``, so this backend needs pyspark 3.5 and
+  RayDP installed (``pip install 'hybrid-shuffle[raydp]'``); it is the default
+  there, as before this setting existed.
+- ``local``: Spark's local mode in the driver process's JVM, ``executors *
+  executor_cores`` task threads.  It needs only pyspark, any supported version,
+  and is the default wherever RayDP cannot run (pyspark 4).
+- ``attach``: the ``SparkSession`` given as ``hs.Session(config, spark=...)``: a
+  notebook's session, a cluster's, ``spark-submit``'s.  The engine never stops it.
+
+The choice is checked when the session opens (not when Spark first starts), so a
+backend that does not fit the installed pyspark is one ``ConfigError`` sentence
+naming both versions, before any job is built.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from hybrid_shuffle.config import SparkConfig
+from hybrid_shuffle.errors import ConfigError
+from hybrid_shuffle.spark.options import local_spark_configs, spark_configs
+
+__all__ = ["SparkBackend", "choose_backend", "installed_pyspark", "start_spark", "stop_spark"]
+
+log = logging.getLogger(__name__)
+
+#: the newest pyspark RayDP 1.6.5 accepts
+_RAYDP_PYSPARK = (3, 5)
+
+
+@dataclass(frozen=True)
+class SparkBackend:
+    """The backend the session uses and the pyspark it runs with."""
+
+    #: ``raydp``, ``local`` or ``attach``
+    name: str
+    #: the installed pyspark's version, ``4.3.0`` (None: pyspark is not installed)
+    pyspark: str | None
+
+    @property
+    def uses_raydp(self) -> bool:
+        return self.name == "raydp"
+
+
+def installed_pyspark() -> str | None:
+    """The installed pyspark's version, read from its metadata (pyspark is not imported:
+    that takes a second and is not needed to choose)."""
+    try:
+        return importlib.metadata.version("pyspark")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    parts = [*version.split("."), "0"][:2]
+    try:
+        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+    except ValueError:
+        return 0, 0
+
+
+def choose_backend(config: SparkConfig, spark: Any) -> SparkBackend:
+    """The backend ``spark.backend`` asks for (or the installed pyspark's default), checked
+    against what is installed and against ``spark=``."""
+    pyspark = installed_pyspark()
+    name = config.backend
+    if spark is not None:
+        if name not in (None, "attach"):
+            raise ConfigError(
+                f"spark.backend: {name} starts its own Spark, but a SparkSession was passed as "
+                "spark=; set spark.backend: attach (or leave it out) to use the session passed"
+            )
+        return SparkBackend("attach", pyspark)
+    if name == "attach":
+        raise ConfigError(
+            "spark.backend: attach uses the SparkSession you already have, and none was given; "
+            "pass it as hs.Session(config, spark=spark), or choose raydp or local"
+        )
+    raydp_installed = importlib.util.find_spec("raydp") is not None
+    if name is None:
+        fits = pyspark is not None and _major_minor(pyspark) <= _RAYDP_PYSPARK
+        name = "raydp" if fits and raydp_installed else "local"
+    if name == "raydp":
+        if pyspark is not None and _major_minor(pyspark) > _RAYDP_PYSPARK:
+            raise ConfigError(
+                f"spark.backend: raydp needs pyspark 3.5 (RayDP 1.6.5 pins pyspark<=3.5.7), but "
+                f"pyspark {pyspark} is installed; use spark.backend: local on pyspark {pyspark}, "
+                "or install pyspark 3.5 with pip install 'hybrid-shuffle[raydp]'"
+            )
+        if not raydp_installed:
+            raise ConfigError(
+                "spark.backend: raydp needs RayDP, which is not installed; pip install "
+                "'hybrid-shuffle[raydp]', or use spark.backend: local"
+            )
+    return SparkBackend(name, pyspark)
+
+
+def start_spark(
+    backend: SparkBackend, config: SparkConfig, app_name: str, log_level: str | None
+) -> Any:
+    """Start the Spark session ``backend`` names (``raydp`` or ``local``)."""
+    if backend.pyspark is None:
+        raise ConfigError(
+            "spark: this needs pyspark, which is not installed; pip install "
+            "'hybrid-shuffle[spark4]' (Spark 4, local mode) or 'hybrid-shuffle[raydp]' "
+            "(Spark 3.5 on Ray)"
+        )
+    # pyspark reads the Python of its workers from this variable, not from the conf
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if backend.uses_raydp:
+        import raydp
+
+        return raydp.init_spark(
+            app_name,
+            num_executors=config.executors,
+            executor_cores=config.executor_cores,
+            executor_memory=config.executor_memory,
+            configs=spark_configs(config, log_level),
+        )
+    from pyspark.sql import SparkSession
+
+    if SparkSession.getActiveSession() is not None:
+        raise ConfigError(
+            "spark.backend: local cannot start a second Spark in a process that already has "
+            "one; pass yours as hs.Session(config, spark=spark) (spark.backend: attach)"
+        )
+    builder = SparkSession.builder.master(f"local[{config.executors * config.executor_cores}]")
+    builder = builder.appName(app_name)
+    for key, value in local_spark_configs(config, log_level).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def stop_spark(backend: SparkBackend, spark: Any) -> None:
+    """Stop a Spark the session started (never the one passed to it)."""
+    if backend.name == "attach":
+        return
+    if backend.uses_raydp:
+        import raydp
+
+        raydp.stop_spark()
+    else:
+        spark.stop()

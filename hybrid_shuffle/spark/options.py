@@ -1,0 +1,87 @@
+"""The Spark settings the engine starts Spark with, per backend.
+
+Java 17 needs the ``--add-opens`` list (RayDP's documented list plus
+``java.math``, without which RayDP's app master cannot serialise a decimal) on
+every JVM Spark starts: the driver, the executors and, on RayDP, its app master.
+The user's own Java options are appended to ours, never replace them; every
+other user setting (``spark.configs``) wins over ours.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+
+from hybrid_shuffle.config import SparkConfig
+from hybrid_shuffle.quiet import LOG4J2_QUIET, is_quiet, spark_log_configs
+
+__all__ = ["JAVA_OPTIONS", "local_spark_configs", "spark_configs"]
+
+_OPENS = (
+    "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio",
+    "java.math", "java.text", "java.util", "java.util.concurrent",
+    "java.util.concurrent.atomic", "jdk.internal.ref", "sun.nio.ch", "sun.nio.cs",
+    "sun.security.action", "sun.util.calendar",
+)  # fmt: skip
+JAVA_OPTIONS = " ".join(
+    [
+        "-XX:+IgnoreUnrecognizedVMOptions",
+        *(f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in _OPENS),
+        "-Djdk.reflect.useDirectMethodHandle=false",
+        "-Dio.netty.tryReflectionSetAccessible=true",
+    ]
+)
+_JAVA_KEYS = (
+    "spark.driver.extraJavaOptions",
+    "spark.executor.extraJavaOptions",
+    "spark.ray.raydp_app_master.extraJavaOptions",
+)
+
+
+def _common(config: SparkConfig) -> dict[str, str]:
+    return {
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "1000000",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+        # the Arrow collect holds a partition's batches in the driver JVM before Python
+        # reads them: 1 GiB ran out of heap at 30M rows (four partitions)
+        "spark.driver.memory": "4g",
+        "spark.driver.maxResultSize": "2g",
+    }
+
+
+def _with_user(
+    settings: dict[str, str], config: SparkConfig, java_keys: tuple[str, ...]
+) -> dict[str, str]:
+    user: Mapping[str, str] = config.configs
+    settings.update({k: v for k, v in user.items() if k not in _JAVA_KEYS})
+    for key in java_keys:
+        settings[key] = f"{settings.get(key, JAVA_OPTIONS)} {user.get(key, '')}".strip()
+    return settings
+
+
+def spark_configs(config: SparkConfig, log_level: str | None = None) -> dict[str, str]:
+    """Spark settings for RayDP: ours, then the user's (Java options are merged, not replaced).
+
+    Spark's log4j2 configuration is the quiet one unless ``log_level`` is ``debug``
+    (``hybrid_shuffle.quiet``); a user's own ``spark.log4j.config.file.name`` wins.
+    """
+    return _with_user({**spark_log_configs(log_level), **_common(config)}, config, _JAVA_KEYS)
+
+
+def local_spark_configs(config: SparkConfig, log_level: str | None = None) -> dict[str, str]:
+    """Spark settings for local mode: the executors are the driver's threads, so the
+    driver's heap is ``executor_memory`` times the executors (at least the 4 GiB the
+    Arrow collect needs), and the quiet log4j2 file is a JVM option of the driver
+    (RayDP's ``spark.log4j.config.file.name`` does not exist here)."""
+    settings = _common(config)
+    heap_mib = max(4096, (config.executor_memory >> 20) * config.executors)
+    settings["spark.driver.memory"] = f"{heap_mib}m"
+    quiet = f"-Dlog4j2.configurationFile=file:{LOG4J2_QUIET}" if is_quiet(log_level) else ""
+    settings["spark.driver.extraJavaOptions"] = f"{JAVA_OPTIONS} {quiet}".strip()
+    settings["spark.executor.extraJavaOptions"] = JAVA_OPTIONS
+    return _with_user(settings, config, _JAVA_KEYS[:2])

@@ -1,0 +1,459 @@
+"""A DataFrame's physical plan as the translation reads it: the plan as JSON, its
+formatted operator ids, the Parquet files its scans read, and a subtree as a DataFrame
+(for a fallback).
+
+Every call into the JVM of the translation is here, the same for each Spark version;
+the names that differ between versions come from the version's shim (``shim``,
+``spark35``, ``spark4``).  The plan is planned afresh with adaptive execution off
+(``spark.sql.adaptive.enabled=false`` for that one planning): an adaptive plan is only
+final after it ran, and its exchanges are what the engine runs instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybrid_shuffle.errors import PlanError
+from hybrid_shuffle.sparkplan.shim import shim_for
+from hybrid_shuffle.sparkplan.tree import Node, parse
+
+__all__ = [
+    "Attribute",
+    "PhysicalPlan",
+    "ScanFiles",
+    "jvm_node",
+    "output_attributes",
+    "physical_plan",
+    "spark_error",
+    "subtree_dataframe",
+]
+
+_METADATA_LENGTH = "spark.sql.maxMetadataStringLength"
+_DEFAULTS = {"spark.sql.adaptive.enabled": "true", _METADATA_LENGTH: "100"}
+_HEADER = re.compile(r"^\((\d+)\) (.+)$")
+_SCAN = re.compile(r"^Scan (\w+)")
+_LOCATION = re.compile(r"^Location: \w+(?:\(\d+ paths?\))?\s*\[(.*)\]$")
+_SKIPPED = frozenset({"WholeStageCodegenExec", "InputAdapter"})
+_TREE_LINE = re.compile(r"^[\s:|+\-]*(?:\*\s)?(.+?)\s\((\d+)\)\s*$")
+_REUSES = re.compile(r"^\((\d+)\) \w+ \[Reuses operator id: (\d+)\]")
+#: a subquery section's header; the adaptive plan names it ``subquery#35``, the other
+#: ``scalar-subquery#35``
+_SUBQUERY = re.compile(
+    r"^Subquery:\d+ Hosting operator id = \d+ Hosting Expression = .*?(\S*subquery#\d+)"
+)
+
+
+@dataclass
+class ScanFiles:
+    """A file scan as the formatted plan prints it: ``Scan parquet`` and its location."""
+
+    format: str
+    roots: list[str]
+
+
+@dataclass
+class PhysicalPlan:
+    """What the translation reads of one DataFrame's plan."""
+
+    root: Node
+    #: formatted id of a ReusedExchange -> the id of the exchange it reuses
+    reuses: dict[int, int]
+    #: the formatted explain text (shown by ``explain()`` next to the engine's plan)
+    formatted: str
+    #: the JVM plan, for fallback subtrees
+    jvm_plan: Any
+    #: file scan id -> its format and root paths
+    scans: dict[int, ScanFiles] = field(default_factory=dict)
+    #: ``id(node)`` -> its JVM operator, as far as looked up (``jvm_node``)
+    jvm_nodes: dict[int, Any] = field(default_factory=dict)
+    #: seconds Spark took to plan (and print) the query
+    spark_seconds: float = 0.0
+    #: operator id -> the id ``df.explain(mode="formatted")`` shows the user, where the
+    #: session's settings (adaptive execution) make them differ (``user_ids``)
+    shown: dict[int, int] = field(default_factory=dict)
+    #: seconds spent reading the JSON and the formatted text
+    parse_seconds: float = 0.0
+    #: operator id -> its name and arguments as ``explain(mode="formatted")`` prints
+    arguments: dict[int, str] = field(default_factory=dict)
+
+    def shown_id(self, op_id: int) -> int:
+        """The id the user's ``df.explain(mode="formatted")`` prints for ``op_id``."""
+        return self.shown.get(op_id, op_id)
+
+    def nodes_by_id(self) -> dict[int, Node]:
+        found: dict[int, Node] = {}
+        stack = [self.root, *_subquery_plans(self.root)]
+        for top in stack:
+            for n in top.walk():
+                if n.op_id is not None:
+                    found.setdefault(n.op_id, n)
+        return found
+
+
+def spark_error(error: BaseException) -> str | None:
+    """Spark's own one-line message of a rejected query (an ``AnalysisException`` or a
+    ``ParseException``), without the Java stack; ``None`` if it is not one."""
+    name = type(error).__name__
+    if name in ("AnalysisException", "ParseException", "IllegalArgumentException"):
+        import pyspark
+
+        attribute = shim_for(pyspark.__version__).error_description
+        text = getattr(error, attribute, None) or str(error)
+        return " ".join(str(text).split("\n\nJVM stacktrace")[0].split())
+    return None
+
+
+def physical_plan(df: Any) -> PhysicalPlan:
+    """``df``'s physical plan, planned with adaptive execution off."""
+    spark = df.sparkSession
+    shim = shim_for(str(spark.version))
+    jvm = spark._jvm
+    conf = spark._jsparkSession.sessionState().conf()
+    # adaptive execution off for this planning; the scans' locations printed in full
+    settings = {"spark.sql.adaptive.enabled": "false", _METADATA_LENGTH: "1000000000"}
+    before = {k: conf.getConfString(k, _DEFAULTS[k]) for k in settings}
+    started = time.perf_counter()
+    for k, v in settings.items():
+        conf.setConfString(k, v)
+    try:
+        logical = df._jdf.queryExecution().logical()
+        fresh = shim.dataset_of_rows(spark, logical)
+        execution = fresh.queryExecution()
+        jvm_plan = execution.executedPlan()
+        text = str(jvm_plan.toJSON())
+        mode = jvm.org.apache.spark.sql.execution.ExplainMode.fromString("formatted")
+        formatted = str(execution.explainString(mode))
+    finally:
+        for k, v in before.items():
+            conf.setConfString(k, v)
+    shown = None
+    if before["spark.sql.adaptive.enabled"].strip().lower() == "true":
+        # the ids the user sees in df.explain(mode="formatted") are the adaptive plan's
+        shown = str(df._jdf.queryExecution().explainString(mode))
+    planned = time.perf_counter()
+    root = parse(json.loads(text))
+    plan = PhysicalPlan(root, {}, formatted, jvm_plan)
+    _number(plan)
+    plan.arguments, plan.scans = _details(formatted)
+    if shown is not None:
+        plan.shown = user_ids(formatted, shown)
+    plan.spark_seconds = planned - started
+    plan.parse_seconds = time.perf_counter() - planned
+    return plan
+
+
+def _details(formatted: str) -> tuple[dict[int, str], dict[int, ScanFiles]]:
+    """From the formatted details: per operator id its name and ``Arguments:`` (an
+    exchange's partitioning), and per file scan its format and root paths."""
+    found: dict[int, str] = {}
+    scans: dict[int, ScanFiles] = {}
+    current: int | None = None
+    for line in formatted.splitlines():
+        header = _HEADER.match(line)
+        if header:
+            current = int(header.group(1))
+            found[current] = f"{header.group(2).split(' [')[0].strip()} ({current})"
+            scan = _SCAN.match(header.group(2))
+            if scan:
+                scans[current] = ScanFiles(scan.group(1), [])
+        elif current is None:
+            continue
+        elif line.startswith("Arguments: "):
+            found[current] = f"{found[current]} {line[len('Arguments: ') :]}"
+        elif line.startswith("Location: ") and current in scans:
+            match = _LOCATION.match(line)
+            if match:
+                scans[current].roots = [p.strip() for p in match.group(1).split(", ") if p]
+    return found, scans
+
+
+@dataclass(frozen=True)
+class _Line:
+    """One operator of a printed tree: its id, its name and how deep it is printed."""
+
+    id: int
+    name: str
+    column: int
+
+
+def _tree_lines(formatted: str) -> tuple[list[_Line], dict[str, list[_Line]]]:
+    """The operators of the main tree in the order printed (pre-order), and per subquery
+    name (``scalar-subquery#721``) those of its tree."""
+    main: list[_Line] = []
+    subqueries: dict[str, list[_Line]] = {}
+    current: list[_Line] | None = None
+    in_tree = False
+    #: the column of an InMemoryTableScan's name while the cached plan Spark prints under
+    #: it (InMemoryRelation and its own tree, not children in the JSON) is skipped
+    cached: int | None = None
+    for line in formatted.splitlines():
+        if line.startswith("== Physical Plan =="):
+            current, in_tree, cached = main, True, None
+            continue
+        match = _SUBQUERY.match(line)
+        if match:
+            block = subqueries.setdefault(match.group(1), [])
+            # a subquery hosted by two operators (Spark 4: a filter and the scan it is
+            # pushed into) is printed under each, with the same ids: read it once
+            current = None if block else block
+            in_tree, cached = True, None
+            continue
+        if not line.strip():
+            in_tree = False
+            continue
+        if in_tree and current is not None:
+            tree = _TREE_LINE.match(line)
+            if tree:
+                if cached is not None and tree.start(1) > cached:
+                    continue
+                cached = tree.start(1) if tree.group(1) == "InMemoryTableScan" else None
+                name = tree.group(1).split()[0]
+                current.append(_Line(int(tree.group(2)), name, tree.start(1)))
+    return main, subqueries
+
+
+def _tree_blocks(formatted: str) -> tuple[list[int], dict[str, list[int]]]:
+    """``_tree_lines``'s ids only."""
+    main, subqueries = _tree_lines(formatted)
+    return [x.id for x in main], {k: [x.id for x in v] for k, v in subqueries.items()}
+
+
+def user_ids(formatted: str, shown: str) -> dict[int, int]:
+    """Per operator id of ``formatted`` (the plan planned with adaptive execution off),
+    the id ``shown`` gives the same operator: what ``df.explain(mode="formatted")``
+    prints under the session's own settings.  With adaptive execution on (Spark's
+    default) that plan has no columnar transitions yet and reuses no exchange, so its
+    ids differ; the trees are matched operator by operator, in the order printed, and
+    a reused exchange takes the id of the copy printed in its place.  An empty map if
+    the trees do not match (the ids of ``formatted`` are then used)."""
+    off_main, off_subs = _tree_lines(formatted)
+    on_main, on_subs = _tree_lines(shown)
+    on_main = [x for x in on_main if x.name != "AdaptiveSparkPlan"]
+    mapping: dict[int, int] = {}
+    pairs = [(off_main, on_main)]
+    on_blocks = [[x for x in v if x.name != "AdaptiveSparkPlan"] for v in on_subs.values()]
+    pairs += list(zip(off_subs.values(), on_blocks, strict=False))
+    for off, on in pairs:
+        found = _align(off, on)
+        if found is None:
+            return {}
+        mapping.update(found)
+    return mapping
+
+
+_SAME = {"ReusedExchange": ("Exchange", "BroadcastExchange")}
+
+
+def _align(off: list[_Line], on: list[_Line]) -> dict[int, int] | None:
+    mapping: dict[int, int] = {}
+    j = 0
+    for line in off:
+        if j >= len(on):
+            return None if line.name not in _TRANSITIONS else mapping
+        target = on[j]
+        if line.name == target.name or target.name in _SAME.get(line.name, ()):
+            mapping[line.id] = target.id
+            j += 1
+            if line.name == "ReusedExchange" and target.name != "ReusedExchange":
+                while j < len(on) and on[j].column > target.column:  # the copy's subtree
+                    j += 1
+        elif line.name not in _TRANSITIONS:
+            return None
+    return mapping if j == len(on) else None
+
+
+#: operators the plan planned with adaptive execution off has and the adaptive one has not
+#: yet (they are added when each stage runs)
+_TRANSITIONS = frozenset({"ColumnarToRow", "RowToColumnar"})
+
+
+def _visible(node: Node) -> list[Node]:
+    """The nodes the formatted tree prints under ``node``, in pre-order."""
+    out: list[Node] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.cls not in _SKIPPED:
+            out.append(n)
+        stack.extend(reversed(n.children))
+    return out
+
+
+def _number(plan: PhysicalPlan) -> None:
+    main, subqueries = _tree_blocks(plan.formatted)
+    for node, op_id in zip(_visible(plan.root), main, strict=False):
+        node.op_id = op_id
+    for line in plan.formatted.splitlines():
+        match = _REUSES.match(line)
+        if match:
+            plan.reuses[int(match.group(1))] = int(match.group(2))
+    for sub in _subquery_plans(plan.root):
+        ids = subqueries.get(str(sub.get("name", "")), [])
+        body = sub.children[0] if sub.cls == "SubqueryExec" and sub.children else sub
+        for node, op_id in zip(_visible(body), ids, strict=False):
+            node.op_id = op_id
+
+
+def _subquery_plan(raw: list[Any]) -> Node:
+    """A scalar subquery's plan; a ``ReusedSubqueryExec`` (a subquery computed once for
+    several expressions: Spark 4 also pushes a filter's subquery into its scan's data
+    filters, and the filter's copy reuses the scan's) is the subquery it reuses, which the
+    JSON prints in full as its ``child``."""
+    sub = parse(raw)
+    reused = sub.get("child")
+    if sub.cls == "ReusedSubqueryExec" and isinstance(reused, list) and reused:
+        return parse(reused)
+    return sub
+
+
+def _subquery_plans(root: Node) -> list[Node]:
+    """Every subquery plan in the tree (parsed once, cached on the hosting expression)."""
+    found: list[Node] = []
+
+    def scan(value: Any) -> None:
+        if isinstance(value, dict):
+            if str(value.get("class", "")).endswith("ScalarSubquery") and isinstance(
+                value.get("plan"), list
+            ):
+                sub = value.get("_parsed")
+                if sub is None:
+                    sub = _subquery_plan(value["plan"])
+                    value["_parsed"] = sub
+                found.append(sub)
+                for n in sub.walk():
+                    for v in n.fields.values():
+                        scan(v)
+                return
+            for v in value.values():
+                scan(v)
+        elif isinstance(value, list):
+            for v in value:
+                scan(v)
+
+    for node in root.walk():
+        for v in node.fields.values():
+            scan(v)
+    return found
+
+
+def jvm_node(plan: PhysicalPlan, target: Node) -> Any:
+    """The JVM operator of ``target``, found by walking from the root (or a subquery's
+    plan) along child indices: only a fallback needs one, so only a fallback pays for
+    the calls into the JVM."""
+    cached = plan.jvm_nodes.get(id(target))
+    if cached is not None:
+        return cached
+
+    def path_to(node: Node) -> list[int] | None:
+        if node is target:
+            return []
+        for i, child in enumerate(node.children):
+            rest = path_to(child)
+            if rest is not None:
+                return [i, *rest]
+        return None
+
+    tops: list[tuple[Node, Any]] = [(plan.root, plan.jvm_plan)]
+    while tops:
+        top, jvm_top = tops.pop(0)
+        path = path_to(top)
+        if path is not None:
+            current = jvm_top
+            for i in path:
+                current = current.children().apply(i)
+            plan.jvm_nodes[id(target)] = current
+            return current
+        # the subqueries hosted anywhere in ``top``, in the order Spark lists them
+        hosts = [n for n in top.walk() if _hosted_subqueries(n)]
+        for host in hosts:
+            jvm_host = jvm_node(plan, host)
+            subs = [_reused(s) for s in _seq(jvm_host.subqueries())]
+            tops.extend(zip(_hosted_subqueries(host), subs, strict=False))
+    raise PlanError(f"the Spark operator {target.cls} cannot be found in Spark's plan")
+
+
+def _hosted_subqueries(node: Node) -> list[Node]:
+    """The subquery plans in ``node``'s own expressions, in the order Spark lists them."""
+    found: list[Node] = []
+
+    def scan(value: Any) -> None:
+        if isinstance(value, dict):
+            sub = value.get("_parsed")
+            if sub is not None:
+                found.append(sub)
+                return
+            for v in value.values():
+                scan(v)
+        elif isinstance(value, list):
+            for v in value:
+                scan(v)
+
+    for v in node.fields.values():
+        scan(v)
+    return found
+
+
+def _reused(jvm_subquery: Any) -> Any:
+    """The JVM subquery a ``ReusedSubqueryExec`` reuses (as ``_subquery_plan`` parses it)."""
+    if str(jvm_subquery.getClass().getSimpleName()) == "ReusedSubqueryExec":
+        return jvm_subquery.child()
+    return jvm_subquery
+
+
+def _seq(value: Any) -> list[Any]:
+    return [value.apply(i) for i in range(value.size())]
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One output attribute of a JVM operator."""
+
+    id: int
+    name: str
+    #: ``DataType.typeName``: the JSON's name of the type (``decimal(15,2)``)
+    type_name: str
+    nullable: bool
+
+
+def output_attributes(plan: PhysicalPlan, node: Node) -> list[Attribute]:
+    """``node``'s output attributes, asked of its JVM operator (most operators' JSON lacks
+    them)."""
+    output = jvm_node(plan, node).output()
+    found = []
+    for i in range(output.size()):
+        attribute = output.apply(i)
+        found.append(
+            Attribute(
+                int(attribute.exprId().id()),
+                str(attribute.name()),
+                str(attribute.dataType().typeName()),
+                bool(attribute.nullable()),
+            )
+        )
+    return found
+
+
+def subtree_dataframe(plan: PhysicalPlan, node: Node, spark: Any) -> Any:
+    """A DataFrame computing ``node``'s subtree in Spark (a fallback): its RDD of rows
+    under its own schema, so Spark runs exactly that part of the plan."""
+    found = jvm_node(plan, node)
+    if found.supportsColumnar():  # a scan of batches: Spark's own conversion to rows
+        found = spark._jvm.org.apache.spark.sql.execution.ColumnarToRowExec(found)
+    rdd = found.execute()
+    schema = found.schema()
+    jdf = spark._jsparkSession.internalCreateDataFrame(rdd, schema, False)
+    from pyspark.sql import DataFrame
+
+    from hybrid_shuffle.spark import SIZE_HINT
+
+    df = DataFrame(jdf, spark)
+    # an RDD has no size estimate of its own: the operator's logical plan has one (a
+    # cached table's is its size), which the bridge needs to choose how to fetch it
+    link = found.logicalLink()
+    if link.isDefined():
+        setattr(df, SIZE_HINT, int(str(link.get().stats().sizeInBytes())))
+    return df

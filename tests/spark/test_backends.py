@@ -1,0 +1,121 @@
+"""``spark.backend``: which Spark the session runs, who stops it, and how data travels.
+
+Runs on both Spark versions (``./dev test`` runs the Spark-facing tests in a second
+virtualenv with pyspark 4): the default backend fits the installed pyspark, a
+backend that does not is one sentence naming both versions, and a SparkSession the
+test made itself (``attach``) serves the session and outlives it.  A DataFrame
+larger than ``spark.collect_limit`` goes from Spark's workers into the session's
+holder without passing through the driver: every object of it is owned by the
+holder, none by the driver.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+from ray.core.generated.common_pb2 import Address
+
+import hybrid_shuffle as hs
+from hybrid_shuffle.config import SparkConfig, load_config
+from hybrid_shuffle.spark import JAVA_OPTIONS
+from hybrid_shuffle.spark.backends import choose_backend, installed_pyspark
+
+from .test_bridge import rows
+
+pytestmark = pytest.mark.spark
+pyspark_sql = pytest.importorskip("pyspark.sql")
+
+PYSPARK = installed_pyspark() or "0"
+SPARK4 = int(PYSPARK.split(".")[0]) >= 4
+CONFIG: dict[str, Any] = {
+    "parallelism": 2,
+    "ray": {"num_cpus": 4, "object_store_memory": "400 MiB"},
+    "shuffle": {"buffer_size": "1 MiB", "memory_budget": "64 MiB"},
+}
+
+
+def test_the_default_backend_fits_the_installed_pyspark() -> None:
+    assert choose_backend(SparkConfig(), None).name == ("local" if SPARK4 else "raydp")
+
+
+@pytest.mark.skipif(not SPARK4, reason="RayDP runs on the installed pyspark 3.5")
+def test_raydp_on_pyspark_4_is_one_sentence_naming_both_versions() -> None:
+    if ray.is_initialized():
+        ray.shutdown()
+    with pytest.raises(hs.ConfigError) as raised:
+        hs.Session({**CONFIG, "spark": {"backend": "raydp"}})
+    message = str(raised.value)
+    assert f"pyspark {PYSPARK} is installed" in message
+    assert "pyspark<=3.5.7" in message and "spark.backend: local" in message
+    assert "\n" not in message
+    assert not ray.is_initialized()  # refused before anything started
+
+
+def test_attach_without_a_session_names_the_fix() -> None:
+    with pytest.raises(hs.ConfigError, match=r"hs\.Session\(config, spark=spark\)"):
+        hs.Session({**CONFIG, "spark": {"backend": "attach"}})
+
+
+def test_a_backend_that_is_not_one_lists_the_three() -> None:
+    with pytest.raises(hs.ConfigError, match="raydp, local, attach"):
+        load_config({"spark": {"backend": "yarn"}})
+
+
+@pytest.fixture(scope="module")
+def own_spark() -> Iterator[Any]:
+    """A local SparkSession made here, as a notebook would: the engine must not stop it."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers' Python: the driver's
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("the-users-own")
+        .config("spark.driver.extraJavaOptions", JAVA_OPTIONS)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    yield spark
+    spark.stop()
+
+
+def test_attach_serves_the_session_and_the_spark_outlives_it(own_spark: Any) -> None:
+    if ray.is_initialized():
+        ray.shutdown()
+    df = own_spark.range(0, 5000, numPartitions=3).selectExpr(
+        "id", "cast(id % 7 as int) as k", "cast(id / 3 as decimal(12,2)) as d"
+    )
+    with hs.Session(CONFIG, spark=own_spark) as session:
+        assert session.bridge.backend.name == "attach"
+        assert session.spark is own_spark
+        back = session.job("attached").from_spark(df).to_spark()
+        assert back.schema == df.schema  # nullability included
+        assert rows(back) == rows(df)
+    assert not ray.is_initialized()
+    assert own_spark.range(0, 10).count() == 10  # still running, still usable
+
+
+def test_a_hand_over_above_collect_limit_never_passes_through_the_driver(
+    own_spark: Any,
+) -> None:
+    config = {**CONFIG, "spark": {"collect_limit": "1 KiB", "collect_chunk": 20_000}}
+    df = own_spark.range(0, 100_000, numPartitions=3).selectExpr("id", "cast(id as string) as s")
+    with hs.Session(config, spark=own_spark) as session:
+        refs = session.bridge.to_arrow_refs(df, "big")
+        holder = session.bridge._holder
+        assert holder is not None  # the executors' path was taken
+        holder_worker = ray.get(holder.worker_id.remote(), timeout=60)
+        driver = ray.get_runtime_context().get_worker_id()
+        core = ray._private.worker.global_worker.core_worker
+        owners = {Address.FromString(core.get_owner_address(r)).worker_id.hex() for r in refs}
+        assert owners == {holder_worker} and driver not in owners
+        assert len(refs) >= 6  # 3 partitions of 33k rows, in chunks of 20k: put by Spark
+        table = ray.get(refs)
+        assert sum(t.num_rows for t in table) == 100_000
+        got = session.job("big").from_spark(df).to_arrow()
+        assert sorted(got.column("id").to_pylist()) == list(range(100_000))
