@@ -41,6 +41,10 @@ issue 24's targets (engine total/Spark <= 0.5x, engine run/DuckDB <= 3x), comput
 only when every query has a correct engine answer.  ``--json out.json`` writes it all.
 
     RAY_ADDRESS=local .venv/bin/python -m benchmarks.tpch_sql --scale 1 --repeat 3
+
+On Spark 4 (issue 25) the same command runs in ``.venv-spark4``: the session's Spark is
+then local mode (the default backend without RayDP) with the same 2 task threads, and
+the summary names the backend and Spark version it ran on.
 """
 
 from __future__ import annotations
@@ -339,6 +343,8 @@ def run(
             spark = session.spark
             spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
             aqe = spark.conf.get("spark.sql.adaptive.enabled")
+            # the installed pyspark picks the backend: raydp on 3.5, local on 4 (issue 25)
+            backend = {"backend": session.bridge.backend.name, "version": spark.version}
             for table, path in paths.items():
                 spark.read.parquet(path).createOrReplaceTempView(table)
             # Spark's answers are the reference, so Spark always runs (timed or not)
@@ -347,9 +353,11 @@ def run(
                 results["duckdb"] = run_duckdb(paths, texts, repeat, results["spark"])
             if "engine" in systems:
                 results["engine"] = run_engine(session, texts, repeat, results["spark"], timeout)
-    return _summary(
+    summary = _summary(
         results, texts, systems, scale, str(folder), partitions, aqe, repeat, time.time() - started
     )
+    summary["spark"].update(backend)
+    return summary
 
 
 def _summary(
@@ -460,7 +468,8 @@ def _geomean(values: list[float | None]) -> tuple[float | None, float | None, in
 def print_summary(summary: dict[str, Any]) -> None:
     spark = summary["spark"]
     print(
-        f"TPC-H SF{summary['scale']:g}, 22 queries as SQL (issue 24): Spark SQL on RayDP "
+        f"TPC-H SF{summary['scale']:g}, 22 queries as SQL (issue 24): Spark SQL "
+        f"{spark.get('version', '')} on {spark.get('backend', 'raydp')} "
         f"({spark['executors']} executor x {spark['executor_cores']} cores, AQE "
         f"{spark['adaptive_enabled']}, {spark['shuffle_partitions']} shuffle partitions), "
         f"DuckDB {summary['duckdb_threads']} threads, engine Session.sql; best of "

@@ -138,10 +138,10 @@ class SparkBridge:
                 table = table.cast(schema)
             rows = min(self.config.collect_chunk, max(-(-table.num_rows // pieces), 1))
             return [_put(t) for t in _chunks(table, rows)]
-        if self.backend.uses_raydp:
-            from raydp.spark.dataset import from_spark_recoverable
-
-            return list(from_spark_recoverable(df).to_arrow_refs())
+        # every backend, RayDP's too: RayDP's own from_spark_recoverable waits for a free
+        # Ray CPU, and with its executors holding them all (one executor of both cores on
+        # a 2-core machine) it never returns; the holder needs none, and was faster
+        # (BENCHMARKS.md, issue 25)
         self._holder_started()
         refs = holder.put_dataframe(
             df, self.session_id, self.config.collect_chunk, self.wait_timeout

@@ -18,14 +18,13 @@ from typing import Any
 
 import pytest
 import ray
-from ray.core.generated.common_pb2 import Address
 
 import hybrid_shuffle as hs
 from hybrid_shuffle.config import SparkConfig, load_config
 from hybrid_shuffle.spark import JAVA_OPTIONS
 from hybrid_shuffle.spark.backends import choose_backend, installed_pyspark
 
-from .test_bridge import rows
+from .test_bridge import holder_worker, owners, rows
 
 pytestmark = pytest.mark.spark
 pyspark_sql = pytest.importorskip("pyspark.sql")
@@ -103,17 +102,17 @@ def test_attach_serves_the_session_and_the_spark_outlives_it(own_spark: Any) -> 
 def test_a_hand_over_above_collect_limit_never_passes_through_the_driver(
     own_spark: Any,
 ) -> None:
+    """On an attached Spark; ``test_bridge`` checks the same on the Spark the session
+    starts (RayDP on Spark 3.5, local mode on Spark 4)."""
+    if ray.is_initialized():
+        ray.shutdown()
     config = {**CONFIG, "spark": {"collect_limit": "1 KiB", "collect_chunk": 20_000}}
-    df = own_spark.range(0, 100_000, numPartitions=3).selectExpr("id", "cast(id as string) as s")
     with hs.Session(config, spark=own_spark) as session:
+        df = own_spark.range(0, 100_000, numPartitions=3).selectExpr(
+            "id", "cast(id as string) as s"
+        )
         refs = session.bridge.to_arrow_refs(df, "big")
-        holder = session.bridge._holder
-        assert holder is not None  # the executors' path was taken
-        holder_worker = ray.get(holder.worker_id.remote(), timeout=60)
-        driver = ray.get_runtime_context().get_worker_id()
-        core = ray._private.worker.global_worker.core_worker
-        owners = {Address.FromString(core.get_owner_address(r)).worker_id.hex() for r in refs}
-        assert owners == {holder_worker} and driver not in owners
+        assert owners(refs) == {holder_worker(session)}  # none is the driver's
         assert len(refs) >= 6  # 3 partitions of 33k rows, in chunks of 20k: put by Spark
         table = ray.get(refs)
         assert sum(t.num_rows for t in table) == 100_000

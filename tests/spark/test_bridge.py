@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 import pytest
+import ray
 
 import hybrid_shuffle as hs
 
@@ -43,6 +45,23 @@ def _nan_safe(value: Any) -> Any:
     if isinstance(value, list):
         return [_nan_safe(v) for v in value]
     return value
+
+
+def owners(refs: list[Any]) -> set[str]:
+    """The Ray workers owning the objects of ``refs`` (hex worker ids)."""
+    from ray.core.generated.common_pb2 import Address
+
+    core = ray._private.worker.global_worker.core_worker
+    return {Address.FromString(core.get_owner_address(r)).worker_id.hex() for r in refs}
+
+
+def holder_worker(session: hs.Session) -> str:
+    """The worker of the session's Spark holder (the executors' hand-over path was taken)."""
+    holder = session.bridge._holder
+    assert holder is not None
+    worker: str = ray.get(holder.worker_id.remote(), timeout=60)
+    assert worker != ray.get_runtime_context().get_worker_id()  # not the driver
+    return worker
 
 
 def rows(df: Any) -> list[Any]:
@@ -158,3 +177,22 @@ def test_a_cache_filled_from_spark_lets_later_jobs_skip_the_hand_off(
     assert got == want
     cached.invalidate()
     assert session.partitions_occupying_local_resources() == {0: set(), 1: set()}
+
+
+def test_a_dataframe_above_collect_limit_goes_from_spark_s_workers_to_the_holder(
+    session: hs.Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's own Spark (RayDP on Spark 3.5, local mode on Spark 4): above
+    ``spark.collect_limit`` the rows go from Spark's Python workers into the holder,
+    never through the driver."""
+    small = dataclasses.replace(session.bridge.config, collect_limit=1024, collect_chunk=20_000)
+    monkeypatch.setattr(session.bridge, "config", small)
+    df = session.spark.range(0, 100_000, numPartitions=3).selectExpr(
+        "id", "cast(id % 7 as int) as k", "cast(id as string) as s"
+    )
+    refs = session.bridge.to_arrow_refs(df, "big")
+    assert owners(refs) == {holder_worker(session)}
+    assert sum(t.num_rows for t in ray.get(refs)) == 100_000
+    got = session.job("big").from_spark(df).to_arrow()
+    assert sorted(got.column("id").to_pylist()) == list(range(100_000))
+    assert got.schema == session.bridge.arrow_schema(df, "big")
