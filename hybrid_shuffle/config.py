@@ -236,7 +236,7 @@ class SparkConfig:
     executor_memory: int = 1 << 30
     #: DataFrames up to this estimated size come in through the driver (one Arrow copy,
     #: the fastest path); larger ones go from Spark's executors straight into the object
-    #: store (RayDP's recoverable path, or the engine's own holder on ``local``/``attach``)
+    #: store, through the session's holder actor
     collect_limit: int = 256 << 20
     #: rows per object-store object when the driver puts a table
     collect_chunk: int = 1_000_000

@@ -5,9 +5,8 @@ size estimate), the partitions are converted to Arrow by Spark itself (one
 conversion in the executors, streamed to the driver) and ``ray.put`` by the
 driver, which owns them for the session: one copy into the object store,
 readable from any node.  Above it the driver would hold too much, so Spark's
-executors put the data themselves: RayDP's recoverable path (blocks rebuilt by
-lineage) on ``raydp``, the engine's holder (``hybrid_shuffle.spark.holder``)
-on ``local`` and ``attach``.
+executors send it to the engine's holder (``hybrid_shuffle.spark.holder``),
+on every backend.
 
 DataFrames out (``to_dataframe``): the result's Arrow chunks are put by the
 driver and read by Spark tasks from the object store, through RayDP's reader or
