@@ -143,7 +143,7 @@ class SparkBridge:
         # (BENCHMARKS.md, issue 25)
         self._holder_started()
         refs = holder.put_dataframe(
-            df, self.session_id, self.config.collect_chunk, self.wait_timeout
+            df, schema, self.session_id, self.config.collect_chunk, self.wait_timeout
         )
         return refs or [ray.put(schema.empty_table())]
 

@@ -146,8 +146,12 @@ def _holder_in_worker(address: str, env: dict[str, str], name: str) -> Any:
     return ray.get_actor(name, namespace=NAMESPACE)
 
 
-def put_dataframe(df: Any, session_id: str, chunk_rows: int, timeout: float) -> list[Any]:
-    """The DataFrame's rows as refs owned by the session's holder, put by Spark's workers."""
+def put_dataframe(
+    df: Any, schema: pa.Schema, session_id: str, chunk_rows: int, timeout: float
+) -> list[Any]:
+    """The DataFrame's rows as refs owned by the session's holder, put by Spark's workers,
+    each table cast to ``schema`` (the one the job was planned with: an attached Spark's
+    session time zone may differ from UTC)."""
     address, env = ray.get_runtime_context().gcs_address, _ray_env()
     name = holder_name(session_id)
     key = uuid.uuid4().hex
@@ -166,12 +170,10 @@ def put_dataframe(df: Any, session_id: str, chunk_rows: int, timeout: float) -> 
             chunk.append(batch)
             rows += batch.num_rows
             if rows >= chunk_rows:
-                table = pa.Table.from_batches(chunk)
-                pending.append(holder.put.remote(key, partition, attempt, table))
+                pending.append(holder.put.remote(key, partition, attempt, _table(chunk, schema)))
                 chunk, rows = [], 0
         if chunk:
-            table = pa.Table.from_batches(chunk)
-            pending.append(holder.put.remote(key, partition, attempt, table))
+            pending.append(holder.put.remote(key, partition, attempt, _table(chunk, schema)))
         written = sum(ray.get(pending, timeout=timeout))
         ray.get(holder.commit.remote(key, partition, attempt), timeout=timeout)
         yield pa.RecordBatch.from_pydict({"rows": pa.array([written], pa.int64())})
@@ -212,3 +214,8 @@ def _first_line(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     found = [line for line in lines if "Error:" in line or "Exception:" in line]
     return (found[-1] if found else lines[0] if lines else type(error).__name__)[:300]
+
+
+def _table(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    table = pa.Table.from_batches(batches)
+    return table if table.schema.equals(schema) else table.cast(schema)

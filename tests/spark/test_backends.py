@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import ray
 
@@ -75,7 +76,7 @@ def own_spark() -> Iterator[Any]:
         SparkSession.builder.master("local[2]")
         .appName("the-users-own")
         .config("spark.driver.extraJavaOptions", JAVA_OPTIONS)
-        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.session.timeZone", "America/New_York")  # not the engine's UTC
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
@@ -109,7 +110,7 @@ def test_a_hand_over_above_collect_limit_never_passes_through_the_driver(
     config = {**CONFIG, "spark": {"collect_limit": "1 KiB", "collect_chunk": 20_000}}
     with hs.Session(config, spark=own_spark) as session:
         df = own_spark.range(0, 100_000, numPartitions=3).selectExpr(
-            "id", "cast(id as string) as s"
+            "id", "cast(id as string) as s", "timestamp_seconds(id) as ts"
         )
         refs = session.bridge.to_arrow_refs(df, "big")
         assert owners(refs) == {holder_worker(session)}  # none is the driver's
@@ -118,3 +119,6 @@ def test_a_hand_over_above_collect_limit_never_passes_through_the_driver(
         assert sum(t.num_rows for t in table) == 100_000
         got = session.job("big").from_spark(df).to_arrow()
         assert sorted(got.column("id").to_pylist()) == list(range(100_000))
+        assert got.schema == session.bridge.arrow_schema(df, "big")  # timestamps in UTC
+        instants = got.sort_by("id").column("ts").cast(pa.int64()).to_pylist()
+        assert instants == [i * 1_000_000 for i in range(100_000)]
