@@ -186,7 +186,10 @@ def test_window_decimal_average_and_range_over_nulls(session: hs.Session, spark:
 
 def test_window_without_partition_gathers_to_one_subtask(session: hs.Session, spark: Any) -> None:
     def build() -> Any:
-        df = spark.range(50).selectExpr("id", "CASE WHEN id % 7 = 0 THEN NULL ELSE id % 9 END AS x")
+        # 3 partitions: from one (local mode with one thread) Spark plans no exchange at all
+        df = spark.range(0, 50, numPartitions=3).selectExpr(
+            "id", "CASE WHEN id % 7 = 0 THEN NULL ELSE id % 9 END AS x"
+        )
         return df.select(
             "id",
             F.row_number().over(Window.orderBy(F.desc("id"))).alias("rn"),
