@@ -9,6 +9,7 @@ rejected before anything runs, naming the edges to switch.  Plain Python.
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,7 +108,16 @@ def pipelined_regions(graph: JobGraph) -> list[Region]:
     for vid in order:
         for i in range(graph.vertices[vid].parallelism):
             members[uf.find((vid, i))].append((vid, i))
-    groups = sorted(members.values(), key=lambda ts: min((position[v], i) for v, i in ts))
+    first = {root: min((position[v], i) for v, i in ts) for root, ts in members.items()}
+    reads_from: dict[Any, set[Any]] = defaultdict(set)
+    for edge in graph.edges:
+        if edge.partition_type.must_be_pipelined():
+            continue
+        for a, b in _task_pairs(graph, edge):
+            ra, rb = uf.find(a), uf.find(b)
+            if ra != rb:
+                reads_from[rb].add(ra)
+    groups = [members[root] for root in _producers_first(first, reads_from)]
     regions = []
     for n, tasks in enumerate(groups):
         inside = {v for v, _ in tasks}
@@ -115,6 +125,33 @@ def pipelined_regions(graph: JobGraph) -> list[Region]:
         group_of = {v: graph.vertices[v].slot_sharing_group for v in inside}
         regions.append(Region(n, tasks, names, group_of))
     return regions
+
+
+def _producers_first(first: dict[Any, Any], reads_from: dict[Any, set[Any]]) -> list[Any]:
+    """The regions (by root) so that each comes after every region it reads from, ties
+    broken by the position of their first subtask.  The topological order of vertices
+    alone is not enough: a join whose pipelined input was declared first would be put
+    before the blocking input it waits for, and that region could never deploy.  Regions
+    in a cycle (a region that feeds and reads another) keep the positional order."""
+    waiting = {root: len(reads_from.get(root, ())) for root in first}
+    feeds: dict[Any, list[Any]] = defaultdict(list)
+    for consumer, producers in reads_from.items():
+        for producer in producers:
+            feeds[producer].append(consumer)
+    ready = [(first[root], n, root) for n, root in enumerate(first) if waiting[root] == 0]
+    heapq.heapify(ready)
+    index = {root: n for n, root in enumerate(first)}
+    ordered: list[Any] = []
+    while ready:
+        _, _, root = heapq.heappop(ready)
+        ordered.append(root)
+        for consumer in feeds[root]:
+            waiting[consumer] -= 1
+            if waiting[consumer] == 0:
+                heapq.heappush(ready, (first[consumer], index[consumer], consumer))
+    placed = set(ordered)
+    ordered += sorted((r for r in first if r not in placed), key=lambda r: first[r])
+    return ordered
 
 
 def vertex_regions(graph: JobGraph) -> dict[VertexId, str]:

@@ -242,3 +242,30 @@ def test_key_by_aggregate_without_the_combiner_groups_as_pyarrow_too(session: hs
     )
     assert exact_rows(got.to_arrow(), ["f", "u"]) == exact_rows(want, ["f", "u"])
     assert_no_leaks(session)
+
+
+@pytest.mark.parametrize("pipelined_side_first", [True, False])
+def test_a_join_of_a_pipelined_and_a_blocking_input_runs_whichever_source_comes_first(
+    local_ray: None, pipelined_side_first: bool
+) -> None:
+    """The region reading a blocking input deploys after the region producing it, even
+    when its pipelined source was declared first (regions used to follow the order of
+    their first vertex, and that job could never deploy)."""
+    left = pa.table({"k": np.arange(1_000) % 50, "a": np.arange(1_000)})
+    right = pa.table({"k": np.arange(50), "v": np.arange(50) * 10})
+    config = {"edges": {"j.left": {"mode": "pipelined"}, "j.right": {"mode": "blocking"}}}
+    with hs.Session(config, slots=4) as mixed:  # in the module's Ray, with these edges
+        job = mixed.job("mixed")
+        if pipelined_side_first:
+            a = job.from_arrow(left, name="a", parallelism=2)
+            b = job.from_arrow(right, name="b", parallelism=2)
+        else:
+            b = job.from_arrow(right, name="b", parallelism=2)
+            a = job.from_arrow(left, name="a", parallelism=2)
+        got = a.join(b, on="k", edge="j").collect(timeout=120).table
+    expected = left.join(right, "k")
+    assert (
+        got.sort_by([("a", "ascending")])
+        .select(["k", "a", "v"])
+        .equals(expected.sort_by([("a", "ascending")]).select(["k", "a", "v"]))
+    )
