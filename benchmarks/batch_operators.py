@@ -97,7 +97,7 @@ DEFAULT_BASELINE_ROWS = 1_000_000
 AMPLE = 1 << 30
 #: the engine's smallest operators.memory
 MIN_MEMORY = 1 << 20
-SPARK = {"executors": 1, "executor_cores": 2, "executor_memory": "6 GiB"}
+SPARK = {"executors": 1, "executor_cores": 2, "executor_memory": "6 GiB", "prewarm": True}
 PEERS = ("spark", "ray-data")
 SPARK_BROADCAST_DEFAULT = str(10 << 20)
 

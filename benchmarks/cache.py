@@ -119,7 +119,7 @@ TOP_K = 100
 GROUPS = 1000
 #: "ample" operator memory: far more than any task of this workload holds
 AMPLE = 1 << 30
-SPARK = {"executors": 1, "executor_cores": 2, "executor_memory": "6 GiB"}
+SPARK = {"executors": 1, "executor_cores": 2, "executor_memory": "6 GiB", "prewarm": True}
 PEERS = ("spark", "ray-data")
 DISTRIBUTION = "uniform"
 

@@ -58,7 +58,7 @@ READ_COLUMNS = {
     "customers": ["c_custkey", "c_mktsegment", "c_nationkey"],
 }
 #: Spark: one executor with both cores; memory enough for scale 20's cached tables
-SPARK = {"executors": 1, "executor_cores": 2, "executor_memory": "6 GiB"}
+SPARK = {"executors": 1, "executor_cores": 2, "executor_memory": "6 GiB", "prewarm": True}
 RAY = {"num_cpus": 2, "object_store_memory": "4 GiB"}
 
 ENGINE = "engine path"

@@ -162,6 +162,7 @@ def run_child(backend: str, rows: int, partitions: int, warmup: int, rounds: int
             "executors": 1,
             "executor_cores": CORES,
             "executor_memory": EXECUTOR_MEMORY,
+            "prewarm": True,
         },
     }
     started = time.time()

@@ -34,7 +34,7 @@ def session_config(blocks: int = 8, object_store: str = "3 GiB") -> dict[str, An
         "ray": {"num_cpus": 2, "object_store_memory": object_store},
         "shuffle": {"buffer_size": "8 MiB", "memory_budget": "1 GiB"},
         # RayDP's from_spark caches the Arrow bytes in the executor: 1 GiB runs out at 10M rows
-        "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "2 GiB"},
+        "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "2 GiB", "prewarm": True},
     }
 
 

@@ -18,6 +18,8 @@ command line's ``--debug`` sets it to ``debug`` and ``-v`` to ``info``):
   warnings and errors);
 - ``error``, ``warning``, ``info``: the noise is off, and the engine's loggers
   log at that level (to stderr, if nothing in the process handles them);
+  ``error`` also turns off the engine's own progress lines (``announce``: Spark
+  starting, and when it is up), the one level that asks for nothing but failures;
 - ``debug``: the engine's loggers at DEBUG, and Ray, RayDP and Spark print
   everything they would by default.
 
@@ -54,6 +56,8 @@ from typing import Any
 __all__ = [
     "LOG4J2_QUIET",
     "LOG_LEVELS",
+    "announce",
+    "announces",
     "configure_engine_logging",
     "is_quiet",
     "quiet_driver",
@@ -75,6 +79,20 @@ _ENGINE_LOGGER = "hybrid_shuffle"
 def is_quiet(log_level: str | None) -> bool:
     """Whether third-party start-up noise is silenced at ``log_level`` (all but ``debug``)."""
     return log_level != "debug"
+
+
+def announces(log_level: str | None) -> bool:
+    """Whether the engine prints its progress lines at ``log_level``: at every level but
+    ``error`` (unset included), since a 20-second start with nothing on the terminal
+    looks like a hang."""
+    return log_level != "error"
+
+
+def announce(log_level: str | None, message: str) -> None:
+    """Print one progress line of the engine's to stderr (not a log record: at the default
+    level the engine's loggers show only warnings), unless ``announces`` says no."""
+    if announces(log_level):
+        print(message, file=sys.stderr, flush=True)
 
 
 class _DropPrivateAttributeNotice(logging.Filter):

@@ -8,6 +8,12 @@ actors through the slot pool.  ``session.spark`` starts Spark on first use, as
 ``spark.backend`` says (RayDP, local mode), or is the session passed as ``spark=``
 (``attach``: never stopped by the engine).
 
+``Session()`` costs about what ``ray.init`` does (``benchmarks/startup.py``):
+it waits for nothing but Ray.  The executors' processes start while the caller
+goes on, and the first job or probe waits for them (``SlotPool.wait_started``);
+the planning modules (and pandas, DuckDB with them) are imported by the first
+job, not here; Spark starts on first use, saying so on stderr.
+
 ``close()`` stops the Spark it started, releases every partition (the caches'
 too), closes and
 kills the executors, removes the spill directory and shuts down Ray only if
@@ -22,10 +28,10 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from hybrid_shuffle.config import Config, load_config
-from hybrid_shuffle.errors import ConfigError, PlanError, SessionClosedError
+from hybrid_shuffle._words import plural
+from hybrid_shuffle.config import Config, check_slots, load_config
+from hybrid_shuffle.errors import PlanError, SessionClosedError
 from hybrid_shuffle.quiet import configure_engine_logging
-from hybrid_shuffle.runtime.cache_catalog import CacheCatalog, CacheInfo
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec, SlotPool
 from hybrid_shuffle.runtime.transport import RayTransport
@@ -47,6 +53,7 @@ from hybrid_shuffle.spill_dirs import (
 if TYPE_CHECKING:
     from hybrid_shuffle.api.job import Job
     from hybrid_shuffle.api.stream import Stream
+    from hybrid_shuffle.runtime.cache_catalog import CacheCatalog, CacheInfo
 
 __all__ = ["Session"]
 
@@ -67,14 +74,12 @@ class Session:
         spark: Any = None,
     ) -> None:
         self.config = load_config(config)
-        if slots is not None and (
-            isinstance(slots, bool) or not isinstance(slots, int) or slots < 1
-        ):
-            raise ConfigError(f"slots: must be a positive integer, got {slots!r}")
+        check_slots(slots)
         self.session_id = new_session_id()
         self._closed = False
         self._owns_ray = False
         self._spill_dir: str | None = None
+        self._cache_catalog: CacheCatalog | None = None
         self.transport = RayTransport()
         configure_engine_logging(self.config.log_level)
         self.bridge = SparkBridge(
@@ -89,13 +94,14 @@ class Session:
         except BaseException:
             self.close()
             raise
-        log.info("session %s: %d slots", self.session_id, self.slots)
+        log.info("session %s: %d %s", self.session_id, self.slots, plural(self.slots, "slot"))
 
     def _start(self, address: str | None, slots: int | None) -> None:
         shuffle = self.config.shuffle
         load_shuffle_service(shuffle.service)  # fails here, naming the key
         root = check_spill_root(shuffle.spill_dir)
         if not self.transport.is_connected():
+            self.transport.preload_executor_class()  # while ray.init waits for Ray
             self.transport.connect(
                 address,
                 self.config.ray.num_cpus,
@@ -115,7 +121,6 @@ class Session:
             shuffle.service,
         )
         self.tracker = PartitionTracker(self.master)
-        self.cache_catalog = CacheCatalog(self.session_id, self.tracker)
         share = shuffle.executor_budget(self.slots)
         self.pool = SlotPool(
             self.transport,
@@ -208,6 +213,16 @@ class Session:
         job.spark_plan = translator.info
         stream.spark_schema = df.schema
         return stream
+
+    @property
+    def cache_catalog(self) -> CacheCatalog:
+        """The session's caches (``Stream.cache``); made on first use, since its module
+        imports the planner, which a session that runs no job never needs."""
+        if self._cache_catalog is None:
+            from hybrid_shuffle.runtime.cache_catalog import CacheCatalog
+
+            self._cache_catalog = CacheCatalog(self.session_id, self.tracker)
+        return self._cache_catalog
 
     @property
     def spark(self) -> Any:
@@ -317,8 +332,8 @@ class Session:
         wait = self.config.shuffle.wait_timeout
         try:
             self.bridge.stop()
-            if hasattr(self, "cache_catalog"):  # the master's close releases the partitions
-                self.cache_catalog.close()
+            if self._cache_catalog is not None:  # the master's close releases the partitions
+                self._cache_catalog.close()
             if hasattr(self, "master"):
                 self.master.close()
             if hasattr(self, "reader"):

@@ -2,6 +2,11 @@
 
 ``SlotPool`` owns the executor actors (one slot each): it creates them spread
 over the cluster's nodes, checks they started, and releases them all on close.
+``start`` returns as soon as the actors are created, so their processes start
+while the session's caller goes on (builds a job, starts Spark): the first call
+that needs them (``heal``, which every job and probe calls first, or ``info``)
+waits for their answers, bounded, and an executor whose constructor failed is
+one ``ExecutorLostError`` there, naming it and why.
 It also watches them: each executor has one ``watch`` call open, whose ref fails
 the moment Ray reports the actor dead (Ray's own death notification, no
 heartbeat), so ``dead()`` answers without waiting and ``replace`` puts a new
@@ -27,6 +32,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.errors import ExecutorLostError, WaitTimeoutError
 from hybrid_shuffle.shuffle.api import ShuffleEnvironmentContext
 
@@ -74,6 +80,11 @@ class ExecutorBackend(Protocol):
 
     def request(self, executor: Any, method: str) -> Any:
         """Call ``method()`` on ``executor`` without waiting; returns the answer's ref."""
+
+    def answers(self, refs: Sequence[Any], timeout: float) -> list[Any]:
+        """Each ref's value, waiting at most ``timeout`` for them all (else
+        ``WaitTimeoutError``); None for an actor that died (killed, its node lost);
+        ``ExecutorLostError`` for one whose constructor raised (a replacement would too)."""
 
 
 class ExecutorPool(Protocol):
@@ -123,6 +134,8 @@ class SlotPool:
         self._info: list[dict[str, Any]] = []
         #: executor index -> its open ``watch`` call
         self._watches: list[Any] = []
+        #: the first executors' pending ``ready`` refs, until ``wait_started`` took them
+        self._launch: list[Any] = []
         #: replacements not known to have started: index -> their pending ``ready`` ref
         self._starting: dict[int, Any] = {}
         #: replacements that started but whose ``info`` is not fetched yet
@@ -138,19 +151,56 @@ class SlotPool:
         self.replaced = 0
 
     def start(self) -> None:
-        """Create every executor and wait until all answer (bounded)."""
+        """Create every executor and return without waiting for them (``wait_started``)."""
         self.nodes = placement(self.size, self._backend.worker_nodes())
         self.executors = [self._create(i, self.nodes[i]) for i in range(self.size)]
-        try:
-            self._info = self._backend.call_all(self.executors, "ready", self._start_timeout)
-        except WaitTimeoutError as e:
-            raise WaitTimeoutError(
-                f"the {self.size} executor actors did not start within "
-                f"{self._start_timeout:.0f} s; the Ray cluster is out of resources, so lower "
-                "slots"
-            ) from e
         self._watches = [self._backend.watch(e) for e in self.executors]
-        log.info("started %d executor slots on %d nodes", self.size, len(set(self.nodes)))
+        self._launch = [self._backend.request(e, "ready") for e in self.executors]
+        self._info = [{} for _ in self.executors]
+        nodes = len(set(self.nodes))
+        log.info(
+            "starting %d executor %s on %d %s",
+            self.size,
+            plural(self.size, "slot"),
+            nodes,
+            plural(nodes, "node"),
+        )
+
+    def wait_started(self) -> None:
+        """Wait until the executors ``start`` created answered (at most the start
+        timeout; at once after the first call).
+
+        Not in ``start``: an executor takes a second or more to start (a Python
+        process importing the engine), which the caller spends better on its own
+        work.  One that died before it answered for another reason than its
+        constructor (killed, its node lost) is left to ``dead``/``heal``, as a death
+        after the start is."""
+        with self._lock:
+            launch = self._launch
+            if not launch:
+                return
+            try:
+                answers = self._backend.answers(launch, self._start_timeout)
+            except WaitTimeoutError as e:
+                raise WaitTimeoutError(
+                    f"the {self.size} executor actors did not start within "
+                    f"{self._start_timeout:.0f} s; the Ray cluster is out of resources, so "
+                    "lower slots"
+                ) from e
+            for index, answer in enumerate(answers):
+                if answer is None:  # died: ``dead`` reports it, ``info`` asks its successor
+                    self._stale.add(index)
+                else:
+                    self._info[index] = answer
+            self._launch = []
+        nodes = len(set(self.nodes))
+        log.info(
+            "started %d executor %s on %d %s",
+            self.size,
+            plural(self.size, "slot"),
+            nodes,
+            plural(nodes, "node"),
+        )
 
     def _create(self, index: int, node: str) -> Any:
         suffix = "" if self._created < self.size else f".{self._created}"
@@ -190,6 +240,7 @@ class SlotPool:
     def info(self) -> list[dict[str, Any]]:
         """Per executor, ``{"node_id", "pid"}``; waits (bounded) for replacements still
         starting."""
+        self.wait_started()
         with self._lock:
             stale = sorted(self._stale | set(self._starting))
             if stale:
@@ -239,21 +290,30 @@ class SlotPool:
 
     def heal(self) -> list[int]:
         """Replace every executor that died, without waiting for the replacements to
-        start; returns their indexes."""
+        start; returns their indexes.  The first call waits for the first executors
+        (``wait_started``): a job or probe needs them."""
+        self.wait_started()
         dead = self.dead()
         for index in dead:
             self.replace(index)
         return dead
 
     def close(self, timeout: float) -> None:
-        """Close every executor's environment (bounded), then kill the actors."""
+        """Close every executor's environment (bounded), then kill the actors.  One of the
+        first executors still starting is killed without asking: a ``close`` call would
+        wait for its start, and it holds nothing yet."""
+        started = self.executors
+        if self._launch:
+            up = set(self._backend.resolved(self._launch))
+            started = [e for i, e in enumerate(self.executors) if i in up]
         try:
-            self._backend.ask_all(self.executors, "close", timeout)
+            self._backend.ask_all(started, "close", timeout)
         finally:
             for executor in self.executors:
                 self._backend.kill(executor)
             self.executors = []
             self._watches = []
+            self._launch = []
 
 
 class SlotAllocation:
@@ -289,7 +349,7 @@ class SlotAllocation:
         """The first ``count`` of ``candidates``, taken; the caller checked ``free``
         (and that the ``required`` ones are free)."""
         if count > len(self._free):
-            raise ValueError(f"{count} slots asked, {len(self._free)} free")
+            raise ValueError(f"{count} {plural(count, 'slot')} asked, {len(self._free)} free")
         taken = self.candidates(later, required)[:count]
         self.take(taken)
         return taken

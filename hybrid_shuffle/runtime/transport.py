@@ -14,23 +14,26 @@ into the library's at this boundary (``ExecutorLostError`` for a dead actor,
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
 import socket
+import threading
 import types
 from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pyarrow as pa
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from hybrid_shuffle.actor_process import NAMESPACE, start_pinned
-from hybrid_shuffle.actors.executor import MAX_CONCURRENCY, Executor
 from hybrid_shuffle.errors import ConfigError, ExecutorLostError, WaitTimeoutError, summary
 from hybrid_shuffle.quiet import quiet_ray_init, ray_init_options
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
-from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport
+
+if TYPE_CHECKING:  # the task module imports every operator: not needed to start a session
+    from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport
 
 __all__ = ["NAMESPACE", "ExecutorHandle", "RayTransport", "TaskRef", "TaskTransport"]
 
@@ -102,7 +105,13 @@ class RayTransport:
         log_level: str | None = None,
     ) -> None:
         """Start an embedded Ray (``address`` None) or join the cluster at ``address``,
-        as chatty as ``log_level`` asks (``hybrid_shuffle.quiet``)."""
+        as chatty as ``log_level`` asks (``hybrid_shuffle.quiet``).
+
+        With no ``address``, ``RAY_ADDRESS`` is read as Ray reads it (``ray job submit``
+        sets it: the job joins its cluster), except ``local``; a Ray that another process
+        started on this machine without that variable is never joined by chance."""
+        if address is None and os.environ.get("RAY_ADDRESS", "local") != "local":
+            address = os.environ["RAY_ADDRESS"]
         kwargs: dict[str, Any] = {
             "namespace": NAMESPACE,
             "include_dashboard": False,
@@ -110,6 +119,10 @@ class RayTransport:
             **ray_init_options(log_level),
         }
         if address is None:
+            # "local": a Ray of our own even when another process on the machine runs one
+            # (with no address, ray.init joins the newest Ray it finds running here, then
+            # refuses num_cpus)
+            kwargs["address"] = "local"
             kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
             if object_store is not None:
                 kwargs["object_store_memory"] = object_store
@@ -146,8 +159,28 @@ class RayTransport:
     # -- executors -------------------------------------------------------------------------
 
     @staticmethod
+    def preload_executor_class() -> None:
+        """Import the executor actor's module in a thread, now: it imports every operator
+        (pandas and DuckDB with them, about half a second), and a session calls this
+        before ``connect``, whose ``ray.init`` mostly waits for Ray's processes, so the
+        module is ready when the pool creates the actors (Python's import lock makes the
+        pool's own import wait for this one, never run it twice)."""
+        threading.Thread(
+            target=importlib.import_module,
+            args=("hybrid_shuffle.actors.executor",),
+            name="hybrid-shuffle-preload",
+            daemon=True,
+        ).start()
+
+    @staticmethod
     def create_executor(spec: ExecutorSpec, name: str, node_id: str) -> ExecutorHandle:
-        """An executor actor pinned to ``node_id`` (hard affinity: the spread holds)."""
+        """An executor actor pinned to ``node_id`` (hard affinity: the spread holds).
+
+        The actor's module is imported here, not with this one: it imports every
+        operator (pandas and DuckDB with them), which a driver needs only once it
+        plans a job."""
+        from hybrid_shuffle.actors.executor import MAX_CONCURRENCY, Executor
+
         return start_pinned(Executor, name, node_id, MAX_CONCURRENCY, spec)
 
     @staticmethod
@@ -167,6 +200,31 @@ class RayTransport:
             raise ExecutorLostError(
                 f"an executor died while answering '{method}'; its partitions are lost"
             ) from e
+
+    @staticmethod
+    def answers(refs: Sequence[Any], timeout: float) -> list[Any]:
+        """Each ref's value, waiting at most ``timeout`` for them all; None for an actor
+        that died (killed, its node lost: the pool replaces it), ``ExecutorLostError``
+        for one whose constructor raised, since its replacement would raise the same."""
+        if refs:
+            _, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+            if pending:
+                raise WaitTimeoutError(
+                    f"{len(pending)} of {len(refs)} actors did not answer within {timeout:.0f} s"
+                )
+        values: list[Any] = []
+        for index, ref in enumerate(refs):
+            try:
+                values.append(ray.get(ref, timeout=timeout))
+            except RayActorError as e:
+                if not e.actor_init_failed:
+                    values.append(None)
+                    continue
+                raise ExecutorLostError(
+                    f"executor {index} failed to start: {_last_line(e)}; fix what its "
+                    "constructor raised (the whole traceback is in the error's cause)"
+                ) from e
+        return values
 
     @staticmethod
     def ask_all(executors: Sequence[ExecutorHandle], method: str, timeout: float) -> None:
@@ -206,7 +264,7 @@ class RayTransport:
 
     def report(self, ref: TaskRef, timeout: float, executor: int, task: str) -> TaskReport:
         try:
-            report = cast(TaskReport, ray.get(ref, timeout=timeout))
+            report = cast("TaskReport", ray.get(ref, timeout=timeout))
         except RayActorError as e:
             raise ExecutorLostError(
                 f"executor {executor} died while running task '{task}' "
@@ -261,3 +319,10 @@ class RayTransport:
         names = sorted({f"'{'.'.join(f.path)}' ({type(f.obj).__name__})" for f in failures})
         held = f"it holds {', '.join(names[:3])}: " if names else ""
         return f"{held}{error}"
+
+
+def _last_line(error: BaseException) -> str:
+    """The last line of ``error``'s message: for an actor whose constructor raised, Ray's
+    message ends with that exception (``ValueError: ...``) after its traceback."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__

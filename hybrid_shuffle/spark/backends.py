@@ -25,11 +25,20 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.config import SparkConfig
 from hybrid_shuffle.errors import ConfigError
 from hybrid_shuffle.spark.options import local_spark_configs, spark_configs
 
-__all__ = ["SparkBackend", "choose_backend", "installed_pyspark", "start_spark", "stop_spark"]
+__all__ = [
+    "SparkBackend",
+    "choose_backend",
+    "describe_backend",
+    "installed_pyspark",
+    "require_pyspark",
+    "start_spark",
+    "stop_spark",
+]
 
 log = logging.getLogger(__name__)
 
@@ -104,16 +113,30 @@ def choose_backend(config: SparkConfig, spark: Any) -> SparkBackend:
     return SparkBackend(name, pyspark)
 
 
-def start_spark(
-    backend: SparkBackend, config: SparkConfig, app_name: str, log_level: str | None
-) -> Any:
-    """Start the Spark session ``backend`` names (``raydp`` or ``local``)."""
+def require_pyspark(backend: SparkBackend) -> None:
+    """One sentence naming the extras to install, when pyspark is not installed (checked
+    before anything says Spark is starting)."""
     if backend.pyspark is None:
         raise ConfigError(
             "spark: this needs pyspark, which is not installed; pip install "
             "'hybrid-shuffle[spark4]' (Spark 4, local mode) or 'hybrid-shuffle[raydp]' "
             "(Spark 3.5 on Ray)"
         )
+
+
+def describe_backend(backend: SparkBackend, config: SparkConfig) -> str:
+    """What is starting, for the line printed while it starts: ``Spark (RayDP, 2 cores)``
+    or ``Spark (local mode, 2 cores)``, the cores being every executor's together."""
+    where = "RayDP" if backend.uses_raydp else "local mode"
+    cores = config.executors * config.executor_cores
+    return f"Spark ({where}, {cores} {plural(cores, 'core')})"
+
+
+def start_spark(
+    backend: SparkBackend, config: SparkConfig, app_name: str, log_level: str | None
+) -> Any:
+    """Start the Spark session ``backend`` names (``raydp`` or ``local``)."""
+    require_pyspark(backend)
     # pyspark reads the Python of its workers from this variable, not from the conf
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if backend.uses_raydp:
@@ -125,6 +148,10 @@ def start_spark(
             executor_cores=config.executor_cores,
             executor_memory=config.executor_memory,
             configs=spark_configs(config, log_level),
+            # the driver's JVM joins Ray only for RayDP's from_spark_recoverable, which the
+            # engine does not use (it reads through its holder): a second or more saved,
+            # and a Ray client address (ray://) works
+            fault_tolerant_mode=False,
         )
     from pyspark.sql import SparkSession
 

@@ -14,12 +14,17 @@ the holder, as Arrow batches (``mapInArrow``: no pandas in between).  The Spark
 schema is the source DataFrame's when the result still has its columns and types
 (``source_schema``), else derived from the Arrow schema, so tz-naive timestamps
 come back as ``timestamp_ntz``.
+
+Starting Spark takes seconds to tens of seconds (RayDP starts three JVMs), so
+the start says so on stderr, a line before and one after with the seconds
+(``hybrid_shuffle.quiet.announce``): a silent 20-second start looks like a hang.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -27,8 +32,16 @@ import ray
 
 from hybrid_shuffle.config import SparkConfig
 from hybrid_shuffle.errors import PlanError
+from hybrid_shuffle.quiet import announce
 from hybrid_shuffle.spark import holder
-from hybrid_shuffle.spark.backends import SparkBackend, choose_backend, start_spark, stop_spark
+from hybrid_shuffle.spark.backends import (
+    SparkBackend,
+    choose_backend,
+    describe_backend,
+    require_pyspark,
+    start_spark,
+    stop_spark,
+)
 
 __all__ = ["SIZE_HINT", "SparkBridge", "check_spark_types"]
 
@@ -60,21 +73,35 @@ class SparkBridge:
         #: checked now, so a backend that does not fit the installed pyspark fails at once
         self.backend: SparkBackend = choose_backend(config, spark)
         self._spark = spark
-        self._started = False
+        #: the Spark this session started (stopped on close), once ``start_spark`` returned
+        self._own: Any = None
         self._holder: Any = None
 
     @property
     def session(self) -> Any:
+        """The Spark session: the one passed in, else started now."""
         if self._spark is None:
-            self._spark = start_spark(self.backend, self.config, self.app_name, self.log_level)
-            self._started = True
-            try:
-                self._prewarm()
-            except Exception as e:  # only a speed-up: the user's own first job will say more
-                log.warning("Spark prewarm failed (%s: %s); continuing", type(e).__name__, e)
+            self._spark = self._start()
         return self._spark
 
-    def _prewarm(self) -> None:
+    def _start(self) -> Any:
+        """Start Spark (and warm it up: ``spark.prewarm``), saying so on stderr
+        (``quiet.announce``)."""
+        require_pyspark(self.backend)
+        started = time.perf_counter()
+        announce(self.log_level, f"starting {describe_backend(self.backend, self.config)}...")
+        spark = start_spark(self.backend, self.config, self.app_name, self.log_level)
+        self._own = spark
+        if self.config.prewarm:
+            try:
+                self._prewarm(spark)
+            except Exception as e:  # only a speed-up: the user's own first job will say more
+                log.warning("Spark prewarm failed (%s: %s); continuing", type(e).__name__, e)
+        version = f"Spark {self.backend.pyspark}" if self.backend.pyspark else "Spark"
+        announce(self.log_level, f"{version} started in {time.perf_counter() - started:.1f} s")
+        return spark
+
+    def _prewarm(self, spark: Any) -> None:
         """Take the first-use costs of both conversions now, not in the user's first job.
 
         A fresh Spark interprets its Arrow export until the JVM has compiled it (the
@@ -83,7 +110,6 @@ class SparkBridge:
         few hundred thousand rows of the common column types, exported, and a small
         table handed back on every executor core, do both, in about a second.
         """
-        spark = self._spark
         cores = self.config.executors * self.config.executor_cores
         df = spark.range(0, _PREWARM_ROWS, numPartitions=cores).selectExpr(
             "id",
@@ -96,7 +122,7 @@ class SparkBridge:
             df._collect_as_arrow()
         small = pa.table({"id": pa.array(range(cores), pa.int64())})
         refs = [_put(small.slice(i, 1)) for i in range(cores)]
-        self._dataframe(refs, _spark_schema(small.schema)).write.format("noop").mode(
+        self._dataframe(spark, refs, _spark_schema(small.schema)).write.format("noop").mode(
             "overwrite"
         ).save()
 
@@ -108,14 +134,14 @@ class SparkBridge:
         """Stop the Spark this session started (an attached one keeps running) and the
         holder, with the objects it owns."""
         try:
-            if self._started and self._spark is not None:
-                stop_spark(self.backend, self._spark)
+            if self._own is not None:
+                stop_spark(self.backend, self._own)
         finally:
             if self._holder is not None and ray.is_initialized():
                 ray.kill(self._holder)
             self._holder = None
             self._spark = None
-            self._started = False
+            self._own = None
 
     # -- in ------------------------------------------------------------------------------
 
@@ -167,13 +193,14 @@ class SparkBridge:
                 table, schema = table.cast(arrow), source_schema
         if table.num_rows == 0:
             return spark.createDataFrame([], schema)
-        return self._dataframe([_put(t) for t in _chunks(table, self.config.collect_chunk)], schema)
+        refs = [_put(t) for t in _chunks(table, self.config.collect_chunk)]
+        return self._dataframe(spark, refs, schema)
 
-    def _dataframe(self, refs: list[Any], schema: Any) -> Any:
+    def _dataframe(self, spark: Any, refs: list[Any], schema: Any) -> Any:
         if self.backend.uses_raydp:
-            return _dataframe_from_refs(self._spark, refs, schema)
+            return _dataframe_from_refs(spark, refs, schema)
         self._holder_started()
-        return holder.dataframe_of(self._spark, refs, schema, self.session_id, self.wait_timeout)
+        return holder.dataframe_of(spark, refs, schema, self.session_id, self.wait_timeout)
 
 
 def arrow_of(schema: Any) -> pa.Schema:

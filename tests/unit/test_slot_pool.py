@@ -21,6 +21,10 @@ class Backend:
         self.dead: set[Any] = set()
         #: requests that have been answered
         self.up: set[Any] = set()
+        #: executors whose constructor raised
+        self.broken: set[Any] = set()
+        #: the refs each ``answers`` call waited for
+        self.awaited: list[list[Any]] = []
 
     def worker_nodes(self) -> list[str]:
         return list(self.nodes)
@@ -46,6 +50,13 @@ class Backend:
 
     def request(self, executor: Any, method: str) -> Any:
         return f"{executor}.{method}"
+
+    def answers(self, refs: Sequence[Any], timeout: float) -> list[Any]:
+        self.awaited.append(list(refs))
+        executors = [ref.rpartition(".")[0] for ref in refs]
+        if self.broken & set(executors):
+            raise ExecutorLostError("executor 0 failed to start: ValueError: boom")
+        return [None if e in self.dead else {"node_id": "n", "pid": 1} for e in executors]
 
 
 def spec(i: int) -> ExecutorSpec:
@@ -119,3 +130,50 @@ def test_candidates_are_the_acquire_order_and_take_takes_exactly_the_chosen_slot
     assert slots.candidates() == [1, 3] and slots.free == 2
     with pytest.raises(ValueError, match=r"slots \[2\] are not free"):
         slots.take([2])
+
+
+def test_start_returns_at_once_and_the_first_heal_waits_for_the_executors() -> None:
+    backend = Backend(["a"])
+    pool = SlotPool(backend, "s", 2, spec, 5.0)
+    pool.start()
+    assert backend.awaited == []  # nobody waited yet
+    assert pool.heal() == []
+    assert backend.awaited == [["s-executor-0.ready", "s-executor-1.ready"]]
+    pool.heal()
+    assert pool.info == [{"node_id": "n", "pid": 1}] * 2
+    assert len(backend.awaited) == 1  # only the first call waits
+
+
+def test_an_executor_whose_constructor_raised_is_one_error_at_first_use() -> None:
+    backend = Backend(["a"])
+    pool = SlotPool(backend, "s", 2, spec, 5.0)
+    pool.start()
+    backend.broken.add("s-executor-0")
+    with pytest.raises(ExecutorLostError, match="failed to start: ValueError: boom"):
+        pool.heal()
+    assert backend.created == [("s-executor-0", "a"), ("s-executor-1", "a")]  # no replacement
+
+
+def test_an_executor_killed_while_starting_is_replaced_by_the_first_heal() -> None:
+    backend = Backend(["a"])
+    pool = SlotPool(backend, "s", 2, spec, 5.0)
+    pool.start()
+    backend.dead.add("s-executor-1")
+    assert pool.heal() == [1]
+    assert pool.executors == ["s-executor-0", "s-executor-1.2"] and pool.nodes == ["a", "a"]
+
+
+def test_close_kills_executors_still_starting_without_asking_them() -> None:
+    asked: list[list[Any]] = []
+
+    class Recording(Backend):
+        def ask_all(self, executors: Sequence[Any], method: str, timeout: float) -> None:
+            asked.append(list(executors))
+
+    backend = Recording(["a"])
+    pool = SlotPool(backend, "s", 2, spec, 5.0)
+    pool.start()
+    backend.up.add("s-executor-0.ready")
+    pool.close(1.0)
+    assert asked == [["s-executor-0"]]
+    assert backend.killed == ["s-executor-0", "s-executor-1"]
