@@ -1,11 +1,17 @@
 """``hybrid-shuffle run|explain|sql|validate``: the way spark-submit runs an application.
 
-A pipeline file defines ``build(session) -> Stream``; the command opens the
-session (embedded Ray, or ``--address``), builds the job and runs or explains
-it.  ``sql`` runs a Spark SQL query (text or a ``.sql`` file) in the engine
-(``Session.sql``) over Parquet registered as temp views with ``--view NAME=PATH``.
+A pipeline file (``hybrid_shuffle.pipeline_file``) declares its inputs (``SCHEMAS``),
+makes them (``sources(job)``) and builds the job on them (``build(session, **inputs)``);
+the old form is ``build(session) -> Stream`` alone.  ``run`` plans the job on
+schema-only stand-ins first (a wrong edge name fails in a second), then opens the
+session (embedded Ray, or ``--address``), makes the inputs and runs the job.
+``explain`` and ``validate --pipeline`` plan a file with ``SCHEMAS`` on the stand-ins
+in a ``hybrid_shuffle.planning.PlanningSession``: no Ray, no Spark, no data.  ``sql``
+runs a Spark SQL query (text or a ``.sql`` file) in the engine (``Session.sql``) over
+Parquet registered as temp views with ``--view NAME=PATH``.
 Errors are one sentence and a non-zero exit: 2 for a bad command line,
-pipeline file or config (checked before Ray starts), 1 for a failed job.
+pipeline file or config (checked before Ray starts), and for anything ``validate``
+finds, 1 for a failed job.
 ``--debug`` (given once, before the command: ``hybrid-shuffle --debug run ...``)
 shows the traceback and lets Ray, RayDP and Spark print their start-up notices
 (``log_level: debug``, see ``hybrid_shuffle.quiet``); ``-v`` shows the engine's
@@ -15,53 +21,22 @@ own logging at INFO.  A plain run prints the result, the tables and little else.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
 
 import hybrid_shuffle as hs
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.config import Config, load_config
+from hybrid_shuffle.pipeline_file import PipelineFile, UsageError, load_pipeline
+from hybrid_shuffle.planning import PlanningOnlyError, PlanningSession
 from hybrid_shuffle.spill_dirs import check_spill_root
 from hybrid_shuffle.timeline import check_timeline_path
 
-__all__ = ["main"]
-
-
-class UsageError(Exception):
-    """A mistake in the command line or the pipeline file (exit code 2)."""
-
-
-def _load_build(path: str) -> Callable[[hs.Session], Any]:
-    file = Path(path)
-    if not file.is_file():
-        raise UsageError(f"pipeline file '{path}' does not exist; check the path")
-    spec = importlib.util.spec_from_file_location(f"_pipeline_{file.stem}", file)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # so its functions can be shipped to executors by value
-    spec.loader.exec_module(module)
-    build = getattr(module, "build", None)
-    if not callable(build):
-        raise UsageError(
-            f"pipeline file '{path}' has no build(session) function; define one that returns "
-            "the stream to run"
-        )
-    return cast(Callable[[hs.Session], Any], build)
-
-
-def _stream(build: Callable[[hs.Session], Any], session: hs.Session, path: str) -> hs.Stream:
-    stream = build(session)
-    if not isinstance(stream, hs.Stream):
-        raise UsageError(
-            f"build() in '{path}' returned a {type(stream).__name__}; return the hs.Stream to run"
-        )
-    return stream
+__all__ = ["UsageError", "main"]
 
 
 def _load(args: argparse.Namespace) -> Config:
@@ -77,15 +52,18 @@ def _load(args: argparse.Namespace) -> Config:
 
 def _run(args: argparse.Namespace) -> int:
     config = _load(args)  # a bad config exits 2 before the pipeline or Ray
-    build = _load_build(args.pipeline)
+    pipeline = load_pipeline(args.pipeline)
+    if pipeline.declares_inputs:
+        _check_before_start(pipeline, config, args.address)
     with hs.Session(config, address=args.address) as session:
-        stream = _stream(build, session, args.pipeline)
+        stream = pipeline.stream(session)
         started = time.perf_counter()
         progress = sys.stderr.isatty() if args.progress is None else args.progress
         result = stream.collect(timeout=args.timeout, progress=progress)
         elapsed = time.perf_counter() - started
         print(result.table.slice(0, args.show).to_pandas().to_string(index=False))
-        print(f"\n{result.table.num_rows} rows in {elapsed:.2f} s")
+        rows = result.table.num_rows
+        print(f"\n{rows} {plural(rows, 'row')} in {elapsed:.2f} s")
         print(result.edge_summary())
         print(result.vertex_summary())
         if args.timeline is not None:
@@ -93,16 +71,36 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_before_start(pipeline: PipelineFile, config: Config, address: str | None) -> None:
+    """Plan the job on its stand-ins before Ray or Spark starts, so that a wrong name in
+    the config's ``edges:`` or ``vertices:``, a missing key column or a bad ``build``
+    fails in a second rather than after start-up.  With ``--address`` the slots are the
+    cluster's, known only once joined: the run's own plan checks those."""
+    stream = pipeline.plan_stream(PlanningSession(config))
+    try:
+        stream.job.plan(stream)
+    except hs.SlotsExceededError:
+        if address is None:  # an embedded Ray has the slots the planning session assumed
+            raise
+
+
 def _explain(args: argparse.Namespace) -> int:
     config = _load(args)
-    build = _load_build(args.pipeline)
+    pipeline = load_pipeline(args.pipeline)
+    if pipeline.declares_inputs and args.address is None:  # plans only: no Ray, no Spark
+        _print_explain(pipeline.plan_stream(PlanningSession(config)), args.format)
+        return 0
+    # the old form needs the session its build uses; with --address, the cluster's slots
     with hs.Session(config, address=args.address) as session:
-        stream = _stream(build, session, args.pipeline)
-        if args.format == "json":  # the same facts as the text (one Explanation)
-            print(json.dumps(stream.explain_data(), indent=2))
-        else:
-            print(stream.explain())
+        _print_explain(pipeline.plan_stream(session), args.format)
     return 0
+
+
+def _print_explain(stream: hs.Stream, output: str) -> None:
+    if output == "json":  # the same facts as the text (one Explanation)
+        print(json.dumps(stream.explain_data(), indent=2))
+    else:
+        print(stream.explain())
 
 
 def _query_text(text: str) -> str:
@@ -138,7 +136,10 @@ def _sql(args: argparse.Namespace) -> int:
             rows = sum(int(r) for r in result.table.column("rows").to_pylist())
             elapsed = time.perf_counter() - started
             files = result.table.num_rows
-            print(f"{rows} rows written to {args.out} ({files} files) in {elapsed:.2f} s")
+            print(
+                f"{rows} {plural(rows, 'row')} written to {args.out} ({files} "
+                f"{plural(files, 'file')}) in {elapsed:.2f} s"
+            )
         else:
             result = stream.collect(progress=progress)
             elapsed = time.perf_counter() - started
@@ -149,7 +150,8 @@ def _sql(args: argparse.Namespace) -> int:
                 if shown.num_rows < result.table.num_rows
                 else ""
             )
-            print(f"\n{result.table.num_rows} rows in {elapsed:.2f} s{more}")
+            rows = result.table.num_rows
+            print(f"\n{rows} {plural(rows, 'row')} in {elapsed:.2f} s{more}")
     return 0
 
 
@@ -168,10 +170,23 @@ def _view(text: str) -> tuple[str, str]:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    """The config alone; with ``--pipeline``, also against the file's job, planned on its
+    stand-ins without Ray (``Config.check_job`` / ``check_vertices`` name what is not
+    the job's)."""
     config: Config = load_config(args.config)
     check_spill_root(config.shuffle.spill_dir, create=False)  # as Session() would, creating none
-    edges = ", ".join(f"{k}={v.mode or '-'}" for k, v in config.edges.items()) or "none"
-    print(f"{args.config}: valid (job {config.job or 'any'}, edges: {edges})")
+    if args.pipeline is None:
+        edges = ", ".join(f"{k}={v.mode or '-'}" for k, v in config.edges.items()) or "none"
+        print(f"{args.config}: valid (job {config.job or 'any'}, edges: {edges})")
+        return 0
+    pipeline = load_pipeline(args.pipeline)
+    data = pipeline.plan_stream(PlanningSession(config)).explain_data()
+    edges = (
+        ", ".join(f"{e['name']}={e['mode']} ({e['mode_origin']})" for e in data["edges"]) or "none"
+    )
+    print(f"{args.config}: valid for {args.pipeline} (job {data['job']}, edges: {edges})")
+    for warning in data["warnings"]:
+        print(f"warning: {warning}")
     return 0
 
 
@@ -195,9 +210,22 @@ def _parser() -> argparse.ArgumentParser:
         ("explain", _explain, "print edges, modes, partitions and regions without running"),
     ):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("pipeline", help="a Python file defining build(session) -> Stream")
+        p.add_argument(
+            "pipeline",
+            help="a Python file defining SCHEMAS, sources(job) and build(session, **inputs) "
+            "(or build(session) alone) -> Stream",
+        )
         p.add_argument("--config", required=True, help="the job's YAML config")
-        p.add_argument("--address", help="join this Ray cluster instead of an embedded one")
+        p.add_argument(
+            "--address",
+            help="join this Ray cluster instead of an embedded one"
+            + (
+                " (a file with SCHEMAS is planned without Ray unless given: then with the "
+                "cluster's slots, still without Spark)"
+                if name == "explain"
+                else ""
+            ),
+        )
         if name == "explain":
             p.add_argument(
                 "--format",
@@ -270,8 +298,17 @@ def _parser() -> argparse.ArgumentParser:
         "stderr is a terminal)",
     )
     q.set_defaults(fn=_sql)
-    v = sub.add_parser("validate", help="check a config file alone")
+    v = sub.add_parser(
+        "validate",
+        help="check a config file; with --pipeline, also against the file's job (without Ray)",
+    )
     v.add_argument("config")
+    v.add_argument(
+        "--pipeline",
+        metavar="FILE",
+        help="plan FILE's job on schema-only stand-ins and check the config's edges: and "
+        "vertices: names against it",
+    )
     v.set_defaults(fn=_validate)
     return parser
 
@@ -335,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         print(f"hybrid-shuffle: {e}", file=sys.stderr)
-        return 2 if isinstance(e, (UsageError, hs.ConfigError)) else 1
+        usage = isinstance(e, (UsageError, hs.ConfigError, PlanningOnlyError))
+        return 2 if usage or args.command == "validate" else 1
     except KeyboardInterrupt:
         return 130
     except Exception as e:

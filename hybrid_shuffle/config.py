@@ -52,6 +52,7 @@ __all__ = [
     "RayConfig",
     "ShuffleConfig",
     "SparkConfig",
+    "check_slots",
     "format_size",
     "load_config",
     "parse_size",
@@ -84,7 +85,14 @@ class ConfigWarning(UserWarning):
 @dataclass(frozen=True)
 class EdgeConfig:
     """``edges.NAME``: one exchange, named by ``edge=`` in code (or the generated
-    ``producer->consumer`` name ``explain()`` shows).  YAML wins over code."""
+    ``producer->consumer`` name ``explain()`` shows).  YAML wins over code.
+
+    ``keep`` is only an acknowledgement: a mode set here always runs as set, and the
+    output-on-EOF rule never changes it.  Where the rule would have given another mode,
+    ``explain()`` warns, unless ``keep`` says the mode goes against the rule on purpose;
+    then it notes it.  Under ``shuffle.default_mode: auto`` the advisor only picks modes
+    for edges with none set, so ``keep`` means the same there.  ``keep`` without ``mode``
+    is refused at load: there would be nothing to keep."""
 
     #: the edge's exchange mode: pipelined, blocking, hybrid-selective or hybrid-full
     #: (default: the mode set in code, else the output-on-EOF rule, else
@@ -95,6 +103,9 @@ class EdgeConfig:
     partitions: int | str | None = None
     #: the shuffle service that keeps this edge's partitions (default ``shuffle.service``)
     service: str | None = None
+    #: true: ``mode`` goes against the output-on-EOF rule on purpose, so ``explain()``
+    #: reports it as a note, not a warning (the mode runs as set either way); needs ``mode``
+    keep: bool = False
 
 
 @dataclass(frozen=True)
@@ -240,6 +251,12 @@ class SparkConfig:
     collect_limit: int = 256 << 20
     #: rows per object-store object when the driver puts a table
     collect_chunk: int = 1_000_000
+    #: warm a started Spark up before its first use: an Arrow export of a few hundred
+    #: thousand rows and a small table handed back on every core, so the first job does
+    #: not pay the JVM's compilation and the Python workers' start (seconds); it costs
+    #: more than that (about 9 s on 2 cores), so it is for benchmarks, whose first timed
+    #: job should be a warm one
+    prewarm: bool = False
     #: extra Spark settings, passed through as strings
     configs: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
 
@@ -267,7 +284,8 @@ class Config:
     failover: FailoverConfig = field(default_factory=FailoverConfig)
     #: the memory of sorts, joins, aggregates and co_groups
     operators: OperatorsConfig = field(default_factory=OperatorsConfig)
-    #: per edge, by name: mode, partitions, service (over code)
+    #: per edge, by name: mode (and whether it is kept on purpose), partitions, service
+    #: (over code)
     edges: Mapping[str, EdgeConfig] = field(default_factory=lambda: types.MappingProxyType({}))
     #: per operator, by name: slot sharing group, parallelism (over code)
     vertices: Mapping[str, VertexConfig] = field(default_factory=lambda: types.MappingProxyType({}))
@@ -392,7 +410,7 @@ _ADAPTIVE = tuple(f.name for f in dataclasses.fields(AdaptiveConfig))
 _SHUFFLE = tuple(f.name for f in dataclasses.fields(ShuffleConfig))
 _RAY = tuple(f.name for f in dataclasses.fields(RayConfig))
 _SPARK = tuple(f.name for f in dataclasses.fields(SparkConfig))
-_EDGE = ("mode", "partitions", "service")
+_EDGE = tuple(f.name for f in dataclasses.fields(EdgeConfig))
 _VERTEX = tuple(f.name for f in dataclasses.fields(VertexConfig))
 _MIN_OBJECT_STORE = 80 * MiB
 
@@ -422,9 +440,10 @@ def _positive_int(value: Any, path: str) -> int:
     return value
 
 
-def _mode(value: Any, path: str) -> str:
+def _mode(value: Any, path: str, *also: str) -> str:
     if value not in MODES:
-        raise ConfigError(f"{path}: '{value}' is not a mode; use one of: {', '.join(MODES)}")
+        names = ", ".join((*MODES, *also))
+        raise ConfigError(f"{path}: '{value}' is not a mode; use one of: {names}")
     return str(value)
 
 
@@ -457,7 +476,7 @@ def _shuffle(raw: Mapping[str, Any]) -> ShuffleConfig:
         if raw["default_mode"] == AUTO:  # the planner picks per edge (plan.mode_advisor)
             s["default_mode"] = AUTO
         else:
-            s["default_mode"] = _mode(raw["default_mode"], "shuffle.default_mode")
+            s["default_mode"] = _mode(raw["default_mode"], "shuffle.default_mode", AUTO)
     if "batch_mode" in raw:
         batch = raw["batch_mode"]
         if batch not in BATCH_MODES:
@@ -537,6 +556,10 @@ def _spark(raw: Mapping[str, Any]) -> SparkConfig:
             s[key] = parse_size(raw[key], f"spark.{key}")
     if "collect_chunk" in raw:
         s["collect_chunk"] = _positive_int(raw["collect_chunk"], "spark.collect_chunk")
+    if "prewarm" in raw:
+        if not isinstance(raw["prewarm"], bool):
+            raise ConfigError(f"spark.prewarm: must be true or false, got {raw['prewarm']!r}")
+        s["prewarm"] = raw["prewarm"]
     if "configs" in raw:
         configs = _mapping(raw["configs"], "spark.configs", "{spark.sql.shuffle.partitions: 8}")
         s["configs"] = types.MappingProxyType({str(k): _spark_value(v) for k, v in configs.items()})
@@ -650,8 +673,21 @@ def _edges(raw: Any) -> Mapping[str, EdgeConfig]:
             else None
         )
         service = _service(entry["service"], f"{path}.service") if "service" in entry else None
-        out[str(name)] = EdgeConfig(mode, partitions, service)
+        keep = _keep(entry["keep"], f"{path}.keep", mode) if "keep" in entry else False
+        out[str(name)] = EdgeConfig(mode, partitions, service, keep)
     return types.MappingProxyType(out)
+
+
+def _keep(value: Any, path: str, mode: str | None) -> bool:
+    """``edges.NAME.keep``: a boolean, and only beside the ``mode`` it keeps."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{path}: must be true or false, got {value!r}")
+    if mode is None:
+        raise ConfigError(
+            f"{path}: the edge sets no mode to keep; add a mode beside it (one of: "
+            f"{', '.join(MODES)}) or remove keep"
+        )
+    return value
 
 
 def _vertices(raw: Any) -> Mapping[str, VertexConfig]:
@@ -710,8 +746,14 @@ def _log_level(value: Any) -> str:
 
 def _edge_raw(entry: Any) -> Any:
     """An ``EdgeConfig`` or ``VertexConfig`` as the YAML mapping it would come from
-    (anything else as is)."""
-    return _section_raw(entry) if isinstance(entry, (EdgeConfig, VertexConfig)) else entry
+    (anything else as is).  An edge's ``keep: false`` is the default and left out, as an
+    unset key (the loader refuses ``keep`` beside no ``mode``)."""
+    if not isinstance(entry, (EdgeConfig, VertexConfig)):
+        return entry
+    raw = _section_raw(entry)
+    if isinstance(entry, EdgeConfig) and not entry.keep:
+        del raw["keep"]
+    return raw
 
 
 def _section_raw(section: Any) -> dict[str, Any]:
@@ -746,6 +788,13 @@ def _as_raw(config: Config) -> dict[str, Any]:
     if config.log_level is not None:
         raw["log_level"] = config.log_level
     return raw
+
+
+def check_slots(slots: object) -> None:
+    """``slots=`` of a session (``hs.Session``, ``PlanningSession``): None or a positive
+    integer, else one sentence."""
+    if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or slots < 1):
+        raise ConfigError(f"slots: must be a positive integer, got {slots!r}")
 
 
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | None) -> Config:

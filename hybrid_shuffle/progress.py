@@ -25,6 +25,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.plan.planner import Plan
 from hybrid_shuffle.runtime.progress import ProgressCounts, VertexProgress
 from hybrid_shuffle.runtime.task import TaskReport
@@ -214,7 +215,7 @@ def _new_bar(desc: str, v: VertexProgress, position: int, file: _Guard) -> Any:
 
 def _figures(v: VertexProgress) -> str:
     spilled = f", spilled {_size(v.spilled_bytes)}" if v.spilled_bytes else ""
-    return f"{v.rows:,} rows, {_size(v.bytes)}{spilled}"
+    return f"{v.rows:,} {plural(v.rows, 'row')}, {_size(v.bytes)}{spilled}"
 
 
 def _size(n: int) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.runtime.task import TaskReport
 from hybrid_shuffle.shuffle.metrics import PartitionVolume
 
@@ -110,7 +111,8 @@ class JobResult:
                 else ""
             )
             lines.append(
-                f"  vertex {v.name:<24} {v.rows_in:>11,} rows in {v.rows_out:>11,} out "
+                f"  vertex {v.name:<24} {v.rows_in:>11,} {plural(v.rows_in, 'row'):<4} in "
+                f"{v.rows_out:>11,} out "
                 f"{v.wall_seconds:6.2f} s wall {v.cpu_seconds:6.2f} s CPU{memory}"
             )
         return "\n".join(lines)
@@ -131,8 +133,9 @@ class JobResult:
     def edge_summary(self) -> str:
         """One line per edge: mode, rows, bytes and spilled bytes."""
         return "\n".join(
-            f"  edge {e.name:<20} {e.mode:<17} {e.rows:>11,} rows {e.bytes / 2**20:8.1f} MiB, "
-            f"{e.partitions} partitions, spilled {e.spilled_bytes / 2**20:.1f} MiB"
+            f"  edge {e.name:<20} {e.mode:<17} {e.rows:>11,} {plural(e.rows, 'row'):<4} "
+            f"{e.bytes / 2**20:8.1f} MiB, {e.partitions} {plural(e.partitions, 'partition')}, "
+            f"spilled {e.spilled_bytes / 2**20:.1f} MiB"
             for e in self.edges.values()
         )
 

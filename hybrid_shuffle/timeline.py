@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.errors import ConfigError, HybridShuffleError
 from hybrid_shuffle.runtime.task import TaskReport
 
@@ -319,7 +320,9 @@ def draw_png(spans: Sequence[TaskSpan], path: Path, vertex_order: Sequence[str] 
     ax.set_ylim(0, max(len(executors), 1))
     ax.set_xlim(0, max((s.end for s in spans), default=1.0) * 1.02 or 1.0)
     ax.set_xlabel("seconds since the job's first task started")
-    ax.set_title(f"{len(spans)} tasks on {len(executors)} executors", fontsize=10, pad=14)
+    tasks = f"{len(spans)} {plural(len(spans), 'task')}"
+    on = f"{len(executors)} {plural(len(executors), 'executor')}"
+    ax.set_title(f"{tasks} on {on}", fontsize=10, pad=14)
     handles: list[Any] = [Patch(color=colour[v], label=v) for v in vertices]
     handles += [
         Patch(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.api._validate import positive_count
 from hybrid_shuffle.api.stream import Stream
 from hybrid_shuffle.errors import CacheLostError, CacheSessionError, ConfigError, PlanError
@@ -27,11 +28,11 @@ from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
 from hybrid_shuffle.plan.partitioning import vertex_partitioning
 from hybrid_shuffle.plan.planner import Plan, plan_job, reachable
 from hybrid_shuffle.result import JobResult, edge_metrics, vertex_metrics
-from hybrid_shuffle.runtime.execution import Executed, execute
 from hybrid_shuffle.runtime.progress import JobProgress, NoProgress, guarded
 
 if TYPE_CHECKING:
     from hybrid_shuffle.api.cached_stream import CachedStream
+    from hybrid_shuffle.runtime.execution import Executed
     from hybrid_shuffle.session import Session
     from hybrid_shuffle.sparkplan.translate import SparkPlanInfo
 
@@ -102,6 +103,43 @@ class Job:
         splits: list[list[Any]] = [refs[i::p] for i in range(p)]
         node = self._node(
             "source", name, None, [], parallelism=p, source_splits=splits, source_schema=schema
+        )
+        return Stream(self, node)
+
+    def from_schema(
+        self, schema: pa.Schema, name: str = "source", parallelism: int | None = None
+    ) -> Stream:
+        """A source that has ``schema``'s columns and no rows: a stand-in for a real input.
+
+        It lets a job be built, planned and explained without its data -- what
+        ``hybrid-shuffle explain`` and ``validate --pipeline`` give a pipeline file's
+        ``build`` for each input its ``SCHEMAS`` declares, and what a test of a build
+        function can use instead of data.  It is a real source all the same: run, it
+        yields zero rows (each of its ``parallelism`` subtasks one empty table of the
+        schema), so a job on it runs and returns what it makes of empty input.
+        ``parallelism`` defaults to config ``parallelism``, as ``from_arrow``'s does;
+        give the real source the same, and ``explain`` shows the run's plan.
+        """
+        self.session.check_open()
+        what = f"from_schema '{name}'"
+        parallelism = positive_count(parallelism, f"{what}: parallelism")
+        if not isinstance(schema, pa.Schema):
+            raise PlanError(
+                f"{what}: got a {type(schema).__name__}; pass a pyarrow.Schema, like "
+                "pa.schema([('id', pa.int64())])"
+            )
+        if not schema.names:
+            raise PlanError(f"{what}: the schema has no columns; give it the input's columns")
+        p = parallelism or self.session.config.parallelism
+        empty = self.session.transport.put(schema.empty_table())  # one object, read by all
+        node = self._node(
+            "source",
+            name,
+            None,
+            [],
+            parallelism=p,
+            source_splits=[[empty] for _ in range(p)],
+            source_schema=schema,
         )
         return Stream(self, node)
 
@@ -310,6 +348,10 @@ class Job:
         progress: bool | JobProgress,
         observer: JobProgress,
     ) -> JobResult:
+        # imported here: the runtime imports Ray, which building and planning a job
+        # never need (``hybrid-shuffle explain`` plans without it)
+        from hybrid_shuffle.runtime.execution import execute
+
         session = self.session
         started = time.perf_counter()
         statuses: dict[str, str] = {}
@@ -348,7 +390,8 @@ class Job:
             except CacheLostError as e:
                 if attempt + 1 == attempts:
                     raise CacheLostError(
-                        f"{e} in each of {attempts} runs (failover.max_attempts); the "
+                        f"{e} in {'each of ' if attempts != 1 else ''}{attempts} "
+                        f"{plural(attempts, 'run')} (failover.max_attempts); the "
                         "executors holding it keep dying: check their nodes' memory, or keep "
                         "caches in the partition stores with shuffle.service: external"
                     ) from e

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.api._validate import positive_count
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.aggregate import HashAggregate
@@ -191,7 +192,8 @@ def merge_top_n(
         )
     if n > candidates.n:
         raise PlanError(
-            f"{what} asks for {n} rows per key, but the local top_n '{local.name}' it merges "
+            f"{what} asks for {n} {plural(n, 'row')} per key, but the local top_n "
+            f"'{local.name}' it merges "
             f"keeps {candidates.n}; ask for at most {candidates.n} or raise the local n"
         )
     return HashAggregate.of(TopN(keys, n, by, name, ascending), "merge")

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.reduction import Reduction
@@ -60,7 +61,9 @@ class LocalAggregate(Operator):
         self.flush_rows = flush_rows
 
     def describe(self) -> str:
-        flush = f", flush every {self.flush_rows:,} rows" if self.flush_rows else ""
+        flush = ""
+        if self.flush_rows:
+            flush = f", flush every {self.flush_rows:,} {plural(self.flush_rows, 'row')}"
         return f"{self.name} (local by {', '.join(self.keys)}{flush})"
 
     def open(self, context: OperatorContext | None = None) -> None:

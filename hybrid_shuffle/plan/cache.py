@@ -27,6 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.shuffle.api import ShuffleDescriptor
 
 __all__ = ["Cache", "CacheLayout", "CacheState", "HashPartitioning", "cache_edge"]
@@ -108,11 +109,13 @@ class Cache:
     def describe(self) -> str:
         """For ``explain()``: the state, partitions and partitioning."""
         layout = self.filled or self.expected
-        parts = "" if layout is None else f", {layout.parallelism} partitions"
+        parts = ""
+        if layout is not None:
+            parts = f", {layout.parallelism} {plural(layout.parallelism, 'partition')}"
         if layout is not None and layout.partitioning is not None:
             parts += f", {layout.partitioning.describe()}"
         if self.readable:
-            parts += f", {self.rows:,} rows, {self.bytes / 2**20:.1f} MiB"
+            parts += f", {self.rows:,} {plural(self.rows, 'row')}, {self.bytes / 2**20:.1f} MiB"
         return f"cache '{self.name}' ({self.state}{parts})"
 
     def set_filled(

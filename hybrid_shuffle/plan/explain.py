@@ -10,6 +10,9 @@ vertex the slot sharing group and the operator memory -- and ``Explanation.text`
 
 Contract of ``as_dict``: plain JSON types only (str, int, None, lists, dicts); keys are
 ``job``, ``slots_needed``, ``slots``, ``vertices``, ``edges``, ``notes``, ``warnings``.
+A note is a fact about the plan that needs nothing done; a warning is something the user
+may not have meant (a mode set against the output-on-EOF rule without ``keep``), so a
+script can fail on ``warnings`` alone.
 A vertex's ``operator_memory`` is the bytes each of its tasks may use for operator state
 (``operators.memory``) and ``memory_split`` its share per stateful operator; both are
 ``None`` / empty for a vertex with no stateful operator, which uses none.  An edge's
@@ -21,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.config import format_size
 
 if TYPE_CHECKING:
@@ -149,15 +153,19 @@ class Explanation:
     vertices: tuple[VertexExplanation, ...]
     #: edges, in the order the planner built them
     edges: tuple[EdgeExplanation, ...]
-    #: exchanges left out (a cache read already partitioned for them)
+    #: exchanges left out (a cache read already partitioned for them), then modes set
+    #: against the output-on-EOF rule on purpose (``keep``): facts, nothing to fix
     notes: tuple[str, ...]
-    #: explicit modes the output-on-EOF rule kept
+    #: modes set in code or YAML against the output-on-EOF rule, not marked ``keep``:
+    #: maybe a mistake, so each says how to let the rule apply or mark it kept
     warnings: tuple[str, ...]
 
     def text(self) -> str:
         lines = [
-            f"job '{self.job}': {len(self.vertices)} vertices, {len(self.edges)} edges, "
-            f"needs {self.slots_needed} slots at once (session has {self.slots})",
+            f"job '{self.job}': {len(self.vertices)} "
+            f"{plural(len(self.vertices), 'vertex', 'vertices')}, {len(self.edges)} "
+            f"{plural(len(self.edges), 'edge')}, needs {self.slots_needed} "
+            f"{plural(self.slots_needed, 'slot')} at once (session has {self.slots})",
             "vertices:",
             *(v.text() for v in self.vertices),
             "edges:",

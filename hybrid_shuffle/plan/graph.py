@@ -142,6 +142,9 @@ class JobEdge:
     service: str = "executor-local"
     #: why the planner picked this mode (``ModeOrigin.AUTO``), for explain
     mode_reason: str = ""
+    #: the mode set in code or YAML goes against the output-on-EOF rule on purpose
+    #: (``keep``): explain notes it instead of warning; it runs as set either way
+    mode_kept: bool = False
     #: which operator of the target's chain it feeds: the head (0), or a broadcast
     #: join chained into its probe side's producer (its place in the chain)
     target_operator: int = 0

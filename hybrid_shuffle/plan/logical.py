@@ -35,6 +35,9 @@ class ExchangeSpec:
     partitions: int | str | None = None
     #: the producer-side combiner of this exchange (see ``JobEdge.combiner``)
     combiner: Operator | None = None
+    #: ``mode`` goes against the output-on-EOF rule on purpose: explain notes it instead
+    #: of warning (``JobEdge.mode_kept``); only with ``mode``
+    keep: bool = False
 
 
 @dataclass(eq=False)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.plan.graph import JobEdge, JobGraph, ModeOrigin
 from hybrid_shuffle.plan.regions import Region, pipelined_regions
 from hybrid_shuffle.shuffle.partition_type import Mode, partition_type
@@ -101,7 +102,7 @@ def advise_modes(graph: JobGraph, slots: int, memory: MemoryBound | None = None)
     for edge in auto:
         if edge.partition_type.must_be_pipelined() and not edge.mode_reason:
             region = next(r for r in regions if edge.name in r.edges)
-            fits = f"its region fits: {region.slots} of {slots} slots"
+            fits = f"its region fits: {region.slots} of {slots} {plural(slots, 'slot')}"
             if memory is not None:
                 held = format_size(_region_held(graph, region, memory))
                 fits += f", {held} of {format_size(memory.budget)} a slot"

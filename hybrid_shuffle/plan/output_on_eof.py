@@ -14,21 +14,35 @@ The rule changes only edges whose mode came from the default (or the mode
 advisor's ``auto``).  A mode set in
 code or YAML is the user's decision and is kept; when it differs from what the
 rule would give, the plan carries a warning that ``explain()`` prints, naming
-the edge, the operator and how to let the rule apply.  Plain Python, no Ray.
+the edge, the operator and how to let the rule apply.  A mode marked ``keep``
+(YAML ``edges.NAME.keep: true``, ``ExchangeSpec.keep`` in code) goes against the
+rule on purpose: the same fact is then a note, not a warning, so a config that
+shows the modes on one job on purpose warns about nothing.  Plain Python, no Ray.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from hybrid_shuffle.plan.graph import JobEdge, JobGraph, JobVertex, ModeOrigin, VertexId
 from hybrid_shuffle.shuffle.partition_type import partition_type
 
-__all__ = ["apply_output_on_eof"]
+__all__ = ["KeptModes", "apply_output_on_eof"]
 
 
-def apply_output_on_eof(graph: JobGraph, batch_mode: str) -> list[str]:
-    """Make the rule's edges ``batch_mode`` (origin ``output-on-eof``); the warnings for
-    explicit modes it kept."""
-    warnings: list[str] = []
+@dataclass(frozen=True)
+class KeptModes:
+    """The modes set in code or YAML that the rule would have changed, in the plan's
+    edge order: unmarked ones (``warnings``) and those marked ``keep`` (``notes``)."""
+
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def apply_output_on_eof(graph: JobGraph, batch_mode: str) -> KeptModes:
+    """Make the rule's edges ``batch_mode`` (origin ``output-on-eof``); what explain says
+    about the explicit modes it left as they are."""
+    kept = KeptModes()
     batch = _batch_producers(graph)
     for edge in graph.edges:  # in the plan's order, as explain lists them
         eof = batch.get(edge.source)
@@ -37,9 +51,11 @@ def apply_output_on_eof(graph: JobGraph, batch_mode: str) -> list[str]:
         if edge.mode_origin in (ModeOrigin.DEFAULT, ModeOrigin.AUTO):
             edge.partition_type = partition_type(batch_mode)
             edge.mode_origin = ModeOrigin.OUTPUT_ON_EOF
+        elif edge.mode != batch_mode and edge.mode_kept:
+            kept.notes.append(_on_purpose(edge, eof, batch_mode))
         elif edge.mode != batch_mode:
-            warnings.append(_kept(edge, eof, batch_mode))
-    return warnings
+            kept.warnings.append(_kept(edge, eof, batch_mode))
+    return kept
 
 
 def _output_on_eof(vertex: JobVertex, start: int = 0) -> str | None:
@@ -72,9 +88,25 @@ def _batch_producers(graph: JobGraph) -> dict[VertexId, str]:
 
 
 def _kept(edge: JobEdge, operator: str, batch_mode: str) -> str:
-    where = "in code (mode=)" if edge.mode_origin is ModeOrigin.CODE else "in YAML"
+    """The warning: the fact, and both ways out (let the rule apply, or say it is meant)."""
+    if edge.mode_origin is ModeOrigin.CODE:
+        where = "in code (mode=)"
+        meant = (
+            f"if it is on purpose, say so in YAML: edges: {{{edge.name}: {{mode: {edge.mode}, "
+            "keep: true}}"
+        )
+    else:
+        where, meant = "in YAML", "add keep: true beside it if it is on purpose"
     return (
         f"edge '{edge.name}' keeps mode {edge.mode} set {where}, though '{operator}' emits "
         f"only at end of input, so the output-on-EOF rule would make it {batch_mode}; "
-        "remove that mode to let the rule apply"
+        f"remove that mode to let the rule apply, or {meant}"
+    )
+
+
+def _on_purpose(edge: JobEdge, operator: str, batch_mode: str) -> str:
+    where = "in code (keep=True)" if edge.mode_origin is ModeOrigin.CODE else "(keep: true)"
+    return (
+        f"edge '{edge.name}' keeps mode {edge.mode} on purpose {where}; the output-on-EOF "
+        f"rule would make it {batch_mode}, as '{operator}' emits only at end of input"
     )

@@ -39,7 +39,7 @@ from hybrid_shuffle.plan.graph import (
 )
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
 from hybrid_shuffle.plan.mode_advisor import MemoryBound, advise_modes
-from hybrid_shuffle.plan.output_on_eof import apply_output_on_eof
+from hybrid_shuffle.plan.output_on_eof import KeptModes, apply_output_on_eof
 from hybrid_shuffle.plan.partitioning import through
 from hybrid_shuffle.plan.pruning import ColumnNeeds, prune_columns
 from hybrid_shuffle.plan.regions import (
@@ -68,9 +68,12 @@ class Plan:
     output_schema: pa.Schema | None = None
     #: logical source node id -> the columns its consumers read (``None``: all)
     source_columns: dict[int, Columns] = field(default_factory=dict)
-    #: what ``explain()`` warns about (explicit modes the output-on-EOF rule kept)
+    #: what ``explain()`` warns about: modes set in code or YAML against the output-on-EOF
+    #: rule, not marked ``keep``
     warnings: list[str] = field(default_factory=list)
-    #: the exchanges left out because a cache read is already partitioned for them
+    #: what ``explain()`` notes: the exchanges left out because a cache read is already
+    #: partitioned for them, then the explicit modes kept against the output-on-EOF rule
+    #: on purpose (``keep``)
     notes: list[str] = field(default_factory=list)
     #: the sink's output goes to the driver (False: a run that only fills caches)
     collect: bool = True
@@ -143,7 +146,7 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
     schemas = _check_schemas(nodes)
     needs = prune_columns(nodes, sink, schemas)
     groups = _slot_sharing_groups(nodes, vertex_overrides)
-    graph, warnings = _build_graph(
+    graph, kept = _build_graph(
         job_name, nodes, sink, config, overrides, needs, auto, elided, groups, slots
     )
     _check_co_locations(graph)
@@ -155,8 +158,10 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
     sources = {
         n.id: _read_of(needs.outputs.get(n.id), n.source_schema) for n in nodes if n.is_source
     }
-    plan = Plan(graph, regions, vertex_region, slots, config, schemas[sink.id], sources, warnings)
-    plan.notes = [e.note() for e in elided.values()]
+    plan = Plan(
+        graph, regions, vertex_region, slots, config, schemas[sink.id], sources, kept.warnings
+    )
+    plan.notes = [e.note() for e in elided.values()] + kept.notes
     plan.cache_schemas = {n.cache.name: schemas[n.id] for n in nodes if n.fills_cache and n.cache}
     check_slots(regions, vertex_region, graph, slots)
     return plan
@@ -374,8 +379,8 @@ def _build_graph(
     elided: _ElidedInputs,
     groups: dict[int, str],
     slots: int,
-) -> tuple[JobGraph, list[str]]:
-    """The graph, with modes decided (the output-on-EOF rule's warnings beside it)."""
+) -> tuple[JobGraph, KeptModes]:
+    """The graph, with modes decided (what the output-on-EOF rule left as set beside it)."""
     consumers: dict[int, int] = defaultdict(int)
     for node in nodes:
         for up, _ in node.inputs:
@@ -435,7 +440,12 @@ def _build_graph(
             producer = vertex_of[up.id]
             if spec is not None and (node.id, input_index) in elided:
                 spec = ExchangeSpec(
-                    Partitioner(PartitionerKind.FORWARD), spec.edge, spec.mode, None, spec.combiner
+                    Partitioner(PartitionerKind.FORWARD),
+                    spec.edge,
+                    spec.mode,
+                    None,
+                    spec.combiner,
+                    spec.keep,
                 )
             elif spec is None:  # a forward input that could not be chained
                 kind = (
@@ -445,7 +455,7 @@ def _build_graph(
                 )
                 spec = ExchangeSpec(Partitioner(kind))
             name = spec.edge or _generated(f"{up.name}->{node.name}", edges)
-            mode, origin = _effective_mode(name, spec, config, overrides)
+            mode, origin, keep = _effective_mode(name, spec, config, overrides)
             edge = JobEdge(
                 EdgeName(name),
                 producer.id,
@@ -458,13 +468,14 @@ def _build_graph(
                 needs.inputs.get((node.id, input_index)),
                 _service(name, config, overrides),
                 target_operator=operator_index,
+                mode_kept=keep,
             )
             edges.append(edge)
             producer.outputs.append(edge)
             vertex.inputs.append(edge)
     _unique_names(vertices)
     graph = JobGraph(job_name, vertices, edges, vertex_of[sink.id].id)
-    warnings = apply_output_on_eof(graph, config.shuffle.batch_mode)
+    kept = apply_output_on_eof(graph, config.shuffle.batch_mode)
     shuffle = config.shuffle
     advise_modes(
         graph,
@@ -480,7 +491,7 @@ def _build_graph(
             f"edge name '{duplicates[0]}' is used for more than one exchange in job "
             f"'{job_name}'; give each exchange its own edge= name"
         )
-    return graph, warnings
+    return graph, kept
 
 
 def _is_side_input(spec: ExchangeSpec | None) -> bool:
@@ -588,15 +599,21 @@ def _service(name: str, config: Config, overrides: Any) -> str:
 
 def _effective_mode(
     name: str, spec: ExchangeSpec, config: Config, overrides: Any
-) -> tuple[str, ModeOrigin]:
+) -> tuple[str, ModeOrigin, bool]:
+    """(mode, where it came from, kept against the output-on-EOF rule on purpose): YAML's
+    mode with YAML's ``keep``, else code's with code's, else the default (never kept)."""
+    if spec.keep and spec.mode is None:
+        raise ConfigError(
+            f"edge '{name}': keep=True needs the mode it keeps; pass mode= too, or drop keep"
+        )
     if name in overrides and overrides[name].mode is not None:
-        return overrides[name].mode, ModeOrigin.YAML
+        return overrides[name].mode, ModeOrigin.YAML, bool(overrides[name].keep)
     if spec.mode is not None:
         if spec.mode not in MODES:
             raise ConfigError(
                 f"edge '{name}': mode '{spec.mode}' is not a mode; use one of: {', '.join(MODES)}"
             )
-        return spec.mode, ModeOrigin.CODE
+        return spec.mode, ModeOrigin.CODE, spec.keep
     if config.shuffle.default_mode == AUTO:  # provisional: the advisor decides
-        return Mode.PIPELINED, ModeOrigin.AUTO
-    return config.shuffle.default_mode, ModeOrigin.DEFAULT
+        return Mode.PIPELINED, ModeOrigin.AUTO, False
+    return config.shuffle.default_mode, ModeOrigin.DEFAULT, False

@@ -45,6 +45,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.config import FailoverConfig
 from hybrid_shuffle.errors import (
     CacheLostError,
@@ -160,7 +161,8 @@ class Scheduler:
 
     def run(self) -> list[TaskReport]:
         """Run every region to its end; raises the root cause if the job failed."""
-        log.info("job %s: started, %d regions", self.job_id, len(self.plan.regions))
+        regions = len(self.plan.regions)
+        log.info("job %s: started, %d %s", self.job_id, regions, plural(regions, "region"))
         self._pending = list(self.plan.regions)
         self.progress.started(self.plan)
         return self._complete()
@@ -191,10 +193,12 @@ class Scheduler:
         # next job: their executors are replaced)
         self._wind_down()
         log.info(
-            "job %s: finished, %d tasks, %d restarts",
+            "job %s: finished, %d %s, %d %s",
             self.job_id,
             len(self._reports),
+            plural(len(self._reports), "task"),
             self.restarts,
+            plural(self.restarts, "restart"),
         )
         return self.reports
 
@@ -302,10 +306,11 @@ class Scheduler:
                 if edge.partitioner.shares_one_subpartition():
                     self.tracker.readers_decided(self.job_id, edge.name, vertex.parallelism)
             log.info(
-                "job %s: '%s' runs %d subtasks (%d bytes in)",
+                "job %s: '%s' runs %d %s (%d bytes in)",
                 self.job_id,
                 vertex.name,
                 vertex.parallelism,
+                plural(vertex.parallelism, "subtask"),
                 written,
             )
             self.progress.parallelism_decided(vertex.name, vertex.parallelism)
@@ -464,7 +469,12 @@ class Scheduler:
         region_of: dict[Any, int] = dict(self._topology.region_of)
         regions = {region_of[t] for t in producers if t in region_of}
         if regions:
-            self._restart(regions, f"{len(producers)} partitions were lost with their holder")
+            lost = plural(
+                len(producers),
+                "partition was lost with its holder",
+                "partitions were lost with their holder",
+            )
+            self._restart(regions, f"{len(producers)} {lost}")
 
     def _check_cache_reads(self) -> None:
         """A cache this job reads lost a partition: no region of this job can produce it
@@ -495,7 +505,8 @@ class Scheduler:
         self.restarts += 1
         if self.restarts > self.failover.max_attempts * (len(self._topology.region_of) + 1):
             raise JobFailedError(
-                f"job '{self.graph.job_name}' restarted {self.restarts - 1} times without "
+                f"job '{self.graph.job_name}' restarted {self.restarts - 1} "
+                f"{plural(self.restarts - 1, 'time')} without "
                 f"finishing (last: {cause}); the cluster keeps losing executors or partitions"
             )
         now = time.monotonic()
@@ -521,10 +532,12 @@ class Scheduler:
         self._pending = [r for r in self._pending if not any(t in self._deployed for t in r.tasks)]
         self._pending.sort(key=lambda r: r.id)
         log.warning(
-            "job %s: restarting %d tasks in %d regions (restart %d): %s",
+            "job %s: restarting %d %s in %d %s (restart %d): %s",
             self.job_id,
             len(tasks),
+            plural(len(tasks), "task"),
             len(regions),
+            plural(len(regions), "region"),
             self.restarts,
             cause,
         )

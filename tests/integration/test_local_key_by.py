@@ -170,7 +170,7 @@ def test_explain_shows_the_local_operator_chained_into_its_input(
     text = partials.key_by("customer", edge="by_customer").aggregate(name="totals").explain()
     assert "ops: partials (local by customer, flush every 1,000 rows)" in text
     assert "orders->partials" in text
-    assert "2 vertices, 1 edges" in text
+    assert "2 vertices, 1 edge," in text
 
 
 @pytest.mark.parametrize("flush_rows", [0, -3, 2.5, True, "100"])

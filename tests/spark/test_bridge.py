@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any
 
 import pytest
@@ -132,6 +133,34 @@ def test_main_yaml_names_exchanges_of_the_main_job(session: hs.Session) -> None:
     assert "hashpartitioning(c_mktsegment" in exchanges[aggregate]
     assert "rangepartitioning(o_totalprice_sum" in exchanges[order]
     assert data["spark_subtrees"] == []  # every operator runs in the engine
+
+
+def test_the_main_job_s_config_plans_it_with_no_warning(
+    session: hs.Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``./dev main`` prints (``--spark 4``: with ``main-spark4.yaml``): no
+    ``warning:`` line in its explain, since every mode ``configs/main.yaml`` sets against
+    the output-on-EOF rule is marked ``keep: true`` (and each such edge is noted), and no
+    ``ConfigWarning`` (its ``job:`` is the main job's name).  The shipped configs that
+    need no Spark are planned in ``tests/unit/test_shipped_configs.py``, which lists
+    every file in ``configs/``."""
+    from main_job import default_config
+
+    config = hs.load_config(default_config())
+    monkeypatch.setattr(session, "config", config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", hs.ConfigWarning)
+        _df, stream = main_job(session, scale=0.01)
+        data = stream.explain_data()
+        text = stream.explain()
+    assert data["warnings"] == [] and "warning:" not in text, data["warnings"]
+    assert data["job"] == config.job
+    kept = sorted(edge for edge, entry in config.edges.items() if entry.keep)
+    noted = sorted(edge for edge in config.edges if any(f"'{edge}'" in n for n in data["notes"]))
+    assert len(kept) == 2 and kept == noted  # the broadcast and the sort's exchange
+    assert [line for line in text.splitlines() if line.startswith("note: ")] == [
+        f"note: {n}" for n in data["notes"]
+    ]
 
 
 @pytest.mark.parametrize("scale", [0.1, 0.5])

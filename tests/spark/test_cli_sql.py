@@ -22,10 +22,26 @@ FROM t WHERE v > 10 GROUP BY k % 7 ORDER BY s DESC
 """
 
 
+#: Spark in local mode in the command's own process: what these tests check (the command
+#: line, the views, the output) does not depend on the backend, and local mode starts in a
+#: few seconds where RayDP takes about twenty (the bridge's tests cover RayDP)
+CONFIG = """
+ray: {num_cpus: 2, object_store_memory: 300 MiB}
+spark: {backend: local, executors: 1, executor_cores: 1, executor_memory: 1 GiB}
+"""
+
+
 def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False
     )
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("config") / "local.yaml"
+    path.write_text(CONFIG)
+    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -59,19 +75,21 @@ def expected_rows(path: Path, query: str) -> list[list[str]]:
         return [[str(v) for v in row] for row in con.execute(query).fetchall()]
 
 
-def test_sql_file_prints_the_first_rows(table_path: Path, tmp_path: Path) -> None:
+def test_sql_file_prints_the_first_rows(table_path: Path, tmp_path: Path, config: str) -> None:
     query_file = tmp_path / "groups.sql"
     query_file.write_text(QUERY)
-    out = run("sql", str(query_file), "--view", f"t={table_path}", "--limit", "3")
+    out = run(
+        "sql", str(query_file), "--view", f"t={table_path}", "--limit", "3", "--config", config
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[0].split() == ["g", "n", "s", "m"]
     assert printed_rows(out.stdout) == expected_rows(table_path, QUERY)[:3]
     assert "7 rows in" in out.stdout and "the first 3 shown" in out.stdout
 
 
-def test_out_writes_every_row_as_parquet(table_path: Path, tmp_path: Path) -> None:
+def test_out_writes_every_row_as_parquet(table_path: Path, tmp_path: Path, config: str) -> None:
     target = tmp_path / "result"
-    out = run("sql", QUERY, "--view", f"t={table_path}", "--out", str(target))
+    out = run("sql", QUERY, "--view", f"t={table_path}", "--out", str(target), "--config", config)
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"7 rows written to {target}" in out.stdout
     written = pq.read_table(target)
@@ -80,8 +98,8 @@ def test_out_writes_every_row_as_parquet(table_path: Path, tmp_path: Path) -> No
     assert rows == sorted(expected_rows(table_path, QUERY))
 
 
-def test_explain_names_the_spark_exchanges_and_runs_nothing(table_path: Path) -> None:
-    out = run("sql", QUERY, "--view", f"t={table_path}", "--explain")
+def test_explain_names_the_spark_exchanges_and_runs_nothing(table_path: Path, config: str) -> None:
+    out = run("sql", QUERY, "--view", f"t={table_path}", "--explain", "--config", config)
     assert out.returncode == 0, out.stderr[-3000:]
     # the group-by's and the ORDER BY's exchanges, named by their formatted ids
     assert set(re.findall(r"\bexchange_\d+\b", out.stdout)) == {
@@ -92,8 +110,8 @@ def test_explain_names_the_spark_exchanges_and_runs_nothing(table_path: Path) ->
     assert "rows in" not in out.stdout
 
 
-def test_unknown_table_exits_non_zero_with_spark_s_message(table_path: Path) -> None:
-    out = run("sql", "SELECT * FROM nope", "--view", f"t={table_path}")
+def test_unknown_table_exits_non_zero_with_spark_s_message(table_path: Path, config: str) -> None:
+    out = run("sql", "SELECT * FROM nope", "--view", f"t={table_path}", "--config", config)
     assert out.returncode == 1
     message = [line for line in out.stderr.splitlines() if line.startswith("hybrid-shuffle:")]
     assert len(message) == 1, out.stderr[-3000:]

@@ -144,8 +144,9 @@ def test_an_unreachable_address_fails_in_seconds_naming_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     pipeline = str(ROOT / "examples" / "pipeline_revenue.py")
+    config = str(ROOT / "configs" / "pipeline_revenue.yaml")  # its job's edges: planned first
     started = time.monotonic()
-    assert main(["run", pipeline, "--config", MAIN_YAML, "--address", "127.0.0.1:1"]) != 0
+    assert main(["run", pipeline, "--config", config, "--address", "127.0.0.1:1"]) != 0
     assert time.monotonic() - started < 30
     message = stderr_of(capsys)
     assert message.startswith("hybrid-shuffle: address: cannot reach a Ray cluster at 127.0.0.1:1")

@@ -32,7 +32,7 @@ def test_quickstart_loads_into_typed_values() -> None:
     assert config.shuffle.default_mode == "hybrid-selective"
     assert config.shuffle.buffer_size == 4 << 20
     assert config.shuffle.memory_budget == 512 << 20
-    assert config.edge("by_customer") == EdgeConfig("pipelined", None)
+    assert config.edge("by_customer") == EdgeConfig("pipelined", None, keep=True)
     assert config.edge("to_sort") == EdgeConfig("blocking", 8)
     assert config.edge("absent") == EdgeConfig()
 
@@ -91,7 +91,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         "unknown-edge-key",
         {"edges": {"by_customer": {"mdoe": "blocking"}}},
         "edges.by_customer.mdoe: unknown key (did you mean 'mode'?); allowed keys are: "
-        "mode, partitions, service",
+        "keep, mode, partitions, service",
     ),
     (
         "wrong-edge-mode",
@@ -103,7 +103,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         "wrong-default-mode",
         {"shuffle": {"default_mode": "hybrid"}},
         "shuffle.default_mode: 'hybrid' is not a mode; use one of: pipelined, blocking, "
-        "hybrid-selective, hybrid-full",
+        "hybrid-selective, hybrid-full, auto",
     ),
     (
         "bad-size-string",
@@ -131,6 +131,33 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         "edges-as-a-list",
         {"edges": ["by_customer"]},
         "edges: must be a mapping like {by_customer: {mode: blocking}}",
+    ),
+    (
+        "keep-without-mode",
+        {"edges": {"by_customer": {"keep": True, "partitions": 4}}},
+        "edges.by_customer.keep: the edge sets no mode to keep; add a mode beside it (one of: "
+        "pipelined, blocking, hybrid-selective, hybrid-full) or remove keep",
+    ),
+    (
+        "keep-false-without-mode",
+        {"edges": {"by_customer": {"keep": False}}},
+        "edges.by_customer.keep: the edge sets no mode to keep; add a mode beside it (one of: "
+        "pipelined, blocking, hybrid-selective, hybrid-full) or remove keep",
+    ),
+    (
+        "keep-not-a-boolean",
+        {"edges": {"by_customer": {"mode": "pipelined", "keep": "yes"}}},
+        "edges.by_customer.keep: must be true or false, got 'yes'",
+    ),
+    (
+        "prewarm-not-a-boolean",
+        {"spark": {"prewarm": "on"}},
+        "spark.prewarm: must be true or false, got 'on'",
+    ),
+    (
+        "keep-as-a-number",
+        {"edges": {"by_customer": {"mode": "pipelined", "keep": 1}}},
+        "edges.by_customer.keep: must be true or false, got 1",
     ),
     (
         "zero-partitions",
@@ -300,6 +327,11 @@ def test_a_directory_is_not_a_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(tmp_path)
     assert str(err.value) == f"config file '{tmp_path}' is a directory; give the YAML file"
+
+
+def test_spark_starts_without_a_prewarm_unless_asked() -> None:
+    assert load_config(None).spark.prewarm is False
+    assert load_config({"spark": {"prewarm": True}}).spark.prewarm is True
 
 
 def test_spark_booleans_reach_spark_in_its_spelling() -> None:
@@ -551,3 +583,32 @@ def test_a_misspelt_service_is_named_with_its_key_path() -> None:
     with pytest.raises(ConfigError, match=r"^shuffle\.service: 'remote' is not a shuffle service"):
         load_config({"shuffle": {"service": "remote"}})
     assert load_config({"shuffle": {"service": "my.module:Factory"}}).shuffle.service
+
+
+# -- edges.NAME.keep ---------------------------------------------------------------------------
+
+
+def test_keep_is_read_beside_its_mode_and_defaults_to_false() -> None:
+    config = load_config(
+        {"edges": {"a": {"mode": "pipelined", "keep": True}, "b": {"mode": "blocking"}}}
+    )
+    assert config.edge("a") == EdgeConfig("pipelined", keep=True)
+    assert config.edge("b").keep is False and EdgeConfig().keep is False
+    unkept = load_config({"edges": {"a": {"mode": "pipelined", "keep": False}}})
+    assert unkept.edge("a") == EdgeConfig("pipelined")
+
+
+def test_keep_survives_revalidation_and_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "kept.yaml"
+    path.write_text("edges:\n  a: {mode: hybrid-full, keep: true}\n  b: {partitions: 2}\n")
+    config = load_config(path)
+    assert load_config(config) == config and config.with_overrides() == config
+    again = load_config({}).with_overrides(edges=config.edges)  # EdgeConfig values, as code gives
+    assert again.edges == config.edges
+
+
+def test_keep_without_a_mode_is_refused_in_code_too() -> None:
+    with pytest.raises(ConfigError, match=r"^edges\.a\.keep: the edge sets no mode to keep"):
+        load_config({}).with_overrides(edges={"a": EdgeConfig(keep=True)})
+    with pytest.raises(ConfigError, match=r"^edges\.a\.keep: the edge sets no mode to keep"):
+        load_config(Config(edges={"a": EdgeConfig(partitions=2, keep=True)}))

@@ -114,3 +114,46 @@ def test_explain_data_of_an_undecided_adaptive_consumer_says_auto() -> None:
     assert data["edges"][0]["partitions"] == "auto"
     assert next(v for v in data["vertices"] if v["name"] == "totals")["parallelism"] is None
     assert "partitions auto" in plan.explain()
+
+
+def test_a_kept_mode_is_a_note_and_an_unkept_one_a_warning_in_text_and_json() -> None:
+    """``by_yaml`` keeps its mode on purpose (``keep: true``), ``by_customer`` is set in
+    YAML without keep: the first is a ``note:`` line and in ``notes``, the second a
+    ``warning:`` line and in ``warnings``; both run as set."""
+    b = Builder()
+    first = keyed(b, b.source("orders", 2), "by_yaml")
+    sink = b.agg(first, "totals", edge="by_customer")
+    config = load_config(
+        {
+            "edges": {
+                "by_yaml": {"mode": "hybrid-full", "keep": True},
+                "by_customer": {"mode": "pipelined"},
+            }
+        }
+    )
+    plan = plan_job("j", sink, config, slots=8)
+    note = (
+        "edge 'by_yaml' keeps mode hybrid-full on purpose (keep: true); the output-on-EOF "
+        "rule would make it blocking, as 'totals' emits only at end of input"
+    )
+    data = json.loads(json.dumps(plan.explain_data()))
+    assert data["notes"] == [note]
+    assert len(data["warnings"]) == 1 and data["warnings"][0].startswith("edge 'by_customer'")
+    text = plan.explain().splitlines()
+    assert text[-2:] == [f"note: {note}", f"warning: {data['warnings'][0]}"]
+    modes = {e["name"]: (e["mode"], e["mode_origin"]) for e in data["edges"]}
+    assert modes == {"by_yaml": ("hybrid-full", "yaml"), "by_customer": ("pipelined", "yaml")}
+
+
+def test_a_plan_whose_every_conflict_is_kept_has_no_warning_line() -> None:
+    b = Builder()
+    sink = b.agg(keyed(b, b.source("orders", 2), "by_yaml"), "totals", edge="by_customer")
+    kept = {"mode": "hybrid-selective", "keep": True}
+    config = load_config({"edges": {"by_yaml": kept, "by_customer": kept}})
+    plan = plan_job("j", sink, config, slots=8)
+    assert plan.explain_data()["warnings"] == []
+    assert "warning:" not in plan.explain()
+    assert [line for line in plan.explain().splitlines() if line.startswith("note: ")] == [
+        f"note: {n}" for n in plan.notes
+    ]
+    assert len(plan.notes) == 2

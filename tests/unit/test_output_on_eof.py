@@ -3,10 +3,13 @@ the mode the user gave them (no Ray)."""
 
 from __future__ import annotations
 
+import pytest
+
 from hybrid_shuffle.config import load_config
+from hybrid_shuffle.errors import ConfigError
 from hybrid_shuffle.operators import HashJoin
 from hybrid_shuffle.plan.graph import ModeOrigin
-from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, plan_job
+from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, plan_job, reachable
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 from .builders import Builder
@@ -19,6 +22,12 @@ def rebalanced_revenue(b: Builder, **modes: str) -> LogicalNode:
     clean = LogicalNode(next(b.ids), "clean", b.map(orders, "m").operator, [(orders, spec)])
     totals = b.agg(clean, "totals", edge="by_customer", mode=modes.get("by_customer"))
     return b.sort(totals, "top", edge="to_sort", mode=modes.get("to_sort"))
+
+
+def exchange(sink: LogicalNode, edge: str) -> ExchangeSpec:
+    """The exchange named ``edge`` in the job ending at ``sink`` (to set what code sets)."""
+    specs = [spec for node in reachable(sink) for _, spec in node.inputs if spec is not None]
+    return next(spec for spec in specs if spec.edge == edge)
 
 
 def test_every_edge_upstream_of_an_aggregate_and_out_of_it_becomes_blocking() -> None:
@@ -47,7 +56,8 @@ def test_mode_set_in_code_is_kept_and_explain_warns_about_it() -> None:
     assert plan.explain().splitlines()[-1] == (
         "warning: edge 'by_customer' keeps mode pipelined set in code (mode=), though "
         "'totals' emits only at end of input, so the output-on-EOF rule would make it "
-        "blocking; remove that mode to let the rule apply"
+        "blocking; remove that mode to let the rule apply, or if it is on purpose, say so in "
+        "YAML: edges: {by_customer: {mode: pipelined, keep: true}}"
     )
 
 
@@ -56,7 +66,99 @@ def test_mode_set_in_yaml_is_kept_and_explain_warns_about_it() -> None:
     plan = plan_job("revenue", rebalanced_revenue(Builder()), cfg, slots=8)
     edge = plan.graph.edge("spread")
     assert (edge.mode, edge.mode_origin) == ("hybrid-selective", ModeOrigin.YAML)
-    assert "warning: edge 'spread' keeps mode hybrid-selective set in YAML" in plan.explain()
+    assert plan.warnings == [
+        "edge 'spread' keeps mode hybrid-selective set in YAML, though 'totals' emits only at "
+        "end of input, so the output-on-EOF rule would make it blocking; remove that mode to "
+        "let the rule apply, or add keep: true beside it if it is on purpose"
+    ]
+
+
+def test_a_yaml_mode_kept_on_purpose_runs_as_set_and_is_a_note_not_a_warning() -> None:
+    cfg = load_config({"edges": {"spread": {"mode": "hybrid-selective", "keep": True}}})
+    plan = plan_job("revenue", rebalanced_revenue(Builder()), cfg, slots=8)
+    edge = plan.graph.edge("spread")
+    assert (edge.mode, edge.mode_origin, edge.mode_kept) == (
+        "hybrid-selective",
+        ModeOrigin.YAML,
+        True,
+    )
+    assert plan.warnings == []
+    assert plan.notes == [
+        "edge 'spread' keeps mode hybrid-selective on purpose (keep: true); the output-on-EOF "
+        "rule would make it blocking, as 'totals' emits only at end of input"
+    ]
+    # the rule still applies to the edges with no mode of their own
+    assert plan.graph.edge("by_customer").mode_origin is ModeOrigin.OUTPUT_ON_EOF
+
+
+def test_a_code_mode_kept_on_purpose_is_a_note_and_yaml_keep_covers_a_code_mode() -> None:
+    job = rebalanced_revenue(Builder(), by_customer="pipelined")
+    exchange(job, "by_customer").keep = True
+    plan = plan_job("revenue", job, load_config(None), slots=8)
+    assert plan.warnings == []
+    assert plan.notes == [
+        "edge 'by_customer' keeps mode pipelined on purpose in code (keep=True); the "
+        "output-on-EOF rule would make it blocking, as 'totals' emits only at end of input"
+    ]
+    # the warning's advice for a code mode: the same mode in YAML with keep: true
+    plain = rebalanced_revenue(Builder(), by_customer="pipelined")
+    cfg = load_config({"edges": {"by_customer": {"mode": "pipelined", "keep": True}}})
+    plan = plan_job("revenue", plain, cfg, slots=8)
+    assert plan.warnings == [] and len(plan.notes) == 1
+
+
+def test_yaml_wins_over_code_for_keep_as_for_the_mode() -> None:
+    """A YAML mode without keep over a code mode with keep: the YAML entry decides, so the
+    rule's conflict is a warning again."""
+    job = rebalanced_revenue(Builder(), by_customer="pipelined")
+    exchange(job, "by_customer").keep = True
+    cfg = load_config({"edges": {"by_customer": {"mode": "hybrid-full"}}})
+    plan = plan_job("revenue", job, cfg, slots=8)
+    assert plan.notes == []
+    assert plan.warnings[0].startswith("edge 'by_customer' keeps mode hybrid-full set in YAML")
+
+
+def test_keep_on_a_mode_the_rule_agrees_with_says_nothing() -> None:
+    cfg = load_config({"edges": {"to_sort": {"mode": "blocking", "keep": True}}})
+    plan = plan_job("revenue", rebalanced_revenue(Builder()), cfg, slots=8)
+    assert plan.warnings == [] and plan.notes == []
+    # nor on an edge the rule does not reach (nothing downstream emits only at the end)
+    b = Builder()
+    orders = b.source("orders", 2)
+    spec = ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), "spread", "pipelined")
+    spec.keep = True
+    spread = LogicalNode(next(b.ids), "m", b.map(orders, "x").operator, [(orders, spec)])
+    plan = plan_job("j", spread, load_config(None), slots=8)
+    assert plan.graph.edge("spread").mode_kept
+    assert plan.warnings == [] and plan.notes == []
+
+
+def test_keep_in_code_without_a_mode_is_refused_naming_the_edge() -> None:
+    job = rebalanced_revenue(Builder())
+    exchange(job, "by_customer").keep = True
+    with pytest.raises(ConfigError) as err:
+        plan_job("revenue", job, load_config(None), slots=8)
+    assert str(err.value) == (
+        "edge 'by_customer': keep=True needs the mode it keeps; pass mode= too, or drop keep"
+    )
+
+
+def test_keep_means_the_same_under_default_mode_auto() -> None:
+    """The advisor never changes a mode set in code or YAML, so under ``auto`` keep only
+    turns the rule's warning into a note, as it does under any other default mode."""
+    raw: dict[str, object] = {"shuffle": {"default_mode": "auto"}}
+    kept = {"edges": {"spread": {"mode": "pipelined", "keep": True}}}
+    plan = plan_job("revenue", rebalanced_revenue(Builder()), load_config({**raw, **kept}), 8)
+    spread = plan.graph.edge("spread")
+    assert (spread.mode, spread.mode_origin, spread.mode_reason) == (
+        "pipelined",
+        ModeOrigin.YAML,
+        "",
+    )
+    assert plan.warnings == [] and len(plan.notes) == 1
+    unkept = {"edges": {"spread": {"mode": "pipelined"}}}
+    plan = plan_job("revenue", rebalanced_revenue(Builder()), load_config({**raw, **unkept}), 8)
+    assert plan.graph.edge("spread").mode == "pipelined" and len(plan.warnings) == 1
 
 
 def test_explicit_batch_mode_needs_no_warning() -> None:

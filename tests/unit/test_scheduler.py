@@ -230,8 +230,9 @@ def test_a_hung_zombie_gets_its_executor_replaced_and_tasks_beside_it_run_again(
     assert scheduler.slots.free == 2
 
 
-def test_narrow_vertices_fill_the_slots_wide_ones_leave_and_no_slot_takes_more_than_its_share(
-) -> None:
+def test_narrow_vertices_fill_the_slots_wide_ones_leave_and_no_slot_takes_more_than_its_share() -> (
+    None
+):
     """Three sources of parallelism 1, their union and an aggregate of 4, pipelined on 4
     slots: 8 tasks, 2 a slot (Flink's subtask-i-to-slot-i put 5 on the first)."""
     b = Builder()

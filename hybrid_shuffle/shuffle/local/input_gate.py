@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import ray
 from ray.exceptions import GetTimeoutError, ObjectLostError, OwnerDiedError, RayActorError
 
+from hybrid_shuffle._words import plural
 from hybrid_shuffle.errors import (
     DataConsumptionError,
     ExecutorLostError,
@@ -394,7 +395,8 @@ def _fetch(
         raise ExecutorLostError(_lost(gate, channel)) from e
     except GetTimeoutError as e:
         raise DataConsumptionError(
-            f"edge '{gate.spec.edge}': {len(buffers)} buffers from {source} did not arrive "
+            f"edge '{gate.spec.edge}': {len(buffers)} {plural(len(buffers), 'buffer')} from "
+            f"{source} did not arrive "
             f"within {gate.wait_timeout:.0f} s; the object store is overloaded, so lower "
             "shuffle.buffer_size or raise wait_timeout"
         ) from e
