@@ -1,7 +1,8 @@
 """Quiet by default: Ray's, RayDP's and Spark's start-up chatter off, the engine's own logs on.
 
 A plain run used to print about twenty lines before its result, none of them
-about the user's job: Ray's token-authentication notice, its C++ "GcsClient has
+about the user's job: Ray's token-authentication notice (security is in
+docs/guide/cluster.md, section 6), its C++ "GcsClient has
 no Cluster ID set" lines (from RayDP's app master, Spark's executors and
 Spark's driver JVM), a ``ray.worker.global_worker`` deprecation notice that RayDP
 triggers (in the driver and in its master actor), and Spark's log4j start-up
@@ -139,7 +140,10 @@ def quiet_ray_init(log_level: str | None) -> Iterator[None]:
 
     Ray announces that it turned token authentication on for a new local
     cluster (a secure default, nothing to act on); its logger goes back to its
-    level afterwards, so a real authentication failure later still shows.
+    level afterwards, so a real authentication failure later still shows.  How to
+    run a cluster of one's own with a token, and what the engine keeps private, is
+    in docs/guide/cluster.md, section 6 ("Security"): the engine's INFO log says
+    so where it hid the notice.
     """
     if not is_quiet(log_level):
         yield
@@ -151,6 +155,10 @@ def quiet_ray_init(log_level: str | None) -> Iterator[None]:
         yield
     finally:
         logger.setLevel(before)
+    logging.getLogger(__name__).info(
+        "Ray's notices on token authentication were hidden (log_level: debug shows them); "
+        "docs/guide/cluster.md, section 6, says how to run a cluster with a token"
+    )
 
 
 def spark_log_configs(log_level: str | None) -> dict[str, str]:

@@ -133,10 +133,19 @@ class RayTransport:
             with quiet_ray_init(log_level):
                 ray.init(**kwargs)
         except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
+            if address is None:
+                raise ConfigError(
+                    f"address: cannot start an embedded Ray ({summary(e)}); set "
+                    "ray.num_cpus and ray.object_store_memory to what this machine has, or "
+                    "pass address= to join a running cluster"
+                ) from e
+            # a cluster that refuses this driver's token looks the same from here (Ray
+            # prints "InvalidAuthToken" on stderr, then raises that it cannot connect)
             raise ConfigError(
-                f"address: cannot start or join Ray at {address or 'local'} "
-                f"({summary(e)}); start the "
-                "cluster with 'ray start --head' or drop address= for an embedded Ray"
+                f"address: cannot join the Ray cluster at {address} ({summary(e)}); check "
+                "that it runs ('ray start --head' there) and, if it uses token "
+                "authentication, that this driver has its token (RAY_AUTH_MODE=token and "
+                "RAY_AUTH_TOKEN, or ~/.ray/auth_token: docs/guide/cluster.md, section 6)"
             ) from e
 
     @staticmethod

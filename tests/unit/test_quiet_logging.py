@@ -13,6 +13,7 @@ from hybrid_shuffle.quiet import (
     LOG4J2_QUIET,
     configure_engine_logging,
     quiet_driver,
+    quiet_ray_init,
     ray_init_options,
 )
 from hybrid_shuffle.spark import spark_configs
@@ -91,3 +92,19 @@ def test_engine_logging_is_left_alone_unless_a_level_is_set() -> None:
     finally:
         logger.setLevel(before_level)
         logger.handlers[:] = before_handlers
+
+
+def test_the_hidden_token_notice_points_to_the_security_guide(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Quiet hides Ray's notice on token authentication while ``ray.init`` runs; the
+    engine's INFO log then says where security is documented, and the guide has it."""
+    token = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    with caplog.at_level(logging.INFO, logger="hybrid_shuffle"), quiet_ray_init(None):
+        assert token.getEffectiveLevel() == logging.ERROR
+        token.warning("Token authentication is enabled for this Ray cluster.")
+    assert "Token authentication" not in caplog.text
+    assert "docs/guide/cluster.md, section 6" in caplog.text
+    guide = (Path(__file__).parents[2] / "docs" / "guide" / "cluster.md").read_text()
+    assert "## 6. Security" in guide
+    assert "RAY_AUTH_MODE=token" in guide
