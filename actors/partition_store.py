@@ -39,6 +39,7 @@ import ray
 from hybrid_shuffle.actor_process import ProcessProbes
 from hybrid_shuffle.errors import (
     HybridShuffleError,
+    PartitionCorruptedError,
     PartitionNotFoundError,
     WaitTimeoutError,
 )
@@ -208,13 +209,14 @@ class PartitionStore(ProcessProbes):
             return [self._poll_error(e, r) for r in requests]
 
     def _poll_error(self, e: Exception, request: PollRequest) -> PollResponse:
+        kind = PollErrorKind.PRODUCER_FAILED
+        if isinstance(e, PartitionNotFoundError):
+            kind = PollErrorKind.NOT_FOUND
+        elif isinstance(e, PartitionCorruptedError):
+            kind = PollErrorKind.CORRUPTED
         return PollResponse(
             error=str(self._as_error(e, f"serve a poll of {request.partition_id}")),
-            error_kind=(
-                PollErrorKind.NOT_FOUND
-                if isinstance(e, PartitionNotFoundError)
-                else PollErrorKind.PRODUCER_FAILED
-            ),
+            error_kind=kind,
         )
 
     # -- lifecycle -----------------------------------------------------------------------

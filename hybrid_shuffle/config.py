@@ -204,6 +204,10 @@ class ShuffleConfig:
     memory_budget: int = 512 * MiB
     #: the root of the sessions' private spill directories (per user by default)
     spill_dir: str = field(default_factory=default_spill_dir)
+    #: a checksum (xxh3-64) per spilled buffer, checked when it is read back; a mismatch,
+    #: a truncated or a deleted spill file raises ``PartitionCorruptedError`` and failover
+    #: recomputes the partition (truncated and deleted files are caught either way)
+    checksums: bool = True
     #: pipelined edges: buffers a producer may run ahead of a consumer, per subpartition
     credits: int = 4
     #: seconds any single wait may last before it fails naming what it waited for
@@ -490,6 +494,10 @@ def _shuffle(raw: Mapping[str, Any]) -> ShuffleConfig:
             s[key] = parse_size(raw[key], f"shuffle.{key}")
     if "spill_dir" in raw:
         s["spill_dir"] = _string(raw["spill_dir"], "shuffle.spill_dir")
+    if "checksums" in raw:
+        if not isinstance(raw["checksums"], bool):
+            raise ConfigError(f"shuffle.checksums: must be true or false, got {raw['checksums']!r}")
+        s["checksums"] = raw["checksums"]
     if "credits" in raw:
         credits = raw["credits"]
         if (

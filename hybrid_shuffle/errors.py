@@ -19,6 +19,7 @@ __all__ = [
     "JobCancelledError",
     "JobFailedError",
     "JobTimeoutError",
+    "PartitionCorruptedError",
     "PartitionNotFoundError",
     "PlanError",
     "ProducerFailedError",
@@ -89,6 +90,22 @@ class ExecutorLostError(HybridShuffleError):
 
 class PartitionNotFoundError(HybridShuffleError):
     """A consumer asked for a result partition its owner no longer holds."""
+
+
+class PartitionCorruptedError(HybridShuffleError):
+    """A result partition's spill file failed its check when read back: a buffer whose
+    checksum does not match, a file cut short, or a file deleted under the engine.  The
+    message names the partition and the file.  The partition counts as lost: failover
+    recomputes its producer, and only a job that keeps meeting it
+    (``failover.max_attempts`` times) fails.  ``partition_id`` and ``path`` say the same
+    as attributes when known (None otherwise)."""
+
+    def __init__(
+        self, message: str, *, partition_id: str | None = None, path: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.partition_id = partition_id
+        self.path = path
 
 
 class ProducerFailedError(HybridShuffleError):

@@ -145,6 +145,7 @@ class Session:
             wait_timeout=shuffle.wait_timeout,
             memory_budget=memory,
             spill_dir=self.spill_dir,
+            checksums=shuffle.checksums,
         )
 
     # -- what users call -------------------------------------------------------------------

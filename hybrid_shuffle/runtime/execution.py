@@ -4,8 +4,9 @@ The driver reads the sink's result partitions through the shuffle service's own
 input gates (a driver-side ``ShuffleEnvironment``), one subtask after another
 so a sorted job's partitions come back in key order, then copies the table out
 of the object store so the result pins nothing.  If a sink's partition is lost
-while it is read (its holder died after the job ended), the scheduler recovers
-it like any failover and the read starts again.  Whatever happens, every
+while it is read (its holder died after the job ended, or its spill file is
+corrupted), the scheduler recovers it like any failover and the read starts
+again.  Whatever happens, every
 partition of the job is released afterwards (in the background: the next job
 and the leak checks wait for the releases), except, when the job succeeded, the
 partitions of the caches it filled: those are promoted to outlive it, and
@@ -22,7 +23,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from hybrid_shuffle.errors import ExecutorLostError, PartitionNotFoundError
+from hybrid_shuffle.errors import (
+    ExecutorLostError,
+    PartitionCorruptedError,
+    PartitionNotFoundError,
+)
 from hybrid_shuffle.plan.cache import cache_edge
 from hybrid_shuffle.plan.graph import VertexId
 from hybrid_shuffle.plan.planner import Plan
@@ -97,9 +102,9 @@ def execute(
             try:
                 table = _read_result(reader, scheduler.deployer, plan)
                 break
-            except (ExecutorLostError, PartitionNotFoundError) as e:
-                # a sink's executor (or store) died after the job ended: nothing is lost
-                # while the producers can run again
+            except (ExecutorLostError, PartitionNotFoundError, PartitionCorruptedError) as e:
+                # a sink's executor (or store) died after the job ended, or a spill file of
+                # its result is corrupted: nothing is lost while the producers can run again
                 if attempt + 1 == plan.config.failover.max_attempts:
                     raise
                 reports = scheduler.recover(e)

@@ -19,8 +19,10 @@ Which failures count toward ``failover.max_attempts`` (``FailureKind``): a
 task's *own* failure counts (a user exception, its executor dying under it); a
 *collateral* one does not (it failed because a producer failed or vanished, or
 because its attempt was cancelled: the producer's failure is counted where it
-happened); a *fatal* one is not retried at all (a plan, config or schema error
-would fail the same way every time).  Plain Python.
+happened; a corrupted spill file, ``PartitionCorruptedError``, counts against
+the producer attempt that wrote the partition); a *fatal* one is not retried at
+all (a plan, config or schema error would fail the same way every time).  Plain
+Python.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from hybrid_shuffle.errors import (
     DataConsumptionError,
     ExecutorLostError,
     JobCancelledError,
+    PartitionCorruptedError,
     PartitionNotFoundError,
     PlanError,
     ProducerFailedError,
@@ -59,6 +62,7 @@ _COLLATERAL = (
     JobCancelledError,
     ProducerFailedError,
     PartitionNotFoundError,
+    PartitionCorruptedError,  # counted against the producer whose partition it was
     ExecutorLostError,
     DataConsumptionError,
 )

@@ -221,6 +221,19 @@ class PartitionTracker:
         self._mark_lost(lost)
         return lost
 
+    def corrupted(self, partition_id: PartitionId) -> tuple[Hashable, PartitionDescriptor] | None:
+        """A reader found ``partition_id``'s spill file corrupted, truncated or deleted: the
+        partition is lost as if its holder had died (``lost_producers``, ``available``).
+        Returns its producer task and descriptor the first time; None if it is not
+        tracked, or already lost or released (another reader told first)."""
+        tracked = self._partitions.get(partition_id)
+        if tracked is None or tracked.state is TrackedState.LOST:
+            return None
+        tracked.state = TrackedState.LOST
+        tracked.handed_over = None
+        log.info("partition %s lost: its spill file is corrupted", partition_id)
+        return tracked.producer, tracked.descriptor.partition
+
     def _mark_lost(self, partition_ids: list[PartitionId]) -> None:
         for pid in partition_ids:
             tracked = self._partitions[pid]

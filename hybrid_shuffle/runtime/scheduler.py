@@ -15,7 +15,10 @@ regions not yet deployed are then computed again, with the new subtask count.
 
 Failover (``runtime.failover`` decides *what*, this loop *does* it): a failed
 task, an executor Ray reports dead (the pool's watch refs wake the loop at
-once), or a partition a service reports lost restarts the affected regions.
+once), or a partition a service reports lost restarts the affected regions.  A
+reader that found a partition's spill file corrupted (``PartitionCorruptedError``)
+makes that partition lost too, so its producer runs again; the corruption counts
+as a failure of the producer attempt that wrote it.
 A lost partition of a cache the job reads is the exception: no region of the
 job can produce it, so the loop raises ``CacheLostError`` and ``Job.run`` fills
 the cache from its lineage and runs the job again.
@@ -53,7 +56,9 @@ from hybrid_shuffle.errors import (
     HybridShuffleError,
     JobFailedError,
     JobTimeoutError,
+    PartitionCorruptedError,
     WaitTimeoutError,
+    summary,
 )
 from hybrid_shuffle.plan.graph import JobVertex
 from hybrid_shuffle.plan.planner import Plan
@@ -73,7 +78,7 @@ from hybrid_shuffle.runtime.progress import JobProgress, NoProgress
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool, SlotAllocation
 from hybrid_shuffle.runtime.task import TaskReport, TaskState, attempt_key
 from hybrid_shuffle.runtime.transport import TaskRef, TaskTransport
-from hybrid_shuffle.shuffle.api import ProducerDescriptor
+from hybrid_shuffle.shuffle.api import PartitionId, ProducerDescriptor
 
 __all__ = ["Scheduler"]
 
@@ -171,6 +176,8 @@ class Scheduler:
         """After ``run``: the driver lost part of the result (``error``: the holder of a
         sink's partition died while it read).  Once Ray reports the death (bounded),
         the lost partitions' producers run again as in any failover."""
+        if isinstance(error, PartitionCorruptedError):
+            self._lost_to_corruption(error, "the driver")
         deadline = time.monotonic() + self.wait_timeout
         while not self._pending:  # the losses put the sinks' regions back in the queue
             if time.monotonic() > deadline:
@@ -404,6 +411,8 @@ class Scheduler:
             error: HybridShuffleError | None = None
         except ExecutorLostError as e:  # its executor died under it: its own failure
             report, error = None, e
+        if report is not None:
+            self._lost_to_corruption(_library_error(report), info.name)
         if info.zombie:
             if report is None:
                 self._count(info, str(error))
@@ -442,20 +451,53 @@ class Scheduler:
 
     def _count(self, info: _Running, line: str) -> None:
         """One more failure of ``info``'s task; fails the job at ``max_attempts``."""
-        failures = self._failures[info.task]
-        failures.append((info.attempt, line))
+        self._count_attempt(info.task, info.attempt, info.name, line)
+
+    def _count_attempt(
+        self, task: TaskKey, attempt: int, name: str, line: str, cause: Exception | None = None
+    ) -> None:
+        """One more failure of ``task`` (its attempt ``attempt``, named ``name``); fails
+        the job at ``max_attempts`` (with ``cause``, the error of this failure, as the
+        ``JobFailedError``'s ``__cause__`` if given)."""
+        failures = self._failures[task]
+        failures.append((attempt, line))
         if len(failures) < self.failover.max_attempts:
             return
-        vertex, subtask = self.graph.vertices[info.task[0]].name, info.task[1]
+        vertex, subtask = self.graph.vertices[task[0]].name, task[1]
         attempts = ", ".join(str(a) for a, _ in failures)
         raise JobFailedError(
-            f"task '{info.name}' (operator '{vertex}', subtask {subtask}) failed in "
+            f"task '{name}' (operator '{vertex}', subtask {subtask}) failed in "
             f"attempt{'s' if len(failures) > 1 else ''} {attempts} (failover.max_attempts "
             f"{self.failover.max_attempts}): {failures[0][1]}",
             operator=vertex,
             subtask=subtask,
             attempts=len(failures),
+        ) from cause
+
+    def _lost_to_corruption(self, error: BaseException | None, reader: str) -> None:
+        """``reader`` found a partition's spill file corrupted (``error``): the partition
+        is lost, so its producer runs again (``_handle_losses``, or the restart closure
+        of the reader's own region), and that counts as a failure of the producer
+        attempt that wrote it: a disk that corrupts every attempt fails the job after
+        ``max_attempts``, naming the file.  Counted once per partition, however many
+        readers found it; a cache's partition is left to ``_check_cache_reads``."""
+        if not isinstance(error, PartitionCorruptedError) or error.partition_id is None:
+            return
+        lost = self.tracker.corrupted(PartitionId(error.partition_id))
+        if lost is None:
+            return  # already lost (another reader told first) or released
+        producer, partition = lost
+        if partition.job_id != self.job_id or producer not in self._topology.region_of:
+            return
+        task: TaskKey = producer
+        name = f"{self.graph.vertices[task[0]].name}[{task[1]}]"
+        log.warning("job %s: %s (read by %s)", self.job_id, summary(error), reader)
+        line = f"{type(error).__name__}: {summary(error)}"
+        # the cause as a fresh value: the error's frames would pin what its reader held
+        cause = PartitionCorruptedError(
+            str(error), partition_id=error.partition_id, path=error.path
         )
+        self._count_attempt(task, partition.attempt, name, line, cause)
 
     def _handle_losses(self) -> None:
         """Replace dead executors and restart the producers of partitions lost with them
@@ -611,6 +653,11 @@ class Scheduler:
         if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit
             raise error
         raise root_cause(errors)
+
+
+def _library_error(report: TaskReport) -> BaseException | None:
+    """The library error a failed report carries, if any."""
+    return None if report.failure is None else report.failure.library_error
 
 
 def _failed_on_its_own(report: TaskReport) -> bool:

@@ -242,10 +242,13 @@ class PollRequest:
 
 
 class PollErrorKind(enum.Enum):
-    """Why a poll could not be served (Flink's two named exceptions)."""
+    """Why a poll could not be served (Flink's two named exceptions, and a spill file
+    that failed its check when read back)."""
 
     PRODUCER_FAILED = "producer-failed"
     NOT_FOUND = "not-found"
+    #: the partition's spill file is corrupted, truncated or deleted: the partition is lost
+    CORRUPTED = "corrupted"
 
 
 @dataclass
@@ -286,6 +289,8 @@ class ShuffleEnvironmentContext:
     memory_budget: int
     #: the session's private spill directory (0700)
     spill_dir: str
+    #: ``shuffle.checksums``: a checksum per spilled buffer, checked when it is read back
+    checksums: bool = True
 
 
 @dataclass(frozen=True)

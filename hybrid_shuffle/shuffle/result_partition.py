@@ -17,6 +17,12 @@ The partition type's properties decide everything mode-specific:
 Buffers in memory are ObjectRefs created by ``put`` in this (the owning)
 process; consumers borrow them through poll responses.  I/O is passed in
 (``put``), so this class is unit-tested with plain objects.
+
+A spilled buffer that fails its check when read back (``SpillFile.read``: a
+checksum mismatch, a truncated or deleted file) is answered as a
+``CORRUPTED`` poll error naming the edge, the partition and the file; the
+consumer raises it as ``PartitionCorruptedError`` and the scheduler treats the
+partition as lost.
 """
 
 from __future__ import annotations
@@ -31,7 +37,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from hybrid_shuffle.errors import JobCancelledError, PartitionNotFoundError, WaitTimeoutError
+from hybrid_shuffle.errors import (
+    JobCancelledError,
+    PartitionCorruptedError,
+    PartitionNotFoundError,
+    WaitTimeoutError,
+)
 from hybrid_shuffle.shuffle.api import (
     BufferRef,
     HandedOver,
@@ -92,8 +103,11 @@ class ResultPartition:
         wait_timeout: float,
         cancelled: threading.Event,
         on_change: Callable[[], None] | None = None,
+        checksums: bool = True,
     ) -> None:
         self.descriptor = descriptor
+        #: ``shuffle.checksums``: spilled buffers are written with a checksum, checked on read
+        self._checksums = checksums
         #: called whenever readers have something new (a buffer, a sample, the end, a
         #: failure, the release): the holder's ``ChangeSignal``, which ``poll_many`` waits on
         self._on_change = on_change or (lambda: None)
@@ -300,12 +314,21 @@ class ResultPartition:
                 ),
             )
         # materialising spilled buffers happens outside the lock: it reads disk and puts
-        for seq, buf in picked:
-            ref = buf.ref
-            if ref is None:
-                assert buf.segment is not None
-                ref = self._put(self._spill_file().read(buf.segment))
-            response.buffers.append(BufferRef(seq, ref, buf.rows, buf.nbytes))
+        try:
+            for seq, buf in picked:
+                ref = buf.ref
+                if ref is None:
+                    assert buf.segment is not None and self._spill is not None
+                    ref = self._put(self._spill.read(buf.segment))
+                response.buffers.append(BufferRef(seq, ref, buf.rows, buf.nbytes))
+        except PartitionCorruptedError as e:
+            if self._released():  # the release deleted the file under this read
+                return self._gone()
+            log.warning("edge %s: %s", self.descriptor.edge, e)
+            return PollResponse(
+                error=f"edge '{self.descriptor.edge}': {e}",
+                error_kind=PollErrorKind.CORRUPTED,
+            )
         return response
 
     @staticmethod
@@ -347,7 +370,9 @@ class ResultPartition:
             if self.state is PartitionState.RELEASED:
                 raise self._closed_for_writing()
             if self._spill is None:
-                self._spill = SpillFile(self._spill_path)
+                self._spill = SpillFile(
+                    self._spill_path, self.descriptor.partition_id, self._checksums
+                )
             return self._spill
 
     def _released(self) -> bool:

@@ -2,9 +2,9 @@
 
 Each test runs ``python -m benchmarks`` in its own process, with its own Ray (half a
 minute to three minutes on two cores).  By default the harness, the failover, TPC-H and
-kernel workloads run; the batch, cache, skew and tight-memory workloads (issues 12, 13,
-14 and 23: their figures are in BENCHMARKS.md) only with ``HS_TEST_FULL=1``, to keep
-``./dev test`` short.
+kernel workloads run, and issue 27's ``python -m benchmarks.checksums``; the batch,
+cache, skew and tight-memory workloads (issues 12, 13, 14 and 23: their figures are in
+BENCHMARKS.md) only with ``HS_TEST_FULL=1``, to keep ``./dev test`` short.
 """
 
 from __future__ import annotations
@@ -192,3 +192,20 @@ def test_tiny_tight_memory_run_checks_and_reports_the_peak(tmp_path: Path) -> No
     assert tight["error"] is None and tight["checked_runs"] == 2
     assert tight["memory_bytes"] == 16 << 20 and tight["peak_over_memory"] is not None
     assert "issue 23 memory target" in out.stdout
+
+
+def test_tiny_checksums_run_pairs_both_sides_and_reports_the_ratio(tmp_path: Path) -> None:
+    """Issue 27's overhead benchmark at 200,000 rows, one pair: both sides spill, every
+    run is checked (else the run fails), and the ratio is reported."""
+    cmd = [
+        sys.executable, "-m", "benchmarks.checksums", "--rows", "200000", "--pairs", "1",
+        "--budget", "1 MiB", "--buffer-size", "128 KiB", "--object-store", str(300 << 20),
+        "--settle", "0", "--name", "smoke-checksums", "--out", str(tmp_path),
+    ]  # fmt: skip
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    payload = json.loads((tmp_path / "smoke-checksums.json").read_text())
+    assert payload["rows"] == 200_000 and payload["pairs"] == 1
+    assert all(payload["spilled_bytes_median"][side] > 0 for side in ("on", "off"))
+    assert payload["median_pair_ratio"] > 0
+    assert "on / off:" in out.stdout

@@ -84,8 +84,8 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         "unknown-nested-key",
         {"shuffle": {"bufer_size": "1 MiB"}},
         "shuffle.bufer_size: unknown key (did you mean 'buffer_size'?); allowed keys are: "
-        "batch_mode, buffer_size, credits, default_mode, memory_budget, service, spill_dir, "
-        "wait_timeout",
+        "batch_mode, buffer_size, checksums, credits, default_mode, memory_budget, service, "
+        "spill_dir, wait_timeout",
     ),
     (
         "unknown-edge-key",

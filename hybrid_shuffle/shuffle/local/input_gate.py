@@ -36,6 +36,7 @@ from hybrid_shuffle.errors import (
     DataConsumptionError,
     ExecutorLostError,
     JobCancelledError,
+    PartitionCorruptedError,
     PartitionNotFoundError,
     ProducerFailedError,
     WaitTimeoutError,
@@ -116,6 +117,10 @@ class PollingInputGate:
         """Apply a poll response's state (errors, cursor, samples); the caller fetches data."""
         producer = channel.spec.producer_subtask
         if response.error is not None:
+            if response.error_kind is PollErrorKind.CORRUPTED:
+                # the partition is lost: the scheduler recomputes it from this id
+                pid = channel.spec.descriptor.partition.partition_id
+                raise PartitionCorruptedError(response.error, partition_id=pid)
             failed = response.error_kind is PollErrorKind.PRODUCER_FAILED
             raise (ProducerFailedError if failed else PartitionNotFoundError)(response.error)
         if response.producer_finished_at is not None:

@@ -157,6 +157,7 @@ class PartitionHolder:
             self._context.wait_timeout,
             cancelled,
             lambda: self._watch.changed(descriptor.partition_id),
+            self._context.checksums,
         )
         with self._lock:
             released = descriptor.partition_id in self._released
