@@ -36,7 +36,6 @@ Run it under the benchmark lock; results go to ``benchmarks/results/<name>.txt``
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -48,6 +47,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from benchmarks.report_files import write_report
 from hybrid_shuffle.sizes import parse_size
 
 __all__ = ["main"]
@@ -270,10 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     summary["seconds"] = time.time() - started
     lines = report(summary)
     print("\n".join(lines))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.name}.txt").write_text("\n".join(lines) + "\n")
-    (out / f"{args.name}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_report(args.out, args.name, lines, summary)
     return 0
 
 

@@ -57,6 +57,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report_files import write_report
+
 __all__ = ["main", "run_child", "run_parent"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -368,9 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = report(summary)
     print("\n".join(lines))
     if args.out:
-        out = Path(args.out)
-        (out / f"{args.name}.txt").write_text("\n".join(lines) + "\n")
-        (out / f"{args.name}.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_report(args.out, args.name, lines, summary)
     return 0
 
 

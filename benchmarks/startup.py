@@ -52,6 +52,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report_files import write_report
+
 __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -360,10 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     summary["seconds"] = time.time() - started
     lines = report(summary)
     print("\n".join(lines))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.name}.txt").write_text("\n".join(lines) + "\n")
-    (out / f"{args.name}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_report(args.out, args.name, lines, summary)
     return 0
 
 
