@@ -52,6 +52,7 @@ __all__ = [
     "RayConfig",
     "ShuffleConfig",
     "SparkConfig",
+    "SpeculationConfig",
     "check_slots",
     "format_size",
     "load_config",
@@ -138,6 +139,28 @@ class AdaptiveConfig:
 
 
 @dataclass(frozen=True)
+class SpeculationConfig:
+    """``failover.speculation``: speculative execution, after Flink's FLIP-168.  Once
+    ``quantile`` of a vertex's subtasks have finished, a subtask running longer than
+    ``multiplier`` times their median runtime (and at least ``min_runtime``) gets a
+    second attempt on another executor's free slot; the first to finish wins and the
+    other is cancelled.  Only tasks whose outputs are attempt-numbered and not yet read
+    are eligible (blocking and hybrid-full outputs, sinks); ``explain()`` says which."""
+
+    #: true: slow subtasks of eligible vertices get a second, speculative attempt
+    enabled: bool = False
+    #: a subtask is slow past this many times the median runtime of the finished ones
+    #: (at least 1)
+    multiplier: float = 1.5
+    #: the share of a vertex's subtasks that must have finished before any of its
+    #: subtasks is judged slow (above 0, at most 1)
+    quantile: float = 0.75
+    #: seconds a subtask runs at least before it is judged slow (a number, or a string
+    #: such as ``1 s`` or ``500 ms``)
+    min_runtime: float = 1.0
+
+
+@dataclass(frozen=True)
 class FailoverConfig:
     """Region failover (Flink's ``RestartPipelinedRegionFailoverStrategy`` with an
     exponential-delay restart strategy).  A failed task -- a user exception, a lost
@@ -154,6 +177,8 @@ class FailoverConfig:
     #: seconds a whole job may run before a ``JobTimeoutError`` (null: no bound but
     #: ``shuffle.wait_timeout`` on each single wait)
     job_timeout: float | None = None
+    #: speculative execution of slow subtasks (see ``failover.speculation`` below)
+    speculation: SpeculationConfig = field(default_factory=SpeculationConfig)
 
 
 #: ``operators.kernel``: the libraries a task's operators can run on
@@ -410,6 +435,7 @@ _TOP = (
 _SECTIONS = ("adaptive", "failover", "operators", "ray", "shuffle", "spark")
 _OPERATORS = tuple(f.name for f in dataclasses.fields(OperatorsConfig))
 _FAILOVER = tuple(f.name for f in dataclasses.fields(FailoverConfig))
+_SPECULATION = tuple(f.name for f in dataclasses.fields(SpeculationConfig))
 _ADAPTIVE = tuple(f.name for f in dataclasses.fields(AdaptiveConfig))
 _SHUFFLE = tuple(f.name for f in dataclasses.fields(ShuffleConfig))
 _RAY = tuple(f.name for f in dataclasses.fields(RayConfig))
@@ -626,7 +652,49 @@ def _failover(raw: Mapping[str, Any]) -> FailoverConfig:
         s["job_timeout"] = _seconds(
             raw["job_timeout"], "failover.job_timeout", MIN_WAIT_TIMEOUT, "from 0.001 to 86400"
         )
+    if "speculation" in raw:
+        example = "{enabled: true, multiplier: 1.5, quantile: 0.75, min_runtime: 1 s}"
+        s["speculation"] = _speculation(
+            _mapping(raw["speculation"], "failover.speculation", example)
+        )
     return FailoverConfig(**s)
+
+
+def _speculation(raw: Mapping[str, Any]) -> SpeculationConfig:
+    _check_keys(raw, _SPECULATION, "failover.speculation.")
+    path = "failover.speculation"
+    s: dict[str, Any] = {}
+    if "enabled" in raw:
+        if not isinstance(raw["enabled"], bool):
+            raise ConfigError(f"{path}.enabled: must be true or false, got {raw['enabled']!r}")
+        s["enabled"] = raw["enabled"]
+    if "multiplier" in raw:
+        value = raw["multiplier"]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 1
+        ):
+            raise ConfigError(f"{path}.multiplier: must be a number of at least 1, got {value!r}")
+        s["multiplier"] = float(value)
+    if "quantile" in raw:
+        value = raw["quantile"]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or not 0 < value <= 1
+        ):
+            raise ConfigError(
+                f"{path}.quantile: must be a number above 0 and at most 1, got {value!r}"
+            )
+        s["quantile"] = float(value)
+    if "min_runtime" in raw:
+        s["min_runtime"] = _seconds(
+            raw["min_runtime"], f"{path}.min_runtime", 0.0, "from 0 to 86400"
+        )
+    return SpeculationConfig(**s)
 
 
 def _operators(raw: Mapping[str, Any]) -> OperatorsConfig:
@@ -771,6 +839,9 @@ def _section_raw(section: Any) -> dict[str, Any]:
         for f in dataclasses.fields(section)
         if f.init and getattr(section, f.name) is not None
     }
+    for key, value in out.items():
+        if isinstance(value, SpeculationConfig):  # a nested section
+            out[key] = _section_raw(value)
     if isinstance(section, SparkConfig):
         out["configs"] = dict(section.configs)
     return out

@@ -181,8 +181,12 @@ def _default(f: dataclasses.Field[Any], yaml_type: str) -> str:
 def _keys(cls: type, prefix: str) -> tuple[_Key, ...]:
     docs = _documented(cls, prefix)
     out = []
+    hints = typing.get_type_hints(cls)
     for f in _fields(cls):
         path = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(hints[f.name]):  # a section of its own, below
+            out.append(_Key(path, "mapping", "see below", docs[f.name]))
+            continue
         annotation = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
         yaml_type = _yaml_type(path, annotation)
         out.append(_Key(path, yaml_type, _default(f, yaml_type), docs[f.name]))
@@ -206,9 +210,25 @@ def _sections(root: type = Config) -> Iterator[_Section]:
         prefix = f"{f.name}.NAME." if by_name else f"{f.name}."
         doc = _markdown(_docstring(cls) or docs[f.name])
         top.append(_Key(f.name, "mapping", "see below", docs[f.name]))
-        nested.append(_Section(prefix.rstrip("."), doc, _keys(cls, prefix)))
+        nested.extend(_nested(cls, prefix, doc))
     yield _Section("", "", tuple(top))
     yield from nested
+
+
+def _nested(cls: type, prefix: str, doc: str) -> list[_Section]:
+    """A section, then one per dataclass field inside it (``failover.speculation``)."""
+    hints = typing.get_type_hints(cls)
+    docs = _documented(cls, prefix)
+    inner = [
+        (f, hints[f.name])
+        for f in _fields(cls)
+        if dataclasses.is_dataclass(hints[f.name]) and isinstance(hints[f.name], type)
+    ]
+    below: list[_Section] = []
+    for f, hint in inner:
+        inner_doc = _markdown(_docstring(hint) or docs[f.name])
+        below.extend(_nested(hint, f"{prefix}{f.name}.", inner_doc))
+    return [_Section(prefix.rstrip("."), doc, _keys(cls, prefix)), *below]
 
 
 def yaml_keys(root: type = Config) -> list[str]:

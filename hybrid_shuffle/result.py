@@ -93,6 +93,9 @@ class JobResult:
     #: ``Stream.to_ray_data``: the result's buffers as ObjectRefs, left in the object
     #: store (``table`` is then empty); None for every other run
     blocks: list[Any] | None = None
+    #: second attempts of slow subtasks launched (``failover.speculation``; 0 when off);
+    #: a task whose copy won has ``TaskReport.speculative`` set
+    speculative_attempts: int = 0
 
     @property
     def spilled_bytes(self) -> int:

@@ -417,6 +417,7 @@ class Job:
             statuses,
             {plan.graph.vertices[v].name: r for v, r in plan.vertex_region.items()},
             executed.blocks,
+            executed.speculative_attempts,
         )
 
     # -- caches --------------------------------------------------------------------------

@@ -9,7 +9,11 @@ vertex the slot sharing group and the operator memory -- and ``Explanation.text`
 ``Explanation.as_dict`` only format it.
 
 Contract of ``as_dict``: plain JSON types only (str, int, None, lists, dicts); keys are
-``job``, ``slots_needed``, ``slots``, ``vertices``, ``edges``, ``notes``, ``warnings``.
+``job``, ``slots_needed``, ``slots``, ``vertices``, ``edges``, ``notes``, ``warnings``,
+``speculation``.  ``speculation`` is ``{"enabled": bool, "vertices": [{"name",
+"eligible", "reason"}]}``: which vertices ``failover.speculation`` may give a second
+attempt, and for the others why not (``runtime.speculation``); the text shows it as a
+section only when speculation is enabled.
 A note is a fact about the plan that needs nothing done; a warning is something the user
 may not have meant (a mode set against the output-on-EOF rule without ``keep``), so a
 script can fail on ``warnings`` alone.
@@ -26,12 +30,46 @@ from typing import TYPE_CHECKING, Any
 
 from hybrid_shuffle._words import plural
 from hybrid_shuffle.config import format_size
+from hybrid_shuffle.runtime.speculation import eligibility
 
 if TYPE_CHECKING:
     from hybrid_shuffle.plan.graph import JobEdge, JobVertex
     from hybrid_shuffle.plan.planner import Plan
 
-__all__ = ["EdgeExplanation", "Explanation", "VertexExplanation", "explain_plan"]
+__all__ = [
+    "EdgeExplanation",
+    "Explanation",
+    "SpeculationExplanation",
+    "VertexExplanation",
+    "explain_plan",
+]
+
+
+@dataclass(frozen=True)
+class SpeculationExplanation:
+    """Which vertices speculative execution may copy (``failover.speculation``)."""
+
+    enabled: bool
+    #: (vertex name, why it cannot be speculated or None), producers first
+    vertices: tuple[tuple[str, str | None], ...]
+
+    def text(self) -> list[str]:
+        if not self.enabled:
+            return []
+        lines = ["speculation (failover.speculation):"]
+        for name, reason in self.vertices:
+            verdict = "can be speculated" if reason is None else f"not speculated: {reason}"
+            lines.append(f"  {name:<24} {verdict}")
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "vertices": [
+                {"name": name, "eligible": reason is None, "reason": reason}
+                for name, reason in self.vertices
+            ],
+        }
 
 
 @dataclass(frozen=True)
@@ -159,6 +197,8 @@ class Explanation:
     #: modes set in code or YAML against the output-on-EOF rule, not marked ``keep``:
     #: maybe a mistake, so each says how to let the rule apply or mark it kept
     warnings: tuple[str, ...]
+    #: which vertices can be speculated, and why not the others
+    speculation: SpeculationExplanation = SpeculationExplanation(False, ())
 
     def text(self) -> str:
         lines = [
@@ -170,6 +210,7 @@ class Explanation:
             *(v.text() for v in self.vertices),
             "edges:",
             *(e.text() for e in self.edges),
+            *self.speculation.text(),
             *(f"note: {n}" for n in self.notes),
             *(f"warning: {w}" for w in self.warnings),
         ]
@@ -184,6 +225,7 @@ class Explanation:
             "edges": [e.as_dict() for e in self.edges],
             "notes": list(self.notes),
             "warnings": list(self.warnings),
+            "speculation": self.speculation.as_dict(),
         }
 
 
@@ -192,6 +234,11 @@ def explain_plan(plan: Plan) -> Explanation:
     g = plan.graph
     vertices = tuple(_vertex(plan, g.vertices[vid]) for vid in g.topological_order())
     edges = tuple(_edge(plan, e) for e in g.edges)
+    why_not = eligibility(g)
+    speculation = SpeculationExplanation(
+        plan.config.failover.speculation.enabled,
+        tuple((g.vertices[vid].name, why_not[vid]) for vid in g.topological_order()),
+    )
     return Explanation(
         g.job_name,
         plan.slots_needed,
@@ -200,6 +247,7 @@ def explain_plan(plan: Plan) -> Explanation:
         edges,
         tuple(plan.notes),
         tuple(plan.warnings),
+        speculation,
     )
 
 

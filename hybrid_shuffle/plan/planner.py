@@ -125,7 +125,8 @@ class Plan:
     def explain_data(self) -> dict[str, Any]:
         """What ``explain()`` prints, as plain JSON-ready data (``hybrid-shuffle explain
         --format json``): ``job``, ``slots_needed``, ``slots``, ``vertices``, ``edges``,
-        ``notes``, ``warnings``; both come from one ``Explanation`` (``plan.explain``)."""
+        ``notes``, ``warnings``, ``speculation``; both come from one ``Explanation``
+        (``plan.explain``)."""
         return explain_plan(self).as_dict()
 
 

@@ -30,6 +30,7 @@ from hybrid_shuffle.shuffle.api import (
     PartitionDescriptor,
     PartitionId,
     RangeRead,
+    ShuffleDescriptor,
 )
 from hybrid_shuffle.shuffle.partition_type import (
     BLOCKING_PERSISTENT,
@@ -86,11 +87,14 @@ class Deployer:
         #: task -> its current attempt (0-based); the scheduler raises it on a restart
         self.attempts: dict[TaskKey, int] = {}
 
-    def output_partitions(self, task: TaskKey) -> list[PartitionDescriptor]:
-        """The partitions ``task`` writes: one per output edge, plus the result's."""
+    def output_partitions(
+        self, task: TaskKey, attempt: int | None = None
+    ) -> list[PartitionDescriptor]:
+        """The partitions ``task`` writes: one per output edge, plus the result's (of
+        its current attempt, or of ``attempt``: a speculative one)."""
         vid, subtask = task
         vertex = self.graph.vertices[vid]
-        attempt = self.attempts.get(task, 0)
+        attempt = self.attempts.get(task, 0) if attempt is None else attempt
         out = [self._partition(edge, subtask, attempt) for edge in vertex.outputs]
         if vertex.cache_fill is not None:
             out.append(self.cache_partition(vertex, subtask, attempt))
@@ -154,13 +158,21 @@ class Deployer:
             attempt=attempt,
         )
 
-    def deployment(self, task: TaskKey) -> TaskDeployment:
-        """The task's deployment; its producers' partitions must be registered."""
+    def deployment(
+        self,
+        task: TaskKey,
+        attempt: int | None = None,
+        outputs: list[ShuffleDescriptor] | None = None,
+    ) -> TaskDeployment:
+        """The task's deployment; its producers' partitions must be registered.  A
+        speculative attempt passes its ``attempt`` and the ``outputs`` it registered
+        (in ``output_partitions``' order): they are not the ones consumers read."""
         vid, subtask = task
         vertex = self.graph.vertices[vid]
         gates = [self.gate(task, edge, subtask) for edge in vertex.inputs]
         if vertex.cache_read is not None:
             gates.append(self.cache_gate(vertex, subtask))
+        registered = outputs
         outputs = [self.tracker.descriptor(self.job_id, e.name, subtask) for e in vertex.outputs]
         combiners: list[Operator | None] = [e.combiner for e in vertex.outputs]
         columns: list[Columns] = [e.columns for e in vertex.outputs]
@@ -173,11 +185,13 @@ class Deployer:
             outputs.append(self.tracker.descriptor(self.job_id, name, subtask))
             combiners.append(None)
             columns.append(None)
+        if registered is not None:
+            outputs = registered
         return TaskDeployment(
             job_id=self.job_id,
             vertex=vertex.name,
             subtask=subtask,
-            attempt=self.attempts.get(task, 0),
+            attempt=self.attempts.get(task, 0) if attempt is None else attempt,
             operators=vertex.operators,
             gates=gates,
             outputs=outputs,

@@ -57,6 +57,8 @@ class Executed:
     cache_partitions: dict[VertexId, list[ShuffleDescriptor]] = field(default_factory=dict)
     #: ``Plan.keep_blocks``: the result's buffers as refs, in subtask order (``table`` None)
     blocks: list[Any] | None = None
+    #: speculative attempts launched (``JobResult.speculative_attempts``)
+    speculative_attempts: int = 0
 
 
 def execute(
@@ -111,7 +113,9 @@ def execute(
         caches = _promote_caches(plan, job_id, tracker)
     finally:
         tracker.release_job(job_id)
-    return Executed(job_id, table, reports, scheduler.restarts, caches, blocks)
+    return Executed(
+        job_id, table, reports, scheduler.restarts, caches, blocks, scheduler.speculative_attempts
+    )
 
 
 def _result_blocks(tracker: PartitionTracker, job_id: str, plan: Plan) -> list[Any] | None:

@@ -17,6 +17,13 @@ Release rules (Flink's region release strategy):
   cluster partitions) and are released only by ``release`` (the cache is
   invalidated or lost) or by the master's close; losses mark them as any other.
 
+Speculative attempts (``runtime.speculation``): a second attempt of a running task
+registers its partitions with ``register_speculative``; they are tracked (so released
+with the job, or lost with their holder) but not indexed for consumers, so no consumer
+is ever handed them.  ``speculation_won`` makes them the task's partitions (the other
+attempt's are released), ``speculation_dropped`` releases them.  Their loss never makes
+their producer run again: the scheduler drops the copy instead.
+
 Handed-over buffers (``HandedOver``: a finished partition's refs, for consumers
 that deploy later and read without polling) are kept only until every consumer
 channel of the partition has been made, so the tracker never pins a partition's
@@ -89,6 +96,8 @@ class PartitionTracker:
         )
         #: partitions that outlive their job (``promote``)
         self._promoted: set[PartitionId] = set()
+        #: (job, producer task) -> the partitions of its running speculative attempt
+        self._speculative: dict[tuple[str, Hashable], list[PartitionId]] = {}
 
     # -- producers -------------------------------------------------------------------------
 
@@ -105,6 +114,32 @@ class PartitionTracker:
         self._by_producer[(partition.job_id, producer_task)].append(pid)
         self._by_edge[edge_key] = pid
         return descriptor
+
+    def register_speculative(
+        self, producer_task: Hashable, partition: PartitionDescriptor, producer: ProducerDescriptor
+    ) -> ShuffleDescriptor:
+        """A partition of a speculative attempt of ``producer_task``: tracked, but no
+        consumer reads it unless ``speculation_won``."""
+        descriptor = self._master.register_partition_with_producer(partition, producer)
+        pid = partition.partition_id
+        self._partitions[pid] = _Tracked(descriptor, producer_task, readers=partition.readers)
+        self._speculative.setdefault((partition.job_id, producer_task), []).append(pid)
+        return descriptor
+
+    def speculation_won(self, job_id: str, producer_task: Hashable) -> None:
+        """The speculative attempt of ``producer_task`` finished first: its partitions
+        become the task's (consumers read them), the other attempt's are released."""
+        pids = self._speculative.pop((job_id, producer_task), [])
+        self._release(self._by_producer.pop((job_id, producer_task), []))
+        for pid in pids:
+            partition = self._partitions[pid].descriptor.partition
+            self._by_edge[(job_id, partition.edge, partition.producer_subtask)] = pid
+        self._by_producer[(job_id, producer_task)] = pids
+
+    def speculation_dropped(self, job_id: str, producer_task: Hashable) -> None:
+        """The speculative attempt of ``producer_task`` lost, failed or was cancelled:
+        its partitions are released."""
+        self._release(self._speculative.pop((job_id, producer_task), []))
 
     def descriptor(self, job_id: str, edge: str, producer_subtask: int) -> ShuffleDescriptor:
         return self._partitions[self._by_edge[(job_id, edge, producer_subtask)]].descriptor
@@ -204,6 +239,7 @@ class PartitionTracker:
         released (consumers read the new attempt's), and the channels it read are
         forgotten (the new attempt makes its own)."""
         self._release(self._by_producer.pop((job_id, task), []))
+        self._release(self._speculative.pop((job_id, task), []))
         for pid, key in self._reads.pop((job_id, task), []):
             tracked = self._partitions.get(pid)
             if tracked is not None:
@@ -244,11 +280,15 @@ class PartitionTracker:
 
     def lost_producers(self, job_id: str) -> set[Hashable]:
         """The producer tasks of ``job_id`` whose partition is lost but still to be read:
-        they must run again before its readers can finish."""
+        they must run again before its readers can finish.  A speculative attempt's
+        partitions are not read: their loss is not counted."""
+        copies = {pid for pids in self._speculative.values() for pid in pids}
         return {
             t.producer
-            for t in self._partitions.values()
-            if t.state is TrackedState.LOST and t.descriptor.partition.job_id == job_id
+            for pid, t in self._partitions.items()
+            if t.state is TrackedState.LOST
+            and t.descriptor.partition.job_id == job_id
+            and pid not in copies
         }
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -278,7 +318,12 @@ class PartitionTracker:
                 if t.descriptor.partition.job_id == job_id and p not in self._promoted
             ]
         )
-        indexes: tuple[dict[Any, Any], ...] = (self._reads, self._by_edge, self._by_producer)
+        indexes: tuple[dict[Any, Any], ...] = (
+            self._reads,
+            self._by_edge,
+            self._by_producer,
+            self._speculative,
+        )
         for index in indexes:
             for key in [k for k in index if k[0] == job_id]:
                 del index[key]

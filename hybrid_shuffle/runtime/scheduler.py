@@ -33,6 +33,16 @@ cause is raised.  A job past its deadline fails the same way with a
 ``JobTimeoutError``.  Ctrl-C cancels the same way and re-raises
 ``KeyboardInterrupt``.
 
+Speculation (``failover.speculation``, Flink's FLIP-168; ``runtime.speculation``
+decides *which* and *when*): after each turn, a slow running task of an eligible
+vertex gets a second attempt (the next attempt number) on another executor's free
+slot, whose partitions the tracker keeps apart from the consumers'.  The first of the
+two to finish wins: the other becomes a zombie that reports nothing that counts (no
+failure toward ``max_attempts``, no failover), and the tracker hands consumers the
+winner's partitions only.  A copy that fails, loses its executor, or whose task's
+hybrid-full consumer deploys meanwhile is dropped, not counted; a restart of the
+task's region cancels both attempts.
+
 The loop is plain state; its collaborators are injected: the ``Deployer``
 builds descriptors, the ``PartitionTracker`` owns partitions and their release,
 the ``ExecutorPool`` the executors (and their replacement), and the
@@ -60,7 +70,7 @@ from hybrid_shuffle.errors import (
     WaitTimeoutError,
     summary,
 )
-from hybrid_shuffle.plan.graph import JobVertex
+from hybrid_shuffle.plan.graph import JobVertex, VertexId
 from hybrid_shuffle.plan.planner import Plan
 from hybrid_shuffle.plan.regions import Region, TaskKey, pipelined_regions
 from hybrid_shuffle.runtime.deployment import Deployer, producers_of
@@ -76,6 +86,7 @@ from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.placement import place, prefer_nodes
 from hybrid_shuffle.runtime.progress import JobProgress, NoProgress
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool, SlotAllocation
+from hybrid_shuffle.runtime.speculation import eligibility, slow_tasks
 from hybrid_shuffle.runtime.task import TaskReport, TaskState, attempt_key
 from hybrid_shuffle.runtime.transport import TaskRef, TaskTransport
 from hybrid_shuffle.shuffle.api import PartitionId, ProducerDescriptor
@@ -98,6 +109,12 @@ class _Running:
     #: a cancelled attempt (its region restarted): its report only counts its own failure
     zombie: bool = False
     cancelled_at: float = 0.0
+    #: when it was deployed (monotonic seconds): speculation measures runtimes from it
+    started: float = 0.0
+    #: a speculative copy of the task's current attempt
+    speculative: bool = False
+    #: the loser of a speculation (a zombie whose report counts for nothing)
+    loser: bool = False
 
 
 class Scheduler:
@@ -158,6 +175,18 @@ class Scheduler:
         #: task -> the node its last deployed attempt's partitions live on: consumers
         #: deployed later prefer it (``runtime.locality``)
         self._nodes: dict[TaskKey, str] = {}
+        #: speculative attempts launched (``JobResult.speculative_attempts``)
+        self.speculative_attempts = 0
+        #: task -> the ref of its running speculative copy
+        self._copies: dict[TaskKey, TaskRef] = {}
+        #: task -> the highest attempt number it has used (a copy takes the next one)
+        self._highest: dict[TaskKey, int] = {}
+        #: task -> the runtime (seconds) of its finished attempt, for ``slow_tasks``
+        self._runtimes: dict[TaskKey, float] = {}
+        #: (task, attempt) already copied once: never copied again
+        self._speculated: set[tuple[TaskKey, int]] = set()
+        #: vertex -> why it cannot be speculated (None: it can)
+        self._why_not = eligibility(self.graph)
 
     @property
     def reports(self) -> list[TaskReport]:
@@ -236,6 +265,7 @@ class Scheduler:
                 if ref in self._running:
                     self._finished(ref)
             self._reap_zombies()
+            self._speculate()
 
     def _wait(self) -> list[TaskRef]:
         """The refs that are ready within a slice: task reports, and executors' watches
@@ -359,10 +389,19 @@ class Scheduler:
             )
             for partition in self.deployer.output_partitions(task):
                 self.tracker.register(task, partition, producer)
+        for task in placed:  # a copy's partitions are never read: its consumer is here
+            for edge in vertices[task[0]].inputs:
+                for upstream in producers_of(self.graph, edge, task[1]):
+                    if upstream in self._copies:
+                        self._drop_copy(upstream, "a consumer of its task deployed")
+        now = time.monotonic()
         for task, executor in placed.items():
             deployment = self.deployer.deployment(task)
             ref = self.transport.submit(self.pool.executors[executor], deployment)
-            self._running[ref] = _Running(task, executor, deployment.name, deployment.attempt)
+            self._running[ref] = _Running(
+                task, executor, deployment.name, deployment.attempt, started=now
+            )
+            self._highest[task] = max(self._highest.get(task, 0), deployment.attempt)
             self._current[task] = ref
             self._deployed.add(task)
             self._not_before.pop(task, None)
@@ -413,6 +452,11 @@ class Scheduler:
             report, error = None, e
         if report is not None:
             self._lost_to_corruption(_library_error(report), info.name)
+        if info.loser:  # lost a speculation: cancelled, whatever it reports
+            return
+        if info.speculative:
+            self._copy_finished(info, report)
+            return
         if info.zombie:
             if report is None:
                 self._count(info, str(error))
@@ -421,6 +465,8 @@ class Scheduler:
             return
         del self._current[info.task]
         if report is not None and report.state is TaskState.FINISHED:
+            if info.task in self._copies:
+                self._drop_copy(info.task, "the first attempt finished first")
             self._succeeded(info, report)
             return
         if report is None:
@@ -445,7 +491,105 @@ class Scheduler:
         self.tracker.consumer_finished(self.job_id, info.task)
         self._reports[info.task] = report
         self.finished.add(info.task)
+        self._runtimes[info.task] = time.monotonic() - info.started
         self.progress.task_finished(report)
+
+    # -- speculation -------------------------------------------------------------------------
+
+    def _speculate(self) -> None:
+        """Give each slow running task of an eligible vertex a second attempt (see the
+        module docstring), while another executor has a free slot."""
+        config = self.failover.speculation
+        if not config.enabled:
+            return
+        now = time.monotonic()
+        running: dict[VertexId, dict[TaskKey, float]] = defaultdict(dict)
+        for task, ref in self._current.items():
+            info = self._running[ref]
+            eligible = task[0] in self._why_not and self._why_not[task[0]] is None
+            if eligible and (task, info.attempt) not in self._speculated:
+                running[task[0]][task] = now - info.started
+        for vid, tasks in running.items():
+            vertex = self.graph.vertices[vid]
+            finished = [t for k, t in self._runtimes.items() if k[0] == vid]
+            for task in slow_tasks(finished, tasks, vertex.parallelism, config):
+                if not self._launch_copy(task):
+                    return  # no free slot left
+
+    def _launch_copy(self, task: TaskKey) -> bool:
+        """Start a speculative attempt of ``task`` if it can run now; False when no
+        other executor has a free slot."""
+        info = self._running[self._current[task]]
+        vertex = self.graph.vertices[task[0]]
+        for edge in vertex.inputs:  # the copy reads its inputs whole, from the start
+            if any(p not in self.finished for p in producers_of(self.graph, edge, task[1])):
+                return True
+        for edge in vertex.outputs:  # a consumer already reads the first attempt's
+            target = self.graph.vertices[edge.target]
+            if any((target.id, i) in self._deployed for i in range(target.parallelism)):
+                return True
+        starting = self.pool.starting()
+        free = [e for e in self.slots.candidates() if e != info.executor and e not in starting]
+        if not free:
+            return False
+        executor = free[0]
+        attempt = self._highest.get(task, info.attempt) + 1
+        self._highest[task] = attempt
+        self._speculated.add((task, info.attempt))
+        producer = ProducerDescriptor(
+            executor, self.pool.executors[executor], self.pool.nodes[executor]
+        )
+        outputs = [
+            self.tracker.register_speculative(task, partition, producer)
+            for partition in self.deployer.output_partitions(task, attempt)
+        ]
+        deployment = self.deployer.deployment(task, attempt, outputs)
+        self.slots.take([executor])
+        ref = self.transport.submit(self.pool.executors[executor], deployment)
+        self._running[ref] = _Running(
+            task, executor, deployment.name, attempt, started=time.monotonic(), speculative=True
+        )
+        self._copies[task] = ref
+        self.slots.task_started(executor)
+        self.speculative_attempts += 1
+        log.info(
+            "job %s: task '%s' is slow (%.1f s); speculative attempt %d on executor %d",
+            self.job_id,
+            info.name,
+            time.monotonic() - info.started,
+            attempt,
+            executor,
+        )
+        return True
+
+    def _copy_finished(self, info: _Running, report: TaskReport | None) -> None:
+        """A speculative copy reported: it wins if it finished, else it is dropped
+        (its failure is not counted: the first attempt runs on)."""
+        del self._copies[info.task]
+        if report is None or report.state is not TaskState.FINISHED:
+            self.tracker.speculation_dropped(self.job_id, info.task)
+            log.info("job %s: speculative attempt of '%s' failed; dropped", self.job_id, info.name)
+            return
+        first = self._running[self._current.pop(info.task)]
+        self._cancel_loser(first)
+        self.tracker.speculation_won(self.job_id, info.task)
+        self.deployer.attempts[info.task] = info.attempt
+        self._nodes[info.task] = self.pool.nodes[info.executor]
+        report.speculative = True
+        log.info("job %s: speculative attempt of '%s' won", self.job_id, info.name)
+        self._succeeded(info, report)
+
+    def _drop_copy(self, task: TaskKey, why: str) -> None:
+        """Cancel ``task``'s speculative copy and release its partitions."""
+        copy = self._running[self._copies.pop(task)]
+        self._cancel_loser(copy)
+        self.tracker.speculation_dropped(self.job_id, task)
+        log.info("job %s: speculative attempt of '%s' cancelled: %s", self.job_id, copy.name, why)
+
+    def _cancel_loser(self, info: _Running) -> None:
+        info.zombie, info.loser, info.cancelled_at = True, True, time.monotonic()
+        key = attempt_key(self.job_id, info.name, info.attempt)
+        self.transport.cancel_attempts(self.pool.executors[info.executor], [key])
 
     # -- failover ----------------------------------------------------------------------------
 
@@ -554,17 +698,20 @@ class Scheduler:
         now = time.monotonic()
         cancel: dict[int, list[str]] = defaultdict(list)
         for task in tasks:
-            ref = self._current.pop(task, None)
-            if ref is not None:
-                info = self._running[ref]
-                info.zombie, info.cancelled_at = True, now
-                cancel[info.executor].append(attempt_key(self.job_id, info.name, info.attempt))
+            for ref in (self._current.pop(task, None), self._copies.pop(task, None)):
+                if ref is not None:
+                    info = self._running[ref]
+                    info.zombie, info.cancelled_at = True, now
+                    info.loser = info.speculative  # a copy's report counts for nothing
+                    cancel[info.executor].append(attempt_key(self.job_id, info.name, info.attempt))
             self._deployed.discard(task)
             self.finished.discard(task)
             self._reports.pop(task, None)
             self.tracker.task_restarted(self.job_id, task)
+            self._runtimes.pop(task, None)
             self.progress.task_restarted(self.graph.vertices[task[0]].name, task[1])
-            attempt = self.deployer.attempts.get(task, 0) + 1
+            # past any speculative copy's attempt too: partition ids carry the attempt
+            attempt = max(self.deployer.attempts.get(task, 0), self._highest.get(task, 0)) + 1
             self.deployer.attempts[task] = attempt
             self._not_before[task] = now + backoff_delay(self.failover.backoff, attempt)
         for executor, keys in cancel.items():
@@ -606,7 +753,10 @@ class Scheduler:
             if info.executor == index:
                 del self._running[ref]
                 self.slots.task_finished(index)
-                if not info.zombie:
+                if info.speculative and not info.zombie:  # a copy: dropped, not restarted
+                    del self._copies[info.task]
+                    self.tracker.speculation_dropped(self.job_id, info.task)
+                elif not info.zombie:
                     del self._current[info.task]
                     beside.add(self._topology.region_of[info.task])
         self.pool.replace(index)
@@ -635,6 +785,7 @@ class Scheduler:
             self._replace_quietly(index)
         self._running.clear()
         self._current.clear()
+        self._copies.clear()
         return errors
 
     def _replace_quietly(self, index: int) -> None:

@@ -110,6 +110,9 @@ class TaskReport:
     executor_index: int = -1
     #: which attempt of the task this reports (0-based; see ``JobResult.restarts``)
     attempt: int = 0
+    #: a speculative attempt (``failover.speculation``): a second copy of a slow
+    #: subtask, run beside the first; set by the scheduler
+    speculative: bool = False
     state: TaskState = TaskState.RUNNING
     #: set when ``state`` is FAILED
     failure: TaskFailure | None = None
