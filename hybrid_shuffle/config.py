@@ -521,9 +521,7 @@ def _shuffle(raw: Mapping[str, Any]) -> ShuffleConfig:
     if "spill_dir" in raw:
         s["spill_dir"] = _string(raw["spill_dir"], "shuffle.spill_dir")
     if "checksums" in raw:
-        if not isinstance(raw["checksums"], bool):
-            raise ConfigError(f"shuffle.checksums: must be true or false, got {raw['checksums']!r}")
-        s["checksums"] = raw["checksums"]
+        s["checksums"] = _boolean(raw["checksums"], "shuffle.checksums")
     if "credits" in raw:
         credits = raw["credits"]
         if (
@@ -591,9 +589,7 @@ def _spark(raw: Mapping[str, Any]) -> SparkConfig:
     if "collect_chunk" in raw:
         s["collect_chunk"] = _positive_int(raw["collect_chunk"], "spark.collect_chunk")
     if "prewarm" in raw:
-        if not isinstance(raw["prewarm"], bool):
-            raise ConfigError(f"spark.prewarm: must be true or false, got {raw['prewarm']!r}")
-        s["prewarm"] = raw["prewarm"]
+        s["prewarm"] = _boolean(raw["prewarm"], "spark.prewarm")
     if "configs" in raw:
         configs = _mapping(raw["configs"], "spark.configs", "{spark.sql.shuffle.partitions: 8}")
         s["configs"] = types.MappingProxyType({str(k): _spark_value(v) for k, v in configs.items()})
@@ -665,9 +661,7 @@ def _speculation(raw: Mapping[str, Any]) -> SpeculationConfig:
     path = "failover.speculation"
     s: dict[str, Any] = {}
     if "enabled" in raw:
-        if not isinstance(raw["enabled"], bool):
-            raise ConfigError(f"{path}.enabled: must be true or false, got {raw['enabled']!r}")
-        s["enabled"] = raw["enabled"]
+        s["enabled"] = _boolean(raw["enabled"], f"{path}.enabled")
     if "multiplier" in raw:
         value = raw["multiplier"]
         if (
@@ -754,16 +748,21 @@ def _edges(raw: Any) -> Mapping[str, EdgeConfig]:
     return types.MappingProxyType(out)
 
 
-def _keep(value: Any, path: str, mode: str | None) -> bool:
-    """``edges.NAME.keep``: a boolean, and only beside the ``mode`` it keeps."""
+def _boolean(value: Any, path: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{path}: must be true or false, got {value!r}")
+    return value
+
+
+def _keep(value: Any, path: str, mode: str | None) -> bool:
+    """``edges.NAME.keep``: a boolean, and only beside the ``mode`` it keeps."""
+    keep = _boolean(value, path)
     if mode is None:
         raise ConfigError(
             f"{path}: the edge sets no mode to keep; add a mode beside it (one of: "
             f"{', '.join(MODES)}) or remove keep"
         )
-    return value
+    return keep
 
 
 def _vertices(raw: Any) -> Mapping[str, VertexConfig]:
@@ -872,8 +871,8 @@ def _as_raw(config: Config) -> dict[str, Any]:
 def check_slots(slots: object) -> None:
     """``slots=`` of a session (``hs.Session``, ``PlanningSession``): None or a positive
     integer, else one sentence."""
-    if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or slots < 1):
-        raise ConfigError(f"slots: must be a positive integer, got {slots!r}")
+    if slots is not None:
+        _positive_int(slots, "slots")
 
 
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | None) -> Config:

@@ -185,8 +185,9 @@ class Scheduler:
         self._runtimes: dict[TaskKey, float] = {}
         #: (task, attempt) already copied once: never copied again
         self._speculated: set[tuple[TaskKey, int]] = set()
-        #: vertex -> why it cannot be speculated (None: it can)
-        self._why_not = eligibility(self.graph)
+        #: vertex -> why it cannot be speculated (None: it can); empty with speculation off
+        speculation = self.failover.speculation.enabled
+        self._why_not = eligibility(self.graph) if speculation else {}
 
     @property
     def reports(self) -> list[TaskReport]:

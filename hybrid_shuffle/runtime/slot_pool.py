@@ -157,14 +157,7 @@ class SlotPool:
         self._watches = [self._backend.watch(e) for e in self.executors]
         self._launch = [self._backend.request(e, "ready") for e in self.executors]
         self._info = [{} for _ in self.executors]
-        nodes = len(set(self.nodes))
-        log.info(
-            "starting %d executor %s on %d %s",
-            self.size,
-            plural(self.size, "slot"),
-            nodes,
-            plural(nodes, "node"),
-        )
+        log.info("starting %s", self._spread())
 
     def wait_started(self) -> None:
         """Wait until the executors ``start`` created answered (at most the start
@@ -193,14 +186,12 @@ class SlotPool:
                 else:
                     self._info[index] = answer
             self._launch = []
-        nodes = len(set(self.nodes))
-        log.info(
-            "started %d executor %s on %d %s",
-            self.size,
-            plural(self.size, "slot"),
-            nodes,
-            plural(nodes, "node"),
-        )
+        log.info("started %s", self._spread())
+
+    def _spread(self) -> str:
+        """``4 executor slots on 2 nodes``, for the log."""
+        slots, nodes = self.size, len(set(self.nodes))
+        return f"{slots} executor {plural(slots, 'slot')} on {nodes} {plural(nodes, 'node')}"
 
     def _create(self, index: int, node: str) -> Any:
         suffix = "" if self._created < self.size else f".{self._created}"
