@@ -29,7 +29,15 @@ import pyarrow.dataset as ds
 
 from hybrid_shuffle.errors import PlanError, summary
 
-__all__ = ["ParquetSource", "ParquetSplit", "deal_splits"]
+__all__ = ["EMPTY_COLUMN", "ParquetSource", "ParquetSplit", "deal_splits"]
+
+#: the column a read of no column yields instead (null, one per row): an Arrow table of
+#: no column cannot be handed to DuckDB, and the rows must still be counted
+EMPTY_COLUMN = "__hs_empty"
+
+
+def _placeholder(rows: int) -> pa.Table:
+    return pa.table({EMPTY_COLUMN: pa.nulls(rows)})
 
 
 def deal_splits(rows: Sequence[int], parallelism: int) -> list[list[int]]:
@@ -67,8 +75,13 @@ class ParquetSplit:
 
     def read(self) -> Iterator[pa.Table]:
         """The split's rows, one table per row group (runs in the executor); a zero-row
-        table of the columns when nothing is left, so the task knows its schema."""
+        table of the columns when nothing is left, so the task knows its schema.  A read
+        of no column (``columns=()``) yields ``EMPTY_COLUMN`` instead, one null per row."""
         columns = None if self.columns is None else list(self.columns)
+        if columns == []:
+            counts = [f.count_rows(filter=self.filter) for f in self.fragments]
+            yield _placeholder(sum(counts))
+            return
         emitted = False
         for fragment in self.fragments:
             table = fragment.to_table(schema=self.schema, columns=columns, filter=self.filter)
@@ -106,8 +119,11 @@ class ParquetSource:
             _check_filter(filter, full, what, path)
         self.columns = None if columns is None else tuple(columns)
         self.filter = filter
-        #: the stream's schema: the columns asked for, in the files' order of them
+        #: the stream's schema: the columns asked for, in the files' order of them (no
+        #: column: ``EMPTY_COLUMN``)
         self.schema = full if columns is None else pa.schema([full.field(c) for c in columns])
+        if columns is not None and not columns:
+            self.schema = _placeholder(0).schema
         self.fragments = [
             rg
             for fragment in self.dataset.get_fragments(filter=filter)

@@ -58,7 +58,8 @@ class Rel:
         return Scope(cols, [c.sql() for c in self.columns], subquery)  # type: ignore[arg-type]
 
     def select_list(self) -> str:
-        return ", ".join(c.ref for c in self.columns)
+        # no column: a placeholder that keeps the rows (DuckDB has no SELECT of nothing)
+        return ", ".join(c.ref for c in self.columns) or "NULL AS __hs_empty"
 
     def renamed_to_spark(self) -> str:
         """The final SELECT: Spark's column names instead of ``c<id>``."""

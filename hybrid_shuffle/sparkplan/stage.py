@@ -63,7 +63,7 @@ class Stage:
         token = f"__hs_input_{len(self.inputs)}__"
         self.inputs.append(_Input(stream, None, token))
         items = ", ".join(f"{quote(n)} AS {c.ref}" for n, c in zip(names, columns, strict=True))
-        return Rel(f"SELECT {items} FROM {token}", columns)
+        return Rel(f"SELECT {items or _list([])} FROM {token}", columns)
 
     def finish(self, rel: Rel, name: str, final: bool) -> Stream:
         """The stage as a node of the job: ``rel``'s query over the inputs read."""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from hybrid_shuffle.errors import UnsupportedPlanError
 from hybrid_shuffle.plan.logical import ExchangeSpec
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
+from hybrid_shuffle.sources.parquet import EMPTY_COLUMN
 from hybrid_shuffle.spark import SIZE_HINT
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported
 from hybrid_shuffle.sparkplan.operators import OPERATORS
@@ -132,6 +133,8 @@ class Translator:
         df = subtree_dataframe(self.plan, node, self.spark)
         hint = getattr(df, SIZE_HINT, None)
         df = df.toDF(*[c.ref for c in columns])
+        if not columns:  # rows of no column: Arrow hands over one null column per row
+            df = df.selectExpr(f"CAST(NULL AS BOOLEAN) AS {EMPTY_COLUMN}")
         if hint is not None:
             setattr(df, SIZE_HINT, hint)
         stream = self.job.from_spark(df, name=f"spark_{node.op_id}")

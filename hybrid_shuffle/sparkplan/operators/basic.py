@@ -121,14 +121,20 @@ def _limit(tr: Translator, node: Node, stage: Stage) -> Rel:
     child = tr.rel(node.child, stage)
     limit = int(node.get("limit"))
     offset = int(node.get("offset", 0) or 0)
-    if limit < 0:
+    if limit < 0 and not offset:
         return child
-    tail = f" OFFSET {offset}" if offset else ""
-    count = limit - offset if offset else limit
+    # Spark's limit counts the rows it skips; a limit of -1 is none (``OFFSET`` alone)
     return Rel(
-        f"SELECT {child.select_list()} FROM ({child.sql}) AS t LIMIT {count}{tail}",
+        f"SELECT {child.select_list()} FROM ({child.sql}) AS t{_limit_clause(limit, offset)}",
         child.columns,
     )
+
+
+def _limit_clause(limit: int, offset: int) -> str:
+    """`` LIMIT n OFFSET m`` of Spark's ``limit`` (which counts the ``offset`` rows it
+    skips; negative: no limit) and ``offset``."""
+    text = f" LIMIT {max(limit - offset, 0)}" if limit >= 0 else ""
+    return text + (f" OFFSET {offset}" if offset else "")
 
 
 @register_operator("CollectLimitExec")
@@ -136,13 +142,14 @@ def _collect_limit(tr: Translator, node: Node, stage: Stage) -> Rel:
     limit = int(node.get("limit"))
     offset = int(node.get("offset", 0) or 0)
     child = tr.rel(node.child, stage)
-    local = Rel(
-        f"SELECT {child.select_list()} FROM ({child.sql}) AS t LIMIT {limit}", child.columns
-    )
+    # each task keeps its first ``limit`` rows (no limit: ``OFFSET`` alone, -1), and the
+    # gathered rows skip the ``offset`` first (in the child's order, as Spark's partitions)
+    head = f" LIMIT {limit}" if limit >= 0 else ""
+    local = Rel(f"SELECT {child.select_list()} FROM ({child.sql}) AS t{head}", child.columns)
     gathered = tr.gather(local, stage, node)
-    rest = f"LIMIT {limit - offset} OFFSET {offset}"
     return Rel(
-        f"SELECT {gathered.select_list()} FROM ({gathered.sql}) AS t {rest}",
+        f"SELECT {gathered.select_list()} FROM ({gathered.sql}) AS t"
+        f"{_limit_clause(limit, offset)}",
         gathered.columns,
     )
 

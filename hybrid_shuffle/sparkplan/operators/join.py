@@ -65,7 +65,7 @@ def _join(tr: Translator, node: Node, stage: Stage, left: Rel, right: Rel) -> Re
             columns = _nullable(left.columns) + right.columns
         if join_type in ("LeftOuter", "FullOuter"):
             columns = columns[: len(left.columns)] + _nullable(right.columns)
-        select = ", ".join(c.ref for c in columns)
+        select = ", ".join(c.ref for c in columns) or "NULL AS __hs_empty"
         return Rel(f"SELECT {select} FROM {l_sql} {_SQL_JOINS[join_type]} {r_sql} ON {on}", columns)
     exists = f"EXISTS (SELECT 1 FROM {r_sql} WHERE {on})"
     left_list = left.select_list()

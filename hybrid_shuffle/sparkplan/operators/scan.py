@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
+from hybrid_shuffle.sources.parquet import EMPTY_COLUMN
 from hybrid_shuffle.sparkplan.expressions import Unsupported
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
-from hybrid_shuffle.sparkplan.relation import Rel
+from hybrid_shuffle.sparkplan.physical import jvm_node
+from hybrid_shuffle.sparkplan.relation import Column, Rel
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
 
@@ -65,4 +69,27 @@ def _spark_leaf(tr: Translator, node: Node, stage: Stage) -> Rel:
 
     outputs = node.exprs("output")
     columns = [_attribute(o) for o in outputs] if outputs else tr.jvm_output(node)
+    local = _local_rows(tr, node, columns)
+    if local is not None:
+        stream = tr.job.from_arrow(local, name=f"local_{node.op_id}", parallelism=1)
+        return stage.read_named(stream, [c.ref for c in columns], columns)
     return tr.spark_leaf(node, stage, columns)
+
+
+def _local_rows(tr: Translator, node: Node, columns: list[Column]) -> pa.Table | None:
+    """The rows of a leaf the engine makes itself: ``OneRowRelation`` (a ``SELECT``
+    without ``FROM``: one row of no column), a ``LocalTableScan`` of no row (what the
+    optimizer leaves of ``WHERE false``) or of no column (only its row count is read);
+    ``None`` for any other leaf (Spark computes it).  A table of no column is a
+    placeholder column of nulls, one per row (``EMPTY_COLUMN``)."""
+    if node.cls == "RDDScanExec" and node.get("name") == "OneRowRelation" and not columns:
+        return pa.table({EMPTY_COLUMN: pa.nulls(1)})
+    if node.cls != "LocalTableScanExec":
+        return None
+    if not columns:
+        rows = node.get("rows")
+        count = len(rows) if isinstance(rows, list) else int(jvm_node(tr.plan, node).rows().size())
+        return pa.table({EMPTY_COLUMN: pa.nulls(count)})
+    if node.get("rows") == [] and not any(c.type.opaque for c in columns):
+        return pa.schema([pa.field(c.ref, c.type.arrow) for c in columns]).empty_table()
+    return None
