@@ -3,10 +3,11 @@
 Each module registers, per Spark operator class, a handler
 ``(translator, node, stage) -> Rel`` in ``OPERATORS``: ``basic`` (project,
 filter, sort, limits, union, expand), ``aggregate`` (hash, object-hash and sort
-aggregates in every mode), ``join`` (broadcast hash, shuffled hash, sort-merge,
-nested loop), ``window``, ``exchange`` (shuffle, broadcast, reused: the edges),
-``scan`` (Parquet, and every other leaf through Spark).  A class with no handler,
-or a handler raising ``Unsupported``, falls back to Spark (``translate``).
+aggregates in every mode), ``join`` (broadcast hash, shuffled hash, sort-merge),
+``nested_loop`` (broadcast nested loop, cartesian product), ``window``,
+``exchange`` (shuffle, broadcast, reused: the edges), ``scan`` (Parquet, and
+every other leaf through Spark).  A class with no handler, or a handler raising
+``Unsupported``, falls back to Spark (``translate``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from hybrid_shuffle.sparkplan.operators import (  # noqa: F401  isort: skip
     basic,
     exchange,
     join,
+    nested_loop,
     scan,
     window,
 )

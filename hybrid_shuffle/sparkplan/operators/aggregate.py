@@ -70,6 +70,11 @@ class _Function:
     args: list[Sql]  # the raw arguments (Partial, Complete)
     result_id: int
     arg_type: SparkType
+    #: ``first``/``last``: skip nulls (``ignoreNulls``)
+    ignore_nulls: bool = False
+    #: ``first``/``last``: the FILTER clause's condition (Partial, Complete); the other
+    #: functions skip nulls, so their arguments carry it instead (``_filtered``)
+    condition: str | None = None
 
     @property
     def buffers(self) -> int:
@@ -100,8 +105,7 @@ def _partial(f: _Function) -> list[str]:
     if f.name in ("Min", "Max"):
         return [f"{f.name.lower()}({x})"]
     if f.name in ("First", "Last"):
-        fn = "first" if f.name == "First" else "last"
-        return [f"{fn}({x}) FILTER (WHERE {x} IS NOT NULL)", f"(count({x}) > 0)"]
+        return [_first_last(f), f"(count({x if f.ignore_nulls else '*'}){_where(f)} > 0)"]
     if f.name in ("StddevSamp", "StddevPop", "VarianceSamp", "VariancePop"):
         v = f"CAST({x} AS DOUBLE)"
         return [
@@ -110,6 +114,22 @@ def _partial(f: _Function) -> list[str]:
             f"coalesce(var_pop({v}) * count({v}), 0)",
         ]
     raise Unsupported(f"the aggregate function {f.name}")
+
+
+def _where(f: _Function, *more: str) -> str:
+    """`` FILTER (WHERE ..)`` of ``f``'s condition and ``more``, or nothing."""
+    tests = [*more, *([f.condition] if f.condition else [])]
+    return f" FILTER (WHERE {' AND '.join(tests)})" if tests else ""
+
+
+def _first_last(f: _Function) -> str:
+    """Spark's ``first``/``last`` of the rows (its FILTER's): the first or last row's
+    value, null included unless ``ignoreNulls`` (DuckDB's ``first``/``last`` keep nulls,
+    in the order the rows come, as Spark's do: which row is first is up to the input's
+    order in both)."""
+    x = f.args[0].text
+    fn = "first" if f.name == "First" else "last"
+    return f"{fn}({x}){_where(f, *([f'{x} IS NOT NULL'] if f.ignore_nulls else []))}"
 
 
 def _count(f: _Function) -> str:
@@ -205,8 +225,7 @@ def _complete(f: _Function) -> tuple[str, SparkType]:
     if f.name in ("Min", "Max"):
         return f"{f.name.lower()}({x})", f.arg_type
     if f.name in ("First", "Last"):
-        fn = "first" if f.name == "First" else "last"
-        return f"{fn}({x})", f.arg_type
+        return _first_last(f), f.arg_type
     moment = {
         "StddevSamp": "stddev_samp",
         "StddevPop": "stddev_pop",
@@ -238,9 +257,12 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
             args = args[:1]
         if fn.cls == "Count" and all(a.text.startswith("CAST(1 ") for a in args):
             args = []
-        if len(e.children) > 1 and raw:  # FILTER (WHERE ..): Spark's several distinct aggregates
+        condition = None
+        if len(e.children) > 1 and raw:  # FILTER (WHERE ..), also Spark's several distincts'
             condition = compile_expression(e.children[1], scope).text
-            args = _filtered(fn.cls, args, condition, _ignores_nulls(fn))
+            if fn.cls not in ("First", "Last"):
+                args = _filtered(args, condition)
+                condition = None
         functions.append(
             _Function(
                 fn.cls,
@@ -249,6 +271,8 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
                 args,
                 int(e.get("resultId", {}).get("id", -1)),
                 args[0].type if args else LONG,
+                fn.cls in ("First", "Last") and _ignores_nulls(fn),
+                condition,
             )
         )
     offset = int(node.get("initialInputBufferOffset", 0) or 0)
@@ -311,14 +335,9 @@ def _ignores_nulls(fn: Node) -> bool:
     return flag is not None and str(flag.get("value")).lower() == "true"
 
 
-def _filtered(name: str, args: list[Sql], condition: str, ignore_nulls: bool) -> list[Sql]:
+def _filtered(args: list[Sql], condition: str) -> list[Sql]:
     """The arguments of an aggregate that skips nulls, null where ``condition`` is not
-    true: the aggregate of the rows its FILTER clause keeps (Spark's several distinct
-    aggregates filter ``first(x, true)`` of the plain ones by group id)."""
-    # first(x, true) FILTER (..) would be right too, but the Expand stage under Spark's
-    # several distinct aggregates then compiles to an empty FROM (): fall back until fixed
-    if name in ("First", "Last"):
-        raise Unsupported(f"{name.lower()}() with a FILTER clause")
+    true: the aggregate of the rows its FILTER clause keeps."""
     if not args:  # count(*)
         return [Sql(f"(CASE WHEN {condition} THEN 1 END)", LONG)]
     return [Sql(f"(CASE WHEN {condition} THEN {a.text} END)", a.type) for a in args]

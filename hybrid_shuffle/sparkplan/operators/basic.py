@@ -173,6 +173,8 @@ def _expand(tr: Translator, node: Node, stage: Stage) -> Rel:
     child = tr.rel(node.child, stage)
     outputs = [_attribute(o) for o in node.exprs("output")]
     projections = node.get("projections") or []
+    if not projections:  # the JSON of several distinct aggregates' Expand holds null
+        raise Unsupported("an Expand whose projections the plan's JSON does not carry")
     scope = child.scope(tr.subquery_of_stage)
     from hybrid_shuffle.sparkplan.tree import parse
 

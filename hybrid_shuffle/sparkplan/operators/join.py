@@ -1,11 +1,19 @@
-"""Joins: broadcast hash, shuffled hash, sort-merge and broadcast nested loop, every
-join type Spark plans (inner, the outer three, left semi, left anti with its
-null-aware form for ``NOT IN``, existence), with the extra non-equi condition.
+"""Joins: broadcast hash, shuffled hash and sort-merge, every join type Spark plans
+(inner, the outer three, left semi, left anti with its null-aware form for ``NOT
+IN``, existence), with the extra non-equi condition; ``join_sql`` is the SQL of all
+of them and of the nested loop joins (``nested_loop``).
 
 The strategy Spark chose decides the edges (its exchanges), not the SQL: a
 broadcast side arrives over a broadcast edge, a shuffled one over a hash edge,
 and the join itself is the same SQL join in every case.  Keys never match
-null, as in Spark; ``<=>`` keys are compiled as ``IS NOT DISTINCT FROM``.
+null, as in Spark (a ``<=>`` key is planned by Spark as ``coalesce`` and ``isnull``
+keys).
+
+An existence join (Spark's plan of ``EXISTS``/``IN (subquery)`` under ``OR``, in a
+projection or in an aggregate's ``FILTER``) is the left side and a non-null boolean
+``exists``: whether some right row meets the condition.  Spark already wrote the
+null semantics of ``IN`` into that condition (``(a = b) OR isnull(a = b)`` where
+``NOT IN`` needs them), so the flag is SQL's ``EXISTS`` of it.
 """
 
 from __future__ import annotations
@@ -16,13 +24,13 @@ from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
 from hybrid_shuffle.sparkplan.relation import Column, Rel
 from hybrid_shuffle.sparkplan.stage import Stage
-from hybrid_shuffle.sparkplan.tree import Node
+from hybrid_shuffle.sparkplan.tree import Node, parse
 from hybrid_shuffle.sparkplan.types import BOOLEAN
 
 if TYPE_CHECKING:
     from hybrid_shuffle.sparkplan.translate import Translator
 
-__all__: list[str] = []
+__all__ = ["join_sql", "join_type"]
 
 _SQL_JOINS = {
     "Inner": "JOIN",
@@ -37,17 +45,31 @@ def _nullable(columns: list[Column]) -> list[Column]:
     return [Column(c.id, c.name, c.type, True) for c in columns]
 
 
-def _join(tr: Translator, node: Node, stage: Stage, left: Rel, right: Rel) -> Rel:
-    join_type = node.object("joinType")
-    if join_type == "ExistenceJoin":
-        raw = node.get("joinType") or {}
-        exists_nodes = raw.get("exists") if isinstance(raw, dict) else None
-        if not isinstance(exists_nodes, list):
-            raise Unsupported("an existence join whose flag column the plan does not name")
-        from hybrid_shuffle.sparkplan.tree import parse
+def join_type(node: Node) -> str:
+    """The short name of a join's ``joinType`` (``Inner``, ``LeftOuter``,
+    ``ExistenceJoin``; a cartesian product, which has none, is ``Inner``)."""
+    raw = node.get("joinType")
+    if raw is None:
+        return "Inner"
+    if isinstance(raw, dict) and "product-class" in raw:  # a case class: ExistenceJoin(exists)
+        return str(raw["product-class"]).rsplit(".", 1)[-1]
+    return node.object("joinType")
 
-        flag = parse(exists_nodes)
-        join_type = "ExistenceJoin"
+
+def _existence_flag(node: Node) -> Column:
+    """The ``exists`` column an existence join adds to its left side."""
+    raw = node.get("joinType")
+    exists_nodes = raw.get("exists") if isinstance(raw, dict) else None
+    if not isinstance(exists_nodes, list) or not exists_nodes:
+        raise Unsupported("an existence join whose flag column the plan does not name")
+    flag = parse(exists_nodes)
+    return Column(int(flag.get("exprId", {}).get("id", -1)), str(flag.get("name")), BOOLEAN, False)
+
+
+def join_sql(tr: Translator, node: Node, left: Rel, right: Rel) -> Rel:
+    """The SQL of join ``node`` (of any strategy) of ``left`` and ``right``, as one
+    task's query over what it reads of each side."""
+    kind = join_type(node)
     both = Rel("", left.columns + right.columns)
     scope = both.scope(tr.subquery_of_stage)
     conditions = [
@@ -59,28 +81,27 @@ def _join(tr: Translator, node: Node, stage: Stage, left: Rel, right: Rel) -> Re
         conditions.append(compile_expression(extra, scope).text)
     on = " AND ".join(conditions) or "TRUE"
     l_sql, r_sql = f"({left.sql}) AS l", f"({right.sql}) AS r"
-    if join_type in _SQL_JOINS:
+    if kind in _SQL_JOINS:
         columns = left.columns + right.columns
-        if join_type in ("RightOuter", "FullOuter"):
+        if kind in ("RightOuter", "FullOuter"):
             columns = _nullable(left.columns) + right.columns
-        if join_type in ("LeftOuter", "FullOuter"):
+        if kind in ("LeftOuter", "FullOuter"):
             columns = columns[: len(left.columns)] + _nullable(right.columns)
         select = ", ".join(c.ref for c in columns) or "NULL AS __hs_empty"
-        return Rel(f"SELECT {select} FROM {l_sql} {_SQL_JOINS[join_type]} {r_sql} ON {on}", columns)
+        return Rel(f"SELECT {select} FROM {l_sql} {_SQL_JOINS[kind]} {r_sql} ON {on}", columns)
     exists = f"EXISTS (SELECT 1 FROM {r_sql} WHERE {on})"
     left_list = left.select_list()
-    if join_type == "LeftSemi":
+    if kind == "LeftSemi":
         return Rel(f"SELECT {left_list} FROM {l_sql} WHERE {exists}", left.columns)
-    if join_type == "LeftAnti":
+    if kind == "LeftAnti":
         if node.get("isNullAwareAntiJoin"):
             return _null_aware_anti(node, left, right, scope, l_sql, r_sql, on)
         return Rel(f"SELECT {left_list} FROM {l_sql} WHERE NOT {exists}", left.columns)
-    if join_type == "ExistenceJoin":
-        col = Column(
-            int(flag.get("exprId", {}).get("id", -1)), str(flag.get("name")), BOOLEAN, False
-        )
-        return Rel(f"SELECT {left_list}, {exists} AS {col.ref} FROM {l_sql}", [*left.columns, col])
-    raise Unsupported(f"the join type {join_type}")
+    if kind == "ExistenceJoin":
+        col = _existence_flag(node)
+        items = ", ".join([*(c.ref for c in left.columns), f"{exists} AS {col.ref}"])
+        return Rel(f"SELECT {items} FROM {l_sql}", [*left.columns, col])
+    raise Unsupported(f"the join type {kind}")
 
 
 def _null_aware_anti(node, left, right, scope, l_sql, r_sql, on) -> Rel:  # type: ignore[no-untyped-def]
@@ -103,22 +124,4 @@ def _null_aware_anti(node, left, right, scope, l_sql, r_sql, on) -> Rel:  # type
 def _hash_join(tr: Translator, node: Node, stage: Stage) -> Rel:
     left = tr.rel(node.children[0], stage)
     right = tr.rel(node.children[1], stage)
-    return _join(tr, node, stage, left, right)
-
-
-@register_operator("BroadcastNestedLoopJoinExec", "CartesianProductExec")
-def _nested_loop(tr: Translator, node: Node, stage: Stage) -> Rel:
-    if node.cls == "CartesianProductExec":
-        raise Unsupported("a cartesian product of two unshuffled sides")
-    left = tr.rel(node.children[0], stage)
-    right = tr.rel(node.children[1], stage)
-    build = node.object("buildSide")
-    join_type = node.object("joinType")
-    # every subtask sees all of the broadcast side: a join that emits its unmatched rows
-    # would emit them once per subtask
-    if (
-        build == "BuildLeft"
-        and join_type in ("LeftOuter", "FullOuter", "LeftSemi", "LeftAnti", "ExistenceJoin")
-    ) or (build == "BuildRight" and join_type in ("RightOuter", "FullOuter")):
-        raise Unsupported(f"a nested loop {join_type} join that keeps the broadcast side's rows")
-    return _join(tr, node, stage, left, right)
+    return join_sql(tr, node, left, right)

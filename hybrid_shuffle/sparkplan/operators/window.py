@@ -1,4 +1,14 @@
-"""``WindowExec``: ranking functions and aggregates over frames, as SQL windows."""
+"""``WindowExec``: ranking, offset and value functions, and aggregates over frames, as
+SQL windows.
+
+Spark resolves every window to an explicit frame (``SpecifiedWindowFrame``: with an
+ORDER BY, ``RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW`` by default, the whole
+partition without), which is given to DuckDB as it is for the functions that read a
+frame (aggregates, ``first``/``last``, ``nth_value``).  The ranking functions
+(``rank``, ``ntile``, ``percent_rank``, ``cume_dist``, ...) and the offset functions
+(``lag``, ``lead``: Spark gives them a frame of one row, their offset) read none, and
+DuckDB's have the same definitions as Spark's.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +33,8 @@ _RANKING = {
     "Rank": ("rank()", INT),
     "DenseRank": ("dense_rank()", INT),
     "RowNumber": ("row_number()", INT),
+    "PercentRank": ("percent_rank()", DOUBLE),
+    "CumeDist": ("cume_dist()", DOUBLE),
 }
 
 
@@ -100,14 +112,72 @@ def _over(window: Node, scope: Scope, over: str) -> Sql:
     if function.cls in _RANKING:
         text, kind = _RANKING[function.cls]
         return Sql(f"CAST({text} OVER ({over}) AS {kind.duck})", kind)
+    if function.cls == "NTile":
+        buckets = _literal_int(function.children[0], "ntile's bucket count")
+        if buckets <= 0:
+            raise Unsupported("ntile of a bucket count below 1")
+        return Sql(f"CAST(ntile({buckets}) OVER ({over}) AS INTEGER)", INT)
+    if function.cls in ("Lag", "Lead"):
+        return _offset(function, scope, over)
+    if function.cls == "NthValue":
+        x = compile_expression(function.children[0], scope)
+        n = _literal_int(function.children[1], "nth_value's offset")
+        if n <= 0:
+            raise Unsupported("nth_value of an offset below 1")
+        nulls = " IGNORE NULLS" if _flag(function, "ignoreNulls") else ""
+        text = f"nth_value({x.text}, {n}{nulls}) OVER ({over}{_frame(spec)})"
+        return Sql(f"CAST({text} AS {x.type.duck})", x.type)
     if function.cls == "AggregateExpression":
         agg = function.children[0]
         if function.get("isDistinct"):
             raise Unsupported("a distinct aggregate over a window")
+        if agg.cls in ("First", "Last"):
+            # ``first(x)`` over a frame is its first row's value (``first_value``), also
+            # with ``ignoreNulls``, and null over an empty frame, as in Spark
+            x = compile_expression(agg.children[0], scope)
+            nulls = " IGNORE NULLS" if _flag(agg, "ignoreNulls") else ""
+            fn = "first_value" if agg.cls == "First" else "last_value"
+            text = f"{fn}({x.text}{nulls}) OVER ({over}{_frame(spec)})"
+            return Sql(f"CAST({text} AS {x.type.duck})", x.type)
         args = [compile_expression(a, scope) for a in agg.children]
         text, kind = _window_aggregate(agg.cls, args, f"OVER ({over}{_frame(spec)})")
         return Sql(f"CAST({text} AS {kind.duck})", kind)
     raise Unsupported(f"the window function {function.cls}")
+
+
+def _offset(function: Node, scope: Scope, over: str) -> Sql:
+    """``lag``/``lead``: the value ``offset`` rows before/after in the partition (counting
+    only non-null values with ``ignoreNulls``), ``default`` (evaluated on the current
+    row) past its edge.  Spark's ``Lag`` holds the offset the user wrote; its frame is
+    the signed one (``lag(x, -1)`` is ``lead(x, 1)``)."""
+    x = compile_expression(function.children[0], scope)
+    n = _literal_int(function.children[1], f"{function.cls.lower()}'s offset")
+    if function.cls == "Lag":
+        n = -n
+    default = function.children[2] if len(function.children) > 2 else None
+    fallback = ""
+    if default is not None and not (default.cls == "Literal" and default.get("value") is None):
+        fallback = f", CAST({compile_expression(default, scope).text} AS {x.type.duck})"
+    nulls = " IGNORE NULLS" if _flag(function, "ignoreNulls") else ""
+    fn = "lead" if n > 0 else "lag"
+    text = f"{fn}({x.text}, {abs(n)}{fallback}{nulls}) OVER ({over})"
+    return Sql(f"CAST({text} AS {x.type.duck})", x.type)
+
+
+def _literal_int(node: Node, what: str) -> int:
+    """The value of an integer literal (Spark requires these arguments to be constant,
+    and folds them into literals)."""
+    if node.cls != "Literal" or node.get("dataType") not in ("byte", "short", "integer", "long"):
+        raise Unsupported(f"{what} that is not an integer literal")
+    if node.get("value") is None:
+        raise Unsupported(f"a null {what}")
+    return int(str(node.get("value")))
+
+
+def _flag(node: Node, name: str) -> bool:
+    """A boolean field of a Spark expression (``ignoreNulls``)."""
+    value = node.get(name)
+    return value is True or str(value).lower() == "true"
 
 
 def _window_aggregate(name: str, args: list[Sql], over: str) -> tuple[str, SparkType]:
