@@ -3,7 +3,7 @@ code generation adds (which translate to nothing)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
@@ -172,9 +172,7 @@ def _expand(tr: Translator, node: Node, stage: Stage) -> Rel:
     """Each input row once per projection (grouping sets, several distinct aggregates)."""
     child = tr.rel(node.child, stage)
     outputs = [_attribute(o) for o in node.exprs("output")]
-    projections = node.get("projections") or []
-    if not projections:  # the JSON of several distinct aggregates' Expand holds null
-        raise Unsupported("an Expand whose projections the plan's JSON does not carry")
+    projections = node.get("projections") or _jvm_projections(tr, node)
     scope = child.scope(tr.subquery_of_stage)
     from hybrid_shuffle.sparkplan.tree import parse
 
@@ -187,6 +185,20 @@ def _expand(tr: Translator, node: Node, stage: Stage) -> Rel:
             items.append(f"CAST({sql.text} AS {col.type.duck}) AS {col.ref}")
         parts.append(f"SELECT {', '.join(items)} FROM ({child.sql}) AS t")
     return Rel(" UNION ALL ".join(f"({p})" for p in parts), outputs)
+
+
+def _jvm_projections(tr: Translator, node: Node) -> list[list[Any]]:
+    """An Expand's projections read from its JVM operator, one expression's JSON at a
+    time: the plan's JSON holds null for those of several distinct aggregates."""
+    import json
+
+    from hybrid_shuffle.sparkplan.physical import jvm_node
+
+    rows = jvm_node(tr.plan, node).projections()
+    return [
+        [json.loads(row.apply(j).toJSON()) for j in range(row.length())]
+        for row in (rows.apply(i) for i in range(rows.length()))
+    ]
 
 
 def _attribute(node: Node) -> Column:
