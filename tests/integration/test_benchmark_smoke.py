@@ -209,3 +209,19 @@ def test_tiny_checksums_run_pairs_both_sides_and_reports_the_ratio(tmp_path: Pat
     assert all(payload["spilled_bytes_median"][side] > 0 for side in ("on", "off"))
     assert payload["median_pair_ratio"] > 0
     assert "on / off:" in out.stdout
+
+
+@full_only
+def test_tiny_spark_corpus_run_reports_every_case(tmp_path: Path) -> None:
+    """Issue 33's corpus, five of its own queries: each case ends in a status and the
+    report is written (the corpus itself is a benchmark, not part of ./dev test)."""
+    cmd = [
+        sys.executable, "-m", "benchmarks.spark_corpus", "--limit", "5", "--sources", "own",
+        "--timeout", "120", "--out", str(tmp_path / "corpus"),
+    ]  # fmt: skip
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    payload = json.loads((tmp_path / "corpus.json").read_text())
+    assert payload["cases"] == 5 and payload["spark_answers"] == 5
+    assert all(r["status"] in ("equal", "wrong", "differs", "error") for r in payload["records"])
+    assert "# Spark corpus (issue 33)" in (tmp_path / "corpus.txt").read_text()

@@ -1,0 +1,377 @@
+"""Issue 33: a corpus of Spark queries, each answered by Spark and by the engine.
+
+**What it checks**: for every case of ``benchmarks.corpus_sources`` (the built-in
+functions' documented examples from the running Spark's registry, PySpark's docstring
+examples, and ``benchmarks.corpus_own``'s queries over small views), Spark's answer
+(``df._collect_as_arrow()``, else ``df.collect()``) against the engine's
+(``session.sql(text)`` or ``session.from_dataframe(df)``, then ``collect``), judged by
+``benchmarks.corpus_compare.verdict``.  Each case ends in one status:
+
+* ``skipped``: a skip rule (``corpus_sources.SKIP_RULES``), or Spark's analysis says the
+  plan is nondeterministic; ``spark rejects`` / ``spark timeout``: no answer to check;
+* ``equal`` (and ``in engine`` when ``explain_data()`` lists no ``spark_subtrees``);
+* ``wrong``: a row differs (listed in full: the worst bug); ``differs``: right rows
+  with another column name or type, or in another order under an ORDER BY;
+* ``error``: the engine raised (grouped by error class and first line).
+
+Rows are compared as multisets unless the plan's root is a global sort; a LIMIT without
+an ORDER BY compares only the row count.  Every case is bounded (``--timeout`` seconds
+for Spark's answer, for the engine's planning and for its run): a hang is reported and
+the run goes on.  One session (the test config of ``tests/spark/conftest.py``) runs
+everything; run it niced, so that it does not starve others:
+
+    nice -n 10 .venv/bin/python -m benchmarks.spark_corpus [--limit N] [--only SUBSTR]
+
+It writes ``benchmarks/results/issue33-corpus.txt`` and ``.json`` (``--out``), and the
+report again every 100 cases, so a long run can be read while it goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+import hybrid_shuffle as hs
+from benchmarks import corpus_own
+from benchmarks.corpus_compare import rows_of, spark_rows, verdict
+from benchmarks.corpus_sources import Case, docstring_cases, function_examples, skip_reason
+from benchmarks.report_files import write_report
+
+__all__ = ["CONFIG", "main", "report_lines", "run_case"]
+
+#: the test config of tests/spark/conftest.py: a small session beside the others' runs
+CONFIG: dict[str, Any] = {
+    "parallelism": 2,
+    "ray": {"num_cpus": 4, "object_store_memory": "500 MiB"},
+    "shuffle": {"buffer_size": "1 MiB", "memory_budget": "64 MiB"},
+    "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "1 GiB"},
+}
+RESULTS = Path(__file__).resolve().parent / "results"
+SOURCES = ("fn", "doc", "own")
+
+
+def _log(message: str) -> None:
+    print(f"[corpus] {message}", file=sys.stderr, flush=True)
+
+
+class Timeout(Exception):
+    """A bounded step did not finish in time."""
+
+
+def bounded(
+    fn: Callable[[], Any], seconds: float, on_timeout: Callable[[], None] | None = None
+) -> Any:
+    """``fn()`` in a thread of its own; its result, its exception, or ``Timeout`` after
+    ``seconds`` (``on_timeout`` is called first: cancel what can be cancelled)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed to the caller
+            box["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        if on_timeout is not None:
+            on_timeout()
+        thread.join(5)
+        raise Timeout(f"did not finish in {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def error_text(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0][:300] if lines else ''}"
+
+
+def error_group(text: str) -> str:
+    """An error's group: its text with names' numbers and literals blurred."""
+    text = re.sub(r"\b([a-z_]*)\d+\b", r"\1N", text)
+    text = re.sub(r"'[^']{20,}'", "'...'", text)
+    return text[:200]
+
+
+def fallback_group(fallback: dict[str, Any]) -> str:
+    """A ``spark_subtrees`` entry's group: the operator without its plan id, the reason."""
+    operator = re.sub(r"\s*\(\d+\)$", "", str(fallback.get("operator", "?")))
+    return f"{operator}: {error_group(str(fallback.get('reason', '')))}"
+
+
+# -- one case ------------------------------------------------------------------------------
+
+
+def plan_shape(df: Any) -> tuple[bool, bool, bool]:
+    """(ordered, limited without order, deterministic) from Spark's optimised plan."""
+    qe = df._jdf.queryExecution()
+    deterministic = bool(qe.analyzed().deterministic())
+    node, limited = qe.optimizedPlan(), False
+    while True:
+        name = str(node.nodeName())
+        if name == "Sort":
+            return _is_global_sort(node), False, deterministic
+        if name in ("GlobalLimit", "LocalLimit", "Tail", "Offset"):
+            limited = True
+        elif name not in ("Project", "Filter", "SubqueryAlias", "Window"):
+            return False, limited, deterministic
+        children = node.children()
+        if children.size() != 1:
+            return False, limited, deterministic
+        node = children.apply(0)
+
+
+def _is_global_sort(node: Any) -> bool:
+    try:
+        return bool(getattr(node, "global")())
+    except Exception:
+        return True
+
+
+def spark_answer(spark: Any, df: Any, timeout: float) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Spark's column names and rows (as ``rows_of`` gives them), bounded in time."""
+    group = f"corpus-{time.monotonic_ns()}"
+
+    def collect() -> tuple[list[str], list[tuple[Any, ...]]]:
+        spark.sparkContext.setJobGroup(group, "spark corpus", True)
+        try:
+            try:
+                batches = df._collect_as_arrow()
+            except Exception as e:
+                if type(e).__name__ in ("AnalysisException", "ParseException"):
+                    raise
+                return list(df.columns), spark_rows(df.collect())
+            if batches:
+                return list(df.columns), rows_of(pa.Table.from_batches(batches))
+            return list(df.columns), []
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+
+    return bounded(collect, timeout, lambda: spark.sparkContext.cancelJobGroup(group))
+
+
+def run_case(session: hs.Session, spark: Any, case: Case, timeout: float) -> dict[str, Any]:
+    """The record of one case: its status and what it found (see the module doc)."""
+    r: dict[str, Any] = {"name": case.name, "source": case.source, "text": case.text}
+    reason = skip_reason(case.text, is_sql=case.sql is not None)
+    if reason is not None:
+        return {**r, "status": "skipped", "why": reason}
+    started = time.perf_counter()
+    try:
+        df = case.df if case.df is not None else spark.sql(case.sql)
+        ordered, limited, deterministic = plan_shape(df)
+        if not deterministic:
+            return {**r, "status": "skipped", "why": "nondeterministic plan (Spark's analysis)"}
+        names, want = spark_answer(spark, df, timeout)
+        types = [f.dataType.simpleString() for f in df.schema.fields]
+    except Timeout:
+        return {**r, "status": "spark timeout"}
+    except Exception as e:
+        return {**r, "status": "spark rejects", "why": error_text(e)}
+    r["spark_seconds"] = time.perf_counter() - started
+    started = time.perf_counter()
+    try:
+        stream = bounded(
+            lambda: (
+                session.sql(case.sql, name="corpus")
+                if case.sql is not None
+                else session.from_dataframe(df, name="corpus")
+            ),
+            timeout,
+        )
+        subtrees = list(stream.explain_data().get("spark_subtrees", []))
+        r["fallbacks"] = subtrees
+        r["in_engine"] = not subtrees
+        table = stream.collect(timeout=timeout).table
+    except Timeout as e:
+        return {**r, "status": "error", "error": f"Timeout: planning {e}"}
+    except Exception as e:
+        return {**r, "status": "error", "error": error_text(e)}
+    r["engine_seconds"] = time.perf_counter() - started
+    # which rows a LIMIT keeps is not defined: count only
+    if limited and not ordered and (table.num_rows, table.num_columns) == (len(want), len(names)):
+        return {**r, "status": "equal", "note": "LIMIT without ORDER BY: row count only"}
+    found = verdict(table, names, want, types, ordered)
+    if found is None:
+        return {**r, "status": "equal"}
+    kind, what = found
+    return {**r, "status": "wrong" if kind == "rows" else "differs", "kind": kind, "problem": what}
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def cases(spark: Any, sources: tuple[str, ...], folder: Path) -> Iterator[Case]:
+    if "own" in sources:
+        corpus_own.create_views(spark, folder)
+        for name, text in corpus_own.QUERIES:
+            yield Case(f"own:{name}", "own queries", text, sql=text)
+    if "fn" in sources:
+        yield from function_examples(spark)
+    if "doc" in sources:
+        yield from docstring_cases(spark)
+
+
+def summary(records: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+    status = Counter(r["status"] for r in records)
+    answered = [r for r in records if r["status"] in ("equal", "wrong", "differs", "error")]
+    n = len(answered)
+    in_engine = sum(1 for r in answered if r.get("in_engine") and r["status"] != "error")
+    fell_back = [r for r in answered if r.get("fallbacks")]
+    reasons = Counter(fallback_group(f) for r in fell_back for f in r["fallbacks"])
+    errors = Counter(error_group(r["error"]) for r in answered if r["status"] == "error")
+    return {
+        **meta,
+        "cases": len(records),
+        "statuses": dict(status),
+        "spark_answers": n,
+        "equal": status["equal"],
+        "equal_pct": 100.0 * status["equal"] / n if n else 0.0,
+        "in_engine": in_engine,
+        "in_engine_pct": 100.0 * in_engine / n if n else 0.0,
+        "fell_back": len(fell_back),
+        "errors": status["error"],
+        "wrong": status["wrong"],
+        "differs": status["differs"],
+        "fallback_reasons": reasons.most_common(),
+        "error_groups": errors.most_common(),
+        "skips": Counter(r["why"] for r in records if r["status"] == "skipped").most_common(),
+        "by_source": {
+            s: dict(Counter(r["status"] for r in records if r["source"] == s))
+            for s in sorted({r["source"] for r in records})
+        },
+        "records": records,
+    }
+
+
+def report_lines(s: dict[str, Any]) -> list[str]:
+    """The report, Markdown: figures, wrong results in full, errors and fallbacks grouped."""
+    records = s["records"]
+    out = [
+        f"# Spark corpus (issue 33): {s['when']} UTC, commit {s['commit']}",
+        "",
+        f"{s['cases']} cases, {s['spark_answers']} answered by Spark; "
+        f"equal {s['equal']} ({s['equal_pct']:.1f}%), fully in engine {s['in_engine']} "
+        f"({s['in_engine_pct']:.1f}%), fell back {s['fell_back']}, engine errors "
+        f"{s['errors']}, WRONG {s['wrong']}, differs (names/types/order) {s['differs']}.",
+        f"Statuses: {s['statuses']}.  By source: {s['by_source']}.",
+        f"Run: {s['seconds']:.0f} s{', partial' if s.get('partial') else ''}.",
+        "",
+        "## Wrong results (rows differ)",
+    ]
+    for r in records:
+        if r["status"] == "wrong":
+            out += [f"- `{r['name']}`: {r['problem']}", f"  `{r['text']}`"]
+    out += ["", "## Differs (right rows; names, types or order)"]
+    for r in records:
+        if r["status"] == "differs":
+            out += [f"- `{r['name']}` ({r['kind']}): {r['problem']}", f"  `{r['text']}`"]
+    out += ["", "## Engine errors, grouped"]
+    for text, count in s["error_groups"]:
+        examples = [
+            r for r in records if r["status"] == "error" and error_group(r["error"]) == text
+        ]
+        out.append(f"- {count} x {text}")
+        for r in examples[:3]:
+            out.append(f"    - `{r['name']}`: `{r['text'][:200]}`")
+    out += ["", "## Fallback reasons, grouped (one query may count under several)"]
+    for text, count in s["fallback_reasons"]:
+        example = next(
+            r["name"]
+            for r in records
+            if any(fallback_group(f) == text for f in r.get("fallbacks") or [])
+        )
+        out.append(f"- {count} x {text} (e.g. `{example}`)")
+    out += ["", "## Skipped and not answered by Spark"]
+    out += [f"- {count} x skipped: {why}" for why, count in s["skips"]]
+    out.append(f"- {s['statuses'].get('spark rejects', 0)} x Spark rejects the query")
+    out.append(f"- {s['statuses'].get('spark timeout', 0)} x Spark timed out")
+    return out
+
+
+def _commit() -> str:
+    """The checkout's short commit, and whether the engine's code differs from it (others
+    edit the same work tree while a run goes on)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    dirty = git("status", "--porcelain", "--untracked-files=no", "hybrid_shuffle")
+    return (git("rev-parse", "--short", "HEAD") or "?") + (
+        " (+ uncommitted edits)" if dirty else ""
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.spark_corpus", description=__doc__)
+    parser.add_argument("--limit", type=int, default=None, help="run at most N cases")
+    parser.add_argument("--only", default=None, help="only cases whose name contains SUBSTR")
+    parser.add_argument("--sources", default=",".join(SOURCES), help="of fn,doc,own")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per step")
+    parser.add_argument("--out", default=str(RESULTS / "issue33-corpus"),
+                        help="FILE: writes FILE.txt and FILE.json")  # fmt: skip
+    parser.add_argument("--copy-to", default=None, help="also write the report to this path")
+    parser.add_argument("--rerender", default=None, help="only rewrite the report of a .json")
+    args = parser.parse_args(argv)
+    if args.rerender:  # the report of an earlier run, grouped by today's rules
+        old = json.loads(Path(args.rerender).read_text())
+        meta = {k: old[k] for k in ("when", "commit", "seconds", "partial") if k in old}
+        lines = report_lines(summary(old["records"], meta))
+        Path(args.copy_to or Path(args.rerender).with_suffix(".txt")).write_text(
+            "\n".join(lines) + "\n"
+        )
+        return 0
+    sources = tuple(s for s in args.sources.split(",") if s)
+    out = Path(args.out)
+    meta = {"when": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": _commit()}
+    records: list[dict[str, Any]] = []
+    started = time.time()
+
+    def write(partial: bool) -> dict[str, Any]:
+        s = summary(records, {**meta, "seconds": time.time() - started, "partial": partial})
+        lines = report_lines(s)
+        write_report(out.parent, out.name, lines, s)
+        if args.copy_to:
+            Path(args.copy_to).write_text("\n".join(lines) + "\n")
+        return s
+
+    with warnings.catch_warnings(), tempfile.TemporaryDirectory(prefix="corpus-") as scratch:
+        warnings.simplefilter("ignore")
+        with hs.Session(CONFIG, slots=2) as session:
+            spark = session.spark
+            for case in cases(spark, sources, Path(scratch)):
+                if args.only and args.only not in case.name:
+                    continue
+                if args.limit is not None and len(records) >= args.limit:
+                    break
+                record = run_case(session, spark, case, args.timeout)
+                records.append(record)
+                _log(f"{len(records)} {case.name}: {record['status']} "
+                     f"{record.get('error') or record.get('problem') or ''}")  # fmt: skip
+                if len(records) % 100 == 0:
+                    write(partial=True)
+    s = write(partial=False)
+    print("\n".join(report_lines(s)[:6]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

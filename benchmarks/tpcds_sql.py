@@ -1,0 +1,221 @@
+"""Issue 33: the 99 TPC-DS queries on Spark SQL and on ``Session.sql``, checked and timed.
+
+**What it reports**, per query: whether Spark answers it (and in how long: ``spark.sql``
+collected as Arrow), whether the engine's answer is Spark's (``corpus_compare.verdict``:
+names, Spark types, rows exactly; in order under a top-level ORDER BY), whether it ran
+fully in the engine (no ``explain_data()["spark_subtrees"]``) or which subtrees fell back
+and why, the engine's error if it failed, and its time (planning: Spark plans and the
+plan is translated; run: ``collect``).  Then the totals against issue 33's target
+(TPC-DS: every query Spark runs equal, >= 95% fully in the engine).
+
+**Data**: ``tpcgen-cli`` Parquet of the 24 tables at ``--scale``
+(``tpcds_data.ensure``), each a temporary view of the session's Spark.  **Queries**:
+the ``tpcds`` DuckDB extension's texts, made Spark SQL by ``tpcds_data.spark_dialect``.
+
+**How**: one ``hs.Session`` (the small test config of ``benchmarks.spark_corpus`` by
+default, ``--config bench`` for TPC-H's benchmark config), each query once in Spark
+then once in the engine, each step bounded by ``--timeout``:
+
+    nice -n 10 .venv/bin/python -m benchmarks.tpcds_sql --scale 0.1
+
+It writes ``benchmarks/results/issue33-tpcds-sf<scale>.txt`` and ``.json`` (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import hybrid_shuffle as hs
+from benchmarks import tpcds_data
+from benchmarks.corpus_compare import verdict
+from benchmarks.report_files import write_report
+from benchmarks.spark_corpus import (
+    CONFIG,
+    RESULTS,
+    Timeout,
+    _commit,
+    bounded,
+    error_group,
+    error_text,
+    fallback_group,
+    plan_shape,
+    spark_answer,
+)
+from benchmarks.tpch import SLOTS, session_config
+
+__all__ = ["main", "run_query"]
+
+#: issue 33's target: of the queries Spark answers, this share fully in the engine
+IN_ENGINE_TARGET = 95.0
+
+
+def _log(message: str) -> None:
+    print(f"[tpcds] {message}", file=sys.stderr, flush=True)
+
+
+def run_query(session: hs.Session, spark: Any, n: int, text: str, timeout: float) -> dict[str, Any]:
+    """One query's record: Spark's answer and time, then the engine's (see the doc)."""
+    r: dict[str, Any] = {"query": f"q{n}"}
+    started = time.perf_counter()
+    try:
+        df = spark.sql(text)
+        ordered, _, _ = plan_shape(df)
+        names, want = spark_answer(spark, df, timeout)
+        types = [f.dataType.simpleString() for f in df.schema.fields]
+    except Timeout:
+        return {**r, "status": "spark timeout"}
+    except Exception as e:
+        return {**r, "status": "spark rejects", "why": error_text(e)}
+    r.update(spark_seconds=time.perf_counter() - started, rows=len(want))
+    started = time.perf_counter()
+    try:
+        stream = bounded(lambda: session.sql(text, name=f"tpcds-q{n}"), timeout)
+        planned = time.perf_counter()
+        r["plan_seconds"] = planned - started
+        subtrees = list(stream.explain_data().get("spark_subtrees", []))
+        r.update(fallbacks=subtrees, in_engine=not subtrees)
+        table = stream.collect(timeout=timeout).table
+        r["run_seconds"] = time.perf_counter() - planned
+    except Timeout as e:
+        return {**r, "status": "error", "error": f"Timeout: planning {e}"}
+    except Exception as e:
+        return {**r, "status": "error", "error": error_text(e)}
+    found = verdict(table, names, want, types, ordered)
+    if found is None:
+        return {**r, "status": "equal"}
+    kind, what = found
+    return {**r, "status": "wrong" if kind == "rows" else "differs", "kind": kind, "problem": what}
+
+
+def report_lines(s: dict[str, Any]) -> list[str]:
+    records = s["records"]
+    out = [
+        f"# TPC-DS SF{s['scale']:g} (issue 33): {s['when']} UTC, commit {s['commit']}",
+        "",
+        f"{len(records)} queries, {s['spark_answers']} answered by Spark; equal {s['equal']}, "
+        f"fully in engine {s['in_engine']} ({s['in_engine_pct']:.1f}%, target >= "
+        f"{IN_ENGINE_TARGET:g}%), fell back {s['fell_back']}, engine errors {s['errors']}, "
+        f"WRONG {s['wrong']}, differs {s['differs']}.  Run: {s['seconds']:.0f} s.",
+        "",
+        "## Wrong results and differences",
+    ]
+    out += [f"- {r['query']} ({r['kind']}): {r['problem']}" for r in records
+            if r["status"] in ("wrong", "differs")]  # fmt: skip
+    out += ["", "## Engine errors, grouped"]
+    for text, count in s["error_groups"]:
+        which = [r["query"] for r in records if r.get("error") and error_group(r["error"]) == text]
+        out.append(f"- {count} x {text} ({', '.join(which)})")
+    out += ["", "## Fallback reasons, grouped"]
+    for text, count in s["fallback_reasons"]:
+        which = [r["query"] for r in records
+                 if any(fallback_group(f) == text for f in r.get("fallbacks") or [])]  # fmt: skip
+        out.append(f"- {count} x {text} ({', '.join(which)})")
+    out += ["", "## Per query", ""]
+    out += ["| query | status | in engine | Spark s | plan s | run s | note |", "|---" * 7 + "|"]
+    for r in records:
+        note = r.get("error") or r.get("problem") or r.get("why") or ""
+        out.append(
+            f"| {r['query']} | {r['status']} | {_yes(r.get('in_engine'))} | "
+            f"{_num(r.get('spark_seconds'))} | {_num(r.get('plan_seconds'))} | "
+            f"{_num(r.get('run_seconds'))} | {note[:120].replace('|', '/')} |"
+        )
+    return out
+
+
+def _yes(v: Any) -> str:
+    return "" if v is None else ("yes" if v else "no")
+
+
+def _num(v: Any) -> str:
+    return "" if v is None else f"{v:.2f}"
+
+
+def summary(records: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+    status = Counter(r["status"] for r in records)
+    answered = [r for r in records if r["status"] in ("equal", "wrong", "differs", "error")]
+    in_engine = sum(1 for r in answered if r.get("in_engine") and r["status"] != "error")
+    return {
+        **meta,
+        "spark_answers": len(answered),
+        "equal": status["equal"],
+        "in_engine": in_engine,
+        "in_engine_pct": 100.0 * in_engine / len(answered) if answered else 0.0,
+        "fell_back": sum(1 for r in answered if r.get("fallbacks")),
+        "errors": status["error"],
+        "wrong": status["wrong"],
+        "differs": status["differs"],
+        "fallback_reasons": Counter(
+            fallback_group(f) for r in answered for f in r.get("fallbacks") or []
+        ).most_common(),
+        "error_groups": Counter(
+            error_group(r["error"]) for r in answered if r["status"] == "error"
+        ).most_common(),
+        "records": records,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tpcds_sql", description=__doc__)
+    parser.add_argument("--scale", type=float, default=0.1)
+    parser.add_argument("--queries", default="1-99", help="e.g. 1-99 or 3,7,42")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per step")
+    parser.add_argument("--config", choices=("small", "bench"), default="small")
+    parser.add_argument("--out", default=None, help="FILE: writes FILE.txt and FILE.json")
+    parser.add_argument("--copy-to", default=None, help="also write the report to this path")
+    args = parser.parse_args(argv)
+    numbers = _numbers(args.queries)
+    out = Path(args.out or RESULTS / f"issue33-tpcds-sf{args.scale:g}")
+    folder = tpcds_data.ensure(args.scale)
+    con = tpcds_data.duckdb_connection()
+    texts = {n: tpcds_data.query(con, n) for n in numbers}
+    con.close()
+    when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    meta = {"scale": args.scale, "config": args.config, "folder": str(folder),
+            "when": when, "commit": _commit()}  # fmt: skip
+    config, slots = (CONFIG, 2) if args.config == "small" else (session_config(2, "3 GiB"), SLOTS)
+    records: list[dict[str, Any]] = []
+    started = time.time()
+
+    def write() -> dict[str, Any]:
+        s = summary(records, {**meta, "seconds": time.time() - started})
+        lines = report_lines(s)
+        write_report(out.parent, out.name, lines, s)
+        if args.copy_to:
+            Path(args.copy_to).write_text("\n".join(lines) + "\n")
+        return s
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with hs.Session(config, slots=slots) as session:
+            spark = session.spark
+            for table, path in tpcds_data.table_paths(args.scale).items():
+                spark.read.parquet(path).createOrReplaceTempView(table)
+            for n, text in texts.items():
+                record = run_query(session, spark, n, text, args.timeout)
+                records.append(record)
+                _log(
+                    f"q{n}: {record['status']} {record.get('error') or record.get('problem') or ''}"
+                )
+                if len(records) % 10 == 0:
+                    write()
+    s = write()
+    print("\n".join(report_lines(s)[:4]))
+    return 0
+
+
+def _numbers(spec: str) -> list[int]:
+    out: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
