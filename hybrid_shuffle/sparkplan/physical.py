@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hybrid_shuffle.errors import PlanError
+from hybrid_shuffle.sparkplan.expressions._zones import mark_session_zone
 from hybrid_shuffle.sparkplan.shim import shim_for
 from hybrid_shuffle.sparkplan.tree import Node, parse
 
@@ -125,6 +126,7 @@ def physical_plan(df: Any) -> PhysicalPlan:
         execution = fresh.queryExecution()
         jvm_plan = execution.executedPlan()
         text = str(jvm_plan.toJSON())
+        zone = str(conf.sessionLocalTimeZone())  # a timestamp literal's text is in it
         mode = jvm.org.apache.spark.sql.execution.ExplainMode.fromString("formatted")
         formatted = str(execution.explainString(mode))
     finally:
@@ -135,7 +137,9 @@ def physical_plan(df: Any) -> PhysicalPlan:
         # the ids the user sees in df.explain(mode="formatted") are the adaptive plan's
         shown = str(df._jdf.queryExecution().explainString(mode))
     planned = time.perf_counter()
-    root = parse(json.loads(text))
+    raw = json.loads(text)
+    mark_session_zone(raw, zone)
+    root = parse(raw)
     plan = PhysicalPlan(root, {}, formatted, jvm_plan)
     _number(plan)
     plan.arguments, plan.scans = _details(formatted)

@@ -25,6 +25,7 @@ from hybrid_shuffle.sparkplan.expressions.core import (
     register,
     typed,
 )
+from hybrid_shuffle.sparkplan.expressions.timestamps import cast_timestamp
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import SparkType
 
@@ -77,7 +78,8 @@ def _string_to_boolean(a: Sql) -> str:
     "Cast",
     support=Support.PARTIAL,
     note="string to double, decimal or date accepts what DuckDB parses (Spark also takes "
-    "'1.5d', '2021-2-3', '2021-02'); timestamps and double -> string fall back",
+    "'1.5d', '2021-2-3', '2021-02'); string -> timestamp, numbers -> timestamp and "
+    "double -> string fall back",
 )
 def _cast(node: Node, scope: Scope) -> Sql:
     (a,) = children(node, scope)[:1]
@@ -86,7 +88,7 @@ def _cast(node: Node, scope: Scope) -> Sql:
     if source == to:
         return a
     if to.name in ("timestamp", "timestamp_ntz") or source.name in ("timestamp", "timestamp_ntz"):
-        raise Unsupported(f"a cast from {source} to {to}")
+        return cast_timestamp(a, to, node)
     if to.name == "string" and (source.is_fractional or source.name == "binary"):
         raise Unsupported(f"a cast from {source} to string (Spark's own number format)")
     if to.is_integral:

@@ -1,0 +1,288 @@
+"""Timestamps: literals, casts to and from dates, strings and numbers, ``hour``/``minute``/
+``second``, ``date_trunc``, ``date_format``, ``from_unixtime``, ``unix_timestamp`` and
+the ``unix_*``/``timestamp_*`` conversions.
+
+A ``TimestampType`` value is an instant (``TIMESTAMPTZ``), a ``TimestampNTZType`` one a
+local time (``TIMESTAMP``); Spark's fields, formats and truncations of an instant are
+those of its local time in the session time zone, which every time-zone-aware
+expression carries (``timeZoneId``) and ``_zones`` follows exactly (Java's rules in an
+overlap) or refuses.  Results are computed on microseconds as Spark does (floor
+division for seconds).  A string cast to a timestamp is not translated (Spark's parser
+takes zone names and partial forms per row).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import zoneinfo
+
+from hybrid_shuffle.sparkplan.expressions import _exact, _zones, misc
+from hybrid_shuffle.sparkplan.expressions.arithmetic import bits
+from hybrid_shuffle.sparkplan.expressions.core import (
+    Scope,
+    Sql,
+    Unsupported,
+    children,
+    register,
+)
+from hybrid_shuffle.sparkplan.expressions.datetime_format import format_local, timestamp_text
+from hybrid_shuffle.sparkplan.tree import Node
+from hybrid_shuffle.sparkplan.types import INT, LONG, STRING, SparkType
+
+__all__ = ["cast_timestamp"]
+
+TIMESTAMP = SparkType("timestamp")
+TIMESTAMP_NTZ = SparkType("timestamp_ntz")
+DOUBLE = SparkType("double")
+_TEXT = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?")
+
+
+def _is_timestamp(t: SparkType) -> bool:
+    return t.name in ("timestamp", "timestamp_ntz")
+
+
+def _zone(node: Node) -> str:
+    return _zones.zone_of(node.get("timeZoneId"))
+
+
+def _local(a: Sql, node: Node) -> str:
+    """The local time of a timestamp: an instant's in the expression's zone."""
+    if a.type.name == "timestamp_ntz":
+        return a.text
+    if a.type.name != "timestamp":
+        raise Unsupported(f"a timestamp function of {a.type}")
+    return _zones.local(a.text, _zone(node))
+
+
+# -- literals ------------------------------------------------------------------------------
+
+
+@register("Literal")
+def _literal(node: Node, scope: Scope) -> Sql:
+    kind = node.get("dataType")
+    value = node.get("value")
+    if kind not in ("timestamp", "timestamp_ntz") or value is None:
+        return misc.literal(value, kind)
+    if kind == "timestamp_ntz":  # the JSON writes its microseconds
+        return Sql(f"make_timestamp(CAST({int(str(value))} AS BIGINT))", TIMESTAMP_NTZ, False)
+    zone = _zones.zone_of(node.get(_zones.ZONE_FIELD))
+    text = str(value)
+    match = _TEXT.fullmatch(text)
+    if match is None:
+        raise Unsupported(f"the timestamp literal {text}")
+    if zone != "UTC":
+        # the text is a local time: one that occurs twice (an overlap) names either
+        try:
+            parts = [int(g) for g in match.groups()[:6]]
+            wall = dt.datetime(*parts, tzinfo=zoneinfo.ZoneInfo(zone))  # type: ignore[misc]
+            if wall.utcoffset() != wall.replace(fold=1).utcoffset():
+                raise Unsupported(f"the timestamp literal {text} (twice a local time in {zone})")
+        except ValueError as e:
+            raise Unsupported(f"the timestamp literal {text}") from e
+    return Sql(f"timezone('{zone}', TIMESTAMP '{text}')", TIMESTAMP, False)
+
+
+# -- casts ---------------------------------------------------------------------------------
+
+
+def _seconds(instant_sql: str) -> str:
+    """Whole seconds since the epoch, rounded down (``Math.floorDiv``)."""
+    return _exact.let(
+        {"u": f"epoch_us({instant_sql})"},
+        "(@.u - ((@.u % 1000000 + 1000000) % 1000000)) // 1000000",
+    )
+
+
+def _micros_of(a: Sql) -> str:
+    """Microseconds since the epoch of an instant, or of a local time read as UTC."""
+    return f"epoch_us({a.text})"
+
+
+def cast_timestamp(a: Sql, to: SparkType, node: Node) -> Sql:
+    """``cast`` where the source or the target is a timestamp (``casts._cast``)."""
+    source = a.type
+    if source.name == "timestamp":
+        if to.name == "timestamp_ntz":
+            return Sql(_local(a, node), to, a.nullable)
+        if to.name == "date":
+            return Sql(f"CAST({_local(a, node)} AS DATE)", to, a.nullable)
+        if to.name == "string":
+            return Sql(timestamp_text(_local(a, node)), to, a.nullable)
+        if to.name == "double":
+            return Sql(f"CAST(epoch_us({a.text}) AS DOUBLE) / 1000000.0", to, a.nullable)
+        if to.is_integral:
+            seconds = _seconds(a.text)
+            if bits(to) < 64:
+                seconds = _exact.wrap(seconds, bits(to))
+            return Sql(f"CAST({seconds} AS {to.duck})", to, a.nullable)
+    if source.name == "timestamp_ntz":
+        if to.name == "timestamp":
+            return Sql(_zones.instant(a.text, _zone(node)), to, a.nullable)
+        if to.name == "date":
+            return Sql(f"CAST({a.text} AS DATE)", to, a.nullable)
+        if to.name == "string":
+            return Sql(timestamp_text(a.text), to, a.nullable)
+    if source.name == "date":
+        if to.name == "timestamp_ntz":
+            return Sql(f"CAST({a.text} AS TIMESTAMP)", to, a.nullable)
+        if to.name == "timestamp":
+            local = f"CAST({a.text} AS TIMESTAMP)"
+            return Sql(_zones.instant(local, _zone(node)), to, a.nullable)
+    raise Unsupported(f"a cast from {source} to {to}")
+
+
+# -- fields and truncation -----------------------------------------------------------------
+
+
+def _field(part: str) -> object:
+    def translate(node: Node, scope: Scope) -> Sql:
+        (a,) = children(node, scope)[:1]
+        return Sql(f"CAST({part}({_local(a, node)}) AS INTEGER)", INT, a.nullable)
+
+    return translate
+
+
+for _cls, _part in (("Hour", "hour"), ("Minute", "minute"), ("Second", "second")):
+    register(_cls)(_field(_part))  # type: ignore[arg-type]
+
+#: ``date_trunc``'s formats (``DateTimeUtils.parseTruncLevel``) -> DuckDB's part
+_TRUNC = {
+    "year": "year",
+    "yyyy": "year",
+    "yy": "year",
+    "quarter": "quarter",
+    "month": "month",
+    "mon": "month",
+    "mm": "month",
+    "week": "week",
+    "day": "day",
+    "dd": "day",
+    "hour": "hour",
+    "minute": "minute",
+    "second": "second",
+    "millisecond": "millisecond",
+    "microsecond": "microsecond",
+}
+
+
+@register("TruncTimestamp")
+def _trunc_timestamp(node: Node, scope: Scope) -> Sql:
+    fmt, a = node.children[0], compile_child(node, scope, 1)
+    if fmt.cls != "Literal":
+        raise Unsupported("date_trunc to a format that is not a literal")
+    part = _TRUNC.get(str(fmt.get("value") or "").lower())
+    kind = a.type
+    if part is None:  # Spark: null for any other format
+        return Sql(f"CAST(NULL AS {kind.duck})", kind)
+    if kind.name == "timestamp_ntz":
+        return Sql(f"date_trunc('{part}', {a.text})", kind, a.nullable)
+    zone = _zone(node)
+    # ``DateTimeUtils.truncTimestamp``: below a minute on the instant itself; a day, an
+    # hour or a minute keeps the instant's offset where it can; longer from a day's start
+    unit = {"second": 1000000, "millisecond": 1000, "microsecond": 1}.get(part)
+    if unit is not None:
+        floor = f"to_microseconds((epoch_us(@.t) % {unit} + {unit}) % {unit})"
+        return Sql(_exact.let({"t": a.text}, f"@.t - {floor}"), kind, a.nullable)
+    if part in ("day", "hour", "minute"):
+        local = f"date_trunc('{part}', {_zones.local('@.t', zone)})"
+        truncated = _exact.let({"t": a.text}, _zones.instant_keeping(local, zone, "@.t"))
+        return Sql(truncated, kind, a.nullable)
+    day = f"CAST(date_trunc('{part}', {_zones.local(a.text, zone)}) AS DATE)"
+    return Sql(_zones.instant(f"CAST({day} AS TIMESTAMP)", zone), kind, a.nullable)
+
+
+def compile_child(node: Node, scope: Scope, index: int) -> Sql:
+    from hybrid_shuffle.sparkplan.expressions.core import compile_expression
+
+    return compile_expression(node.children[index], scope)
+
+
+# -- formatting and the epoch --------------------------------------------------------------
+
+
+def _pattern(node: Node) -> object:
+    fmt = node.children[1]
+    if fmt.cls != "Literal":
+        raise Unsupported("a datetime pattern that is not a literal")
+    return fmt.get("value")
+
+
+@register("DateFormatClass")
+def _date_format(node: Node, scope: Scope) -> Sql:
+    a = compile_child(node, scope, 0)
+    pattern = _pattern(node)
+    if pattern is None:
+        return Sql("CAST(NULL AS VARCHAR)", STRING)
+    return Sql(format_local(_local(a, node), pattern), STRING, a.nullable)
+
+
+def _from_micros(micros_sql: str) -> str:
+    """The instant ``micros_sql`` microseconds after the epoch."""
+    return f"timezone('UTC', make_timestamp({micros_sql}))"
+
+
+@register("FromUnixTime")
+def _from_unixtime(node: Node, scope: Scope) -> Sql:
+    sec = compile_child(node, scope, 0)
+    pattern = _pattern(node)
+    if pattern is None:
+        return Sql("CAST(NULL AS VARCHAR)", STRING)
+    if not sec.type.is_integral:
+        raise Unsupported(f"from_unixtime of {sec.type}")
+    micros = _exact.wrap(f"CAST({sec.text} AS HUGEINT) * 1000000", 64)
+    instant = _from_micros(f"CAST({micros} AS BIGINT)")
+    local = _zones.local(instant, _zone(node))
+    return Sql(format_local(local, pattern), STRING, sec.nullable)
+
+
+@register("UnixTimestamp", "ToUnixTimestamp")
+def _unix_timestamp(node: Node, scope: Scope) -> Sql:
+    a = compile_child(node, scope, 0)
+    # Java's division: truncated towards zero (a cast to bigint rounds down instead)
+    if a.type.name in ("timestamp", "timestamp_ntz"):  # an ntz's local time read as UTC
+        return Sql(f"(epoch_us({a.text}) // 1000000)", LONG, a.nullable)
+    if a.type.name == "date":
+        local = f"CAST({a.text} AS TIMESTAMP)"
+        return Sql(f"(epoch_us({_zones.instant(local, _zone(node))}) // 1000000)", LONG, a.nullable)
+    raise Unsupported(f"unix_timestamp of {a.type} (a parse with a pattern)")
+
+
+def _unix(scale: int) -> object:
+    def translate(node: Node, scope: Scope) -> Sql:
+        (a,) = children(node, scope)[:1]
+        if a.type.name != "timestamp":
+            raise Unsupported(f"a unix_* function of {a.type}")
+        if scale == 1:
+            return Sql(f"epoch_us({a.text})", LONG, a.nullable)
+        text = _exact.let(
+            {"u": f"epoch_us({a.text})"},
+            f"(@.u - ((@.u % {scale} + {scale}) % {scale})) // {scale}",
+        )
+        return Sql(text, LONG, a.nullable)
+
+    return translate
+
+
+register("UnixSeconds")(_unix(1000000))  # type: ignore[arg-type]
+register("UnixMillis")(_unix(1000))  # type: ignore[arg-type]
+register("UnixMicros")(_unix(1))  # type: ignore[arg-type]
+
+
+def _to_timestamp(scale: int) -> object:
+    """``timestamp_seconds``/``_millis``/``_micros`` of an integer; null where the
+    microseconds leave DuckDB's range, which is also past Spark's (it raises)."""
+
+    def translate(node: Node, scope: Scope) -> Sql:
+        (a,) = children(node, scope)[:1]
+        if not a.type.is_integral:
+            raise Unsupported(f"a timestamp_* function of {a.type}")
+        micros = f"TRY_CAST(CAST({a.text} AS HUGEINT) * {scale} AS BIGINT)"
+        return Sql(_from_micros(micros), TIMESTAMP)
+
+    return translate
+
+
+register("SecondsToTimestamp")(_to_timestamp(1000000))  # type: ignore[arg-type]
+register("MillisToTimestamp")(_to_timestamp(1000))  # type: ignore[arg-type]
+register("MicrosToTimestamp")(_to_timestamp(1))  # type: ignore[arg-type]
