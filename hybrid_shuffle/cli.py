@@ -31,6 +31,7 @@ from pathlib import Path
 import hybrid_shuffle as hs
 from hybrid_shuffle._words import plural
 from hybrid_shuffle.config import Config, load_config
+from hybrid_shuffle.errors import summary
 from hybrid_shuffle.pipeline_file import PipelineFile, UsageError, load_pipeline
 from hybrid_shuffle.planning import PlanningOnlyError, PlanningSession
 from hybrid_shuffle.spill_dirs import check_spill_root
@@ -380,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(
-            f"hybrid-shuffle: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+            f"hybrid-shuffle: {type(e).__name__}: {summary(e)} (rerun with --debug for the "
+            "traceback)",
             file=sys.stderr,
         )
         return 1

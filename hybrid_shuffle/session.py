@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from hybrid_shuffle._words import plural
 from hybrid_shuffle.config import Config, check_slots, load_config
-from hybrid_shuffle.errors import PlanError, SessionClosedError
+from hybrid_shuffle.errors import HybridShuffleError, PlanError, SessionClosedError, summary
 from hybrid_shuffle.quiet import configure_engine_logging
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec, SlotPool
@@ -174,8 +174,8 @@ class Session:
             df = spark.sql(query)
         except Exception as e:
             message = spark_error(e)
-            if message is None:
-                raise
+            if message is None:  # not a rejection Spark names: still one sentence
+                raise PlanError(f"Spark cannot run the query: {summary(e)}") from e
             raise PlanError(f"Spark rejects the query: {message}") from None
         return self.from_dataframe(df, name, fallback)
 
@@ -206,11 +206,18 @@ class Session:
         except Exception as e:
             message = spark_error(e)
             if message is None:
-                raise
+                raise PlanError(f"Spark cannot plan the DataFrame: {summary(e)}") from e
             raise PlanError(f"Spark cannot plan the DataFrame: {message}") from None
         job = self.job(name or "sql")
         translator = Translator(job, plan, df.sparkSession, fallback)
-        stream = translator.translate()
+        try:
+            stream = translator.translate()
+        except HybridShuffleError:
+            raise
+        except Exception as e:  # a failure of the translation itself, in one sentence
+            raise PlanError(
+                f"the Spark plan cannot be translated ({type(e).__name__}: {summary(e)})"
+            ) from e
         job.spark_plan = translator.info
         stream.spark_schema = df.schema
         return stream

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +67,7 @@ from hybrid_shuffle.operators.duck.streamed_query import (
 )
 from hybrid_shuffle.operators.duck.twin import conform
 
-__all__ = ["SqlBinding", "SqlQuery", "bind"]
+__all__ = ["SqlBinding", "SqlQuery", "bind", "rejection"]
 
 #: the physical operators of a per-row query (``EXPLAIN``'s names; a filter is often
 #: pushed into the scan)
@@ -140,6 +140,22 @@ def bind(query: str, schema: pa.Schema, what: str, others: Sequence[pa.Schema] =
     return SqlBinding(schema, out, per_row, scans)
 
 
+def rejection(query: str, tables: Mapping[str, pa.Schema]) -> str | None:
+    """DuckDB's first line if it cannot run ``query`` over empty tables of ``tables``
+    (name -> schema), else ``None``: the plan-time check of a query built from parts (a
+    translated Spark stage), which says which part DuckDB rejects before anything runs."""
+    connection = _connection()
+    try:
+        for name, schema in tables.items():
+            connection.register(name, schema.empty_table())
+        connection.execute(query).fetch_arrow_table()
+    except duckdb.Error as e:
+        return summary(e)
+    finally:
+        connection.close()
+    return None
+
+
 def _references(query: str, table: str) -> int:
     return len(re.findall(rf"\b{table}\b(?!\.)", query))
 
@@ -186,7 +202,10 @@ class SqlQuery(Operator):
         others = [o for o in input_schemas[1:] if o is not None]
         if schema is None or len(others) != len(input_schemas) - 1:
             return None
-        self._planned: list[pa.Schema] = [schema, *others]
+        planned = [schema, *others]
+        if self.binding is not None and getattr(self, "_planned", None) == planned:
+            return self.binding.schema  # bound on these schemas already (a translation's check)
+        self._planned: list[pa.Schema] = planned
         self._adopt(bind(self.query, schema, self.what, others))
         assert self.binding is not None
         return self.binding.schema

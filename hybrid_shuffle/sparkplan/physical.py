@@ -97,14 +97,19 @@ class PhysicalPlan:
 
 def spark_error(error: BaseException) -> str | None:
     """Spark's own one-line message of a rejected query (an ``AnalysisException`` or a
-    ``ParseException``), without the Java stack; ``None`` if it is not one."""
+    ``ParseException``), without the plan, the query or the Java stack Spark appends;
+    ``None`` if it is not one."""
     name = type(error).__name__
     if name in ("AnalysisException", "ParseException", "IllegalArgumentException"):
         import pyspark
 
         attribute = shim_for(pyspark.__version__).error_description
-        text = getattr(error, attribute, None) or str(error)
-        return " ".join(str(text).split("\n\nJVM stacktrace")[0].split())
+        text = str(getattr(error, attribute, None) or str(error))
+        # its first line: what follows is the analysed plan (``;\n'Project [...]``), the
+        # query with a caret under the error (``== SQL ==``) or the Java stack
+        lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+        first = lines[0] if lines else type(error).__name__
+        return " ".join(first.rstrip(";").split())
     return None
 
 

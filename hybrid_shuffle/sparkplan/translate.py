@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hybrid_shuffle.errors import UnsupportedPlanError
+from hybrid_shuffle.errors import HybridShuffleError, PlanError, UnsupportedPlanError, summary
+from hybrid_shuffle.operators.sql import rejection
 from hybrid_shuffle.plan.logical import ExchangeSpec
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 from hybrid_shuffle.sources.parquet import EMPTY_COLUMN
@@ -29,18 +30,24 @@ from hybrid_shuffle.spark import SIZE_HINT
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported
 from hybrid_shuffle.sparkplan.operators import OPERATORS
 from hybrid_shuffle.sparkplan.physical import PhysicalPlan, output_attributes, subtree_dataframe
-from hybrid_shuffle.sparkplan.relation import Column, Rel
+from hybrid_shuffle.sparkplan.relation import Column, Rel, distinct
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import UnsupportedType, column_type
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from hybrid_shuffle.api.job import Job
     from hybrid_shuffle.api.stream import Stream
+    from hybrid_shuffle.plan.logical import LogicalNode
 
 __all__ = ["SparkPlanInfo", "Translator", "describe"]
 
 FALLBACKS = ("spark", "error")
+#: translations of one plan at most: each one after the first runs one more operator that
+#: DuckDB rejected in Spark
+_ATTEMPTS = 16
 
 
 @dataclass
@@ -63,6 +70,25 @@ class _Producer:
     spec: ExchangeSpec
 
 
+class _Rejected(Exception):
+    """DuckDB cannot bind a finished stage's SQL: ``node`` is to run in Spark, and the
+    plan is translated again."""
+
+    def __init__(self, node: Node, reason: str) -> None:
+        super().__init__(reason)
+        self.node = node
+        self.reason = reason
+
+
+def _schema(node: LogicalNode) -> pa.Schema | None:
+    """The output schema of a node the translation made, where known without running:
+    a source's, or a checked stage's."""
+    if node.is_source:
+        return node.source_schema
+    binding = getattr(node.operator, "binding", None)
+    return None if binding is None else binding.schema
+
+
 def describe(node: Node) -> str:
     """A Spark operator as the formatted explain names it: ``SortMergeJoin (12)``."""
     name = node.cls.removesuffix("Exec")
@@ -83,21 +109,82 @@ class Translator:
         self._subqueries: dict[str, tuple[Stream, Column]] = {}
         self._stage: Stage | None = None
         self._gathers = 0
+        #: ``id(node)`` -> why it runs in Spark: operators DuckDB rejected (``finish``)
+        self._forced: dict[int, str] = {}
+        #: every operator translated, in the order finished (children first), with its
+        #: relation and the stage inputs it could read (token, node): what ``finish``
+        #: checks one by one when DuckDB rejects a stage
+        self._done: list[tuple[Node, Rel, list[tuple[str, LogicalNode]]]] = []
 
     def translate(self) -> Stream:
         started = time.perf_counter()
-        stage = Stage(self.job)
-        rel = self.rel(self.plan.root, stage)
-        stream = stage.finish(rel, "result", final=True)
+        stream = self._translate_checked()
         self.info.spark_seconds = self.plan.spark_seconds
         self.info.translate_seconds = time.perf_counter() - started + self.plan.parse_seconds
         return stream
+
+    def _translate_checked(self) -> Stream:
+        """The plan translated, every stage bound on DuckDB as it is finished (Gluten's
+        plan-time validation); an operator whose SQL DuckDB rejects runs in Spark, and
+        the plan is translated again with it there."""
+        for _ in range(_ATTEMPTS):
+            self._exchanges, self._subqueries, self._done = {}, {}, []
+            self.info.edges, self.info.spark_subtrees = {}, []
+            try:
+                stage = Stage(self.job)
+                rel = self.rel(self.plan.root, stage)
+                return self.finish(stage, rel, self.plan.root, "result", final=True)
+            except _Rejected as e:
+                if id(e.node) in self._forced:
+                    raise PlanError(
+                        f"the Spark plan cannot run in the engine: {e.reason}"
+                    ) from None
+                self._forced[id(e.node)] = e.reason
+        raise PlanError(
+            f"the Spark plan cannot run in the engine: DuckDB rejected {_ATTEMPTS} of its "
+            "operators; run it in Spark"
+        )
+
+    def finish(self, stage: Stage, rel: Rel, top: Node, name: str, final: bool) -> Stream:
+        """``stage.finish``, then the stage's query bound on DuckDB over its inputs'
+        schemas; if DuckDB rejects it, the lowest operator whose own SQL it rejects (or
+        ``top``, the stage's last) is to run in Spark (``_Rejected``)."""
+        stream = stage.finish(rel, name, final)
+        schemas = [_schema(up) for up, _ in stream.node.inputs]
+        operator = stream.node.operator
+        if operator is None or any(s is None for s in schemas):
+            return stream
+        try:
+            operator.output_schema(schemas)
+        except PlanError as e:
+            culprit, reason = self._culprit()
+            if culprit is None:
+                culprit, reason = top, summary(e.__cause__ or e)
+            raise _Rejected(culprit, f"DuckDB could not plan the stage: {reason}") from e
+        return stream
+
+    def _culprit(self) -> tuple[Node | None, str]:
+        """The first operator translated whose own SQL DuckDB rejects, and why."""
+        for node, rel, inputs in self._done:
+            if id(node) in self._forced:
+                continue
+            tables = {token: _schema(up) for token, up in inputs}
+            known = {t: s for t, s in tables.items() if s is not None}
+            if len(known) < len(tables):
+                continue
+            reason = rejection(rel.sql, known)
+            if reason is not None:
+                return node, reason
+        return None, ""
 
     # -- the walk -------------------------------------------------------------------------
 
     def rel(self, node: Node, stage: Stage) -> Rel:
         """``node``'s output as a relation of ``stage`` (its own subtree, in the engine or,
         failing that, in Spark)."""
+        forced = self._forced.get(id(node))
+        if forced is not None:
+            return self._fall_back(node, stage, forced)
         handler = OPERATORS.get(node.cls)
         inputs, subtrees = len(stage.inputs), len(self.info.spark_subtrees)
         previous, self._stage = self._stage, stage
@@ -106,16 +193,23 @@ class Translator:
                 raise Unsupported(
                     f"the operator {node.cls.removesuffix('Exec')} has no translation"
                 )
-            return handler(self, node, stage)
+            out = handler(self, node, stage)
+        except (_Rejected, HybridShuffleError):
+            raise
         except (Unsupported, UnsupportedType) as e:
             # an opaque column (``types.column_type``: an array, a collated string) where
             # its DuckDB type is needed falls back as an untranslated expression does
             reason = f"a column of {e}" if isinstance(e, UnsupportedType) else str(e)
-            del stage.inputs[inputs:]
-            del self.info.spark_subtrees[subtrees:]
-            return self._fall_back(node, stage, reason)
+        except Exception as e:  # a translation's own failure: the operator runs in Spark
+            reason = f"its translation failed ({type(e).__name__}: {summary(e)})"
+        else:
+            self._done.append((node, out, [(i.token, i.stream.node) for i in stage.inputs]))
+            return out
         finally:
             self._stage = previous
+        del stage.inputs[inputs:]
+        del self.info.spark_subtrees[subtrees:]
+        return self._fall_back(node, stage, _sentence(reason))
 
     def _fall_back(self, node: Node, stage: Stage, reason: str) -> Rel:
         what = self.describe(node)
@@ -130,6 +224,7 @@ class Translator:
 
     def spark_leaf(self, node: Node, stage: Stage, columns: list[Column]) -> Rel:
         """``node``'s subtree computed by Spark and read through ``from_spark``."""
+        columns = distinct(columns)  # an attribute output twice: its copies named apart
         df = subtree_dataframe(self.plan, node, self.spark)
         hint = getattr(df, SIZE_HINT, None)
         df = df.toDF(*[c.ref for c in columns])
@@ -162,7 +257,7 @@ class Translator:
             return found
         stage = Stage(self.job)
         rel, partitioner, partitions, columns = build(stage)
-        stream = stage.finish(rel, f"stage_{node.op_id}", final=False)
+        stream = self.finish(stage, rel, node, f"stage_{node.op_id}", final=False)
         edge = f"exchange_{self.plan.shown_id(node.op_id)}"
         spec = ExchangeSpec(partitioner, edge, None, partitions)
         self.info.edges[edge] = self.spark_text(node.op_id)
@@ -200,7 +295,7 @@ class Translator:
         ``gather_<id>`` (Spark's implicit single-partition step of a limit or top-n)."""
         producer = Stage(self.job)
         producer.inputs, stage.inputs = stage.inputs, []
-        stream = producer.finish(local, f"stage_{node.op_id}_partial", final=False)
+        stream = self.finish(producer, local, node, f"stage_{node.op_id}_partial", final=False)
         edge = f"gather_{self.plan.shown_id(node.op_id or -1)}"
         self.info.edges[edge] = f"the gather of {self.describe(node)} (its rows into one task)"
         spec = ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), edge, None, 1)
@@ -218,7 +313,7 @@ class Translator:
             rel = self.rel(body, stage)
             self._stage = saved
             number = name.rsplit("#", 1)[-1]
-            stream = stage.finish(rel, f"subquery_{number}", final=False)
+            stream = self.finish(stage, rel, body, f"subquery_{number}", final=False)
             found = (stream, rel.columns[0])
             self._subqueries[name] = found
         stream, column = found
@@ -229,3 +324,14 @@ class Translator:
             raise Unsupported("a scalar subquery outside a stage")
         rel = self._stage.read(stream, spec, [column])
         return Sql(f"({rel.sql})", column.type)
+
+
+def _sentence(reason: str) -> str:
+    """A fallback's reason as one sentence: its first line, and never a plan's raw JSON
+    (a field of a plan node printed whole is cut at its first brace)."""
+    text = reason.strip().splitlines()[0] if reason.strip() else "no reason given"
+    for brace in ("{", "["):
+        cut = text.find(brace + "'") if brace + "'" in text else text.find(brace + '"')
+        if cut > 0:
+            text = text[:cut].rstrip(" :(") + " (details omitted)"
+    return text if len(text) <= 300 else text[:297] + "..."

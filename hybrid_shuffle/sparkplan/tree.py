@@ -49,10 +49,13 @@ class Node:
         return [parse(e) for e in raw if isinstance(e, list) and e]
 
     def object(self, name: str) -> str:
-        """The short name of a Scala ``object`` field (``Inner``, ``BuildRight``)."""
+        """The short name of a Scala ``object`` field (``Inner``, ``BuildRight``), or of a
+        case class's (``ExistenceJoin``: never its fields)."""
         raw = self.fields.get(name)
         if isinstance(raw, dict) and "object" in raw:
             return str(raw["object"]).rsplit(".", 1)[-1].rstrip("$")
+        if isinstance(raw, dict) and "product-class" in raw:  # a case class: its name
+            return str(raw["product-class"]).rsplit(".", 1)[-1]
         return "" if raw is None else str(raw)
 
     def walk(self) -> Iterator[Node]:
