@@ -1,0 +1,406 @@
+"""``first``/``last`` aggregates (``FILTER``, ``ignoreNulls``), offset, ranking and value
+window functions, existence joins, nested loop joins of every type and cartesian
+products, each in the engine (no ``spark_subtrees``) and against Spark: the same rows and
+schema.
+
+``first``/``last`` without an order pick whichever row comes first, in Spark as in the
+engine, so the aggregates are asked only where every candidate row agrees (or one row
+passes the FILTER); ``lag``/``lead``/``ntile``/``first`` over a window are ordered by a
+unique key, so Spark's result is defined."""
+
+from __future__ import annotations
+
+import decimal
+import io
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+import hybrid_shuffle as hs
+from hybrid_shuffle.config import load_config
+
+pytestmark = pytest.mark.spark
+
+BASE_YAML = """\
+parallelism: 2
+ray: {num_cpus: 4, object_store_memory: 500 MiB}
+shuffle: {buffer_size: 1 MiB, memory_budget: 64 MiB%s}
+spark: {executors: 1, executor_cores: 1, executor_memory: 1 GiB}
+"""
+
+
+def _w_table() -> pa.Table:
+    """30 rows: a unique ``id``, and nulls in the keys ``g``/``k`` and in every value."""
+    ids = list(range(30))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "g": pa.array([None if i % 7 == 3 else "abc"[i % 3] for i in ids], pa.string()),
+            "k": pa.array([None if i % 5 == 0 else i % 4 for i in ids], pa.int32()),
+            "v": pa.array([None if i % 4 == 1 else (i * 7 % 11) - 3.5 for i in ids], pa.float64()),
+            "s": pa.array([None if i % 6 == 2 else f"s{i % 5}" for i in ids], pa.string()),
+            "d": pa.array(
+                [None if i % 8 == 0 else decimal.Decimal(i) / 4 for i in ids], pa.decimal128(8, 2)
+            ),
+        }
+    )
+
+
+def _b_table() -> pa.Table:
+    ids = list(range(12))
+    return pa.table(
+        {
+            "bid": pa.array(ids, pa.int64()),
+            "k": pa.array([None if i % 5 == 4 else i % 6 for i in ids], pa.int32()),
+            "y": pa.array([None if i % 3 == 0 else f"y{i}" for i in ids], pa.string()),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def spark(session: hs.Session, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Spark with the Parquet views ``w`` (30 rows) and ``b`` (12; nulls in ``b.k``)."""
+    root = tmp_path_factory.mktemp("windows_and_joins")
+    for name, table in (("w", _w_table()), ("b", _b_table())):
+        path = root / f"{name}.parquet"
+        pq.write_table(table, path)
+        session.spark.read.parquet(str(path)).createOrReplaceTempView(name)
+    return session.spark
+
+
+# -- comparing with Spark (as test_sql_dataframes does) -------------------------------------
+
+
+def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    def value(v: Any) -> Any:
+        if isinstance(v, float):
+            return "NaN" if math.isnan(v) else float(f"{v:.9g}")
+        return v
+
+    columns = [c.to_pylist() for c in table.columns]
+    return [tuple(value(v) for v in row) for row in zip(*columns, strict=True)]
+
+
+def _key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((v is None, str(v)) for v in row)
+
+
+def check(session: hs.Session, stream: hs.Stream, df: Any) -> None:
+    """``stream``'s result equals Spark's own for ``df``: rows, names and schema."""
+    got = stream.to_arrow()
+    batches = df._collect_as_arrow()
+    want = _rows(pa.Table.from_batches(batches)) if batches else []
+    assert got.column_names == df.columns
+    assert sorted(_rows(got), key=_key) == sorted(want, key=_key)
+    back = session.bridge.to_dataframe(got)  # what stream.to_spark() returns
+    assert back.schema.simpleString() == df.schema.simpleString()
+
+
+@contextmanager
+def configured(session: hs.Session, tmp_path: Path, yaml: str) -> Iterator[None]:
+    """The session planning with ``yaml`` as its config, for the block."""
+    before = session.config
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml)
+    session.config = load_config(path)
+    try:
+        yield
+    finally:
+        session.config = before
+
+
+def in_engine(session: hs.Session, df: Any) -> hs.Stream:
+    """``df`` run in the engine, all of it, with Spark's rows and schema."""
+    stream = session.from_dataframe(df)
+    assert stream.explain_data()["spark_subtrees"] == []
+    check(session, stream, df)
+    return stream
+
+
+def in_engine_sql(session: hs.Session, spark: Any, query: str) -> hs.Stream:
+    return in_engine(session, spark.sql(query))
+
+
+@contextmanager
+def spark_conf(spark: Any, **settings: str) -> Iterator[None]:
+    """Spark planning with ``settings`` (``spark.sql.`` keys, dots as ``__``)."""
+    keys = {"spark.sql." + k.replace("__", "."): v for k, v in settings.items()}
+    for key, value in keys.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in keys:
+            spark.conf.unset(key)
+
+
+def in_modes(session: hs.Session, spark: Any, tmp_path: Path, query: str, mode: str) -> None:
+    """``query`` in the engine with every exchange edge in ``mode`` (set in YAML by the
+    ids of ``explain(mode="formatted")``, kept against the output-on-EOF rule)."""
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        spark.sql(query).explain(mode="formatted")
+    ids = re.findall(r"^\((\d+)\) Exchange$", printed.getvalue(), re.M)
+    assert ids
+    entries = "".join(f"  exchange_{i}: {{mode: {mode}, keep: true}}\n" for i in ids)
+    with configured(session, tmp_path, BASE_YAML % "" + "edges:\n" + entries):
+        stream = in_engine_sql(session, spark, query)
+        modes = {e["name"]: e["mode"] for e in stream.explain_data()["edges"]}
+    assert [modes[f"exchange_{i}"] for i in ids] == [mode] * len(ids)
+
+
+def join_operators(spark: Any, query: str) -> list[tuple[str, str, str]]:
+    """The (class, build side, join type) of each join Spark plans for ``query``."""
+    from hybrid_shuffle.sparkplan.operators.join import join_type
+    from hybrid_shuffle.sparkplan.physical import physical_plan
+
+    root = physical_plan(spark.sql(query)).root
+    return [
+        (n.cls, n.object("buildSide"), join_type(n))
+        for n in root.walk()
+        if n.cls.endswith("JoinExec") or n.cls == "CartesianProductExec"
+    ]
+
+
+# -- 1. first / last aggregates ------------------------------------------------------------
+
+
+def test_first_and_last_with_filter_and_ignore_nulls(session: hs.Session, spark: Any) -> None:
+    in_engine_sql(
+        session,
+        spark,
+        """SELECT k, first(k * 2) AS f, last(k * 2) AS l,
+             first(CASE WHEN id % 3 = 0 THEN NULL ELSE k END, true) AS fi,
+             last(CASE WHEN id % 3 = 0 THEN NULL ELSE k END) IGNORE NULLS AS li,
+             first(s) FILTER (WHERE s = 's1') AS ff,
+             last(v, true) FILTER (WHERE v = 2.5) AS lf,
+             first(v) FILTER (WHERE v IS NULL AND k = 1) AS fn,
+             first_value(k) AS fv, any_value(k + 1) AS av,
+             count(*) FILTER (WHERE v > 0) AS n, sum(d) FILTER (WHERE s IS NOT NULL) AS sd
+           FROM w GROUP BY k""",
+    )
+
+
+def test_first_and_last_of_the_one_row_a_filter_keeps(session: hs.Session, spark: Any) -> None:
+    # ids 0..4 and 25..29 give each group id % 5 exactly one row, nulls included
+    in_engine_sql(
+        session,
+        spark,
+        """SELECT id % 5 AS m, first(v) FILTER (WHERE id < 5) AS f,
+             last(s) FILTER (WHERE id >= 25) AS l, first(d, true) FILTER (WHERE id > 99) AS none
+           FROM w GROUP BY id % 5""",
+    )
+    in_engine_sql(
+        session,
+        spark,
+        """SELECT first(v) FILTER (WHERE id = 1) AS a, last(s) FILTER (WHERE id = 7) AS b,
+             first(v, true) FILTER (WHERE id > 100) AS c, last(d) FILTER (WHERE id = 9) AS e
+           FROM w""",
+    )
+
+
+def test_distinct_aggregates_with_filters(session: hs.Session, spark: Any) -> None:
+    # several distinct aggregates: Expand, then first(.., true) FILTER (WHERE gid = n)
+    in_engine_sql(
+        session,
+        spark,
+        """SELECT g, count(DISTINCT k) FILTER (WHERE v > 0) AS dk, count(DISTINCT s) AS ds,
+             sum(v) FILTER (WHERE k = 1) AS sv, avg(d) AS ad, count(*) AS n
+           FROM w GROUP BY g""",
+    )
+
+
+# -- 2. windows --------------------------------------------------------------------------
+
+
+def test_window_functions_of_the_dataframe_api(session: hs.Session, spark: Any) -> None:
+    w = spark.table("w")
+    by_g = Window.partitionBy("g").orderBy("id")
+    whole = by_g.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    df = w.select(
+        "id",
+        "g",
+        F.lag("v", 2, -1.0).over(by_g).alias("lag2"),
+        F.lead("s", 1, "none").over(by_g).alias("lead1"),
+        F.lag("d", 1).over(Window.orderBy(F.desc("id"))).alias("lagd"),
+        F.lead("k", 3, 0).over(Window.partitionBy("k").orderBy("id")).alias("leadk"),
+        F.ntile(4).over(by_g).alias("nt"),
+        F.nth_value("v", 3, ignoreNulls=True).over(by_g).alias("nv"),
+        F.nth_value("s", 2).over(by_g.rowsBetween(-1, 1)).alias("ns"),
+        F.percent_rank().over(Window.partitionBy("g").orderBy("k")).alias("pr"),
+        F.cume_dist().over(Window.partitionBy("k").orderBy(F.desc("v"))).alias("cd"),
+        F.first("v", ignorenulls=True).over(by_g).alias("fv"),
+        F.last("s", ignorenulls=True).over(whole).alias("ls"),
+        F.first("d").over(by_g.rowsBetween(1, 2)).alias("fd"),
+        F.last("v").over(by_g.rangeBetween(-5, 0)).alias("lv"),
+    )
+    in_engine(session, df)
+
+
+def test_window_functions_in_sql(session: hs.Session, spark: Any) -> None:
+    in_engine_sql(
+        session,
+        spark,
+        """SELECT id,
+             lag(v, 1, NULL) IGNORE NULLS OVER (ORDER BY id) AS a,
+             lead(v, 2, 99.0) IGNORE NULLS OVER (PARTITION BY g ORDER BY id) AS b,
+             lag(s, 30, 'far') OVER (ORDER BY id) AS c,
+             lag(v, -1) OVER (ORDER BY id) AS back,
+             lag(k, 2, id) OVER (PARTITION BY g ORDER BY id) AS dflt,
+             lead(d, 1, 7) OVER (ORDER BY id) AS dec,
+             ntile(7) OVER (PARTITION BY g ORDER BY id) AS n7,
+             ntile(100) OVER (PARTITION BY k ORDER BY id) AS n100,
+             nth_value(v, 40) OVER (ORDER BY id) AS far,
+             nth_value(v, 2) IGNORE NULLS OVER (PARTITION BY g ORDER BY id) AS nv,
+             first_value(v) IGNORE NULLS OVER (PARTITION BY k ORDER BY id
+               ROWS BETWEEN 2 FOLLOWING AND 3 FOLLOWING) AS ahead,
+             last_value(s) OVER (PARTITION BY k ORDER BY id
+               ROWS BETWEEN 2 PRECEDING AND 1 PRECEDING) AS behind,
+             v - lag(v) OVER (PARTITION BY g ORDER BY id) AS delta
+           FROM w""",
+    )
+
+
+def test_percent_rank_and_cume_dist_over_ties(session: hs.Session, spark: Any) -> None:
+    in_engine_sql(
+        session,
+        spark,
+        """SELECT id, k, percent_rank() OVER (PARTITION BY g ORDER BY k) AS a,
+             cume_dist() OVER (PARTITION BY g ORDER BY k) AS b,
+             percent_rank() OVER (ORDER BY v DESC) AS c,
+             cume_dist() OVER (ORDER BY k NULLS LAST) AS e
+           FROM w""",
+    )
+
+
+WINDOW_OVER_K = """SELECT id, lag(v) OVER (PARTITION BY k ORDER BY id) AS p,
+     nth_value(s, 2) OVER (PARTITION BY k ORDER BY id) AS n,
+     first(v, true) OVER (PARTITION BY k ORDER BY id) AS f
+   FROM w"""
+
+
+@pytest.mark.parametrize("mode", ["hybrid-selective", "hybrid-full"])
+def test_window_over_an_exchange_in_two_modes(
+    session: hs.Session, spark: Any, tmp_path: Path, mode: str
+) -> None:
+    in_modes(session, spark, tmp_path, WINDOW_OVER_K, mode)
+
+
+# -- 3. existence joins ------------------------------------------------------------------
+
+EXISTENCE = [
+    # IN under OR: b.k has nulls; NOT IN's null semantics are in Spark's join condition
+    "SELECT id FROM w WHERE k > 2 OR k IN (SELECT k FROM b)",
+    "SELECT id FROM w WHERE k > 2 OR k NOT IN (SELECT k FROM b)",
+    "SELECT id FROM w WHERE k > 2 OR k NOT IN (SELECT k FROM b WHERE k IS NOT NULL)",
+    "SELECT id FROM w WHERE id > 25 OR k NOT IN (SELECT k FROM b WHERE bid < 0)",
+    "SELECT id FROM w WHERE id > 25 OR NOT EXISTS "
+    "(SELECT 1 FROM b WHERE b.k = w.k AND b.bid > w.id)",
+    "SELECT id FROM w WHERE id > 25 OR EXISTS (SELECT 1 FROM b WHERE b.k > w.k + 3)",
+    "SELECT id, k IN (SELECT k FROM b) AS x, k IN (SELECT k FROM b WHERE k IS NOT NULL) AS y "
+    "FROM w",
+    "SELECT g, count(*) FILTER (WHERE k IN (SELECT k FROM b WHERE bid > 3)) AS n, "
+    "sum(v) FILTER (WHERE EXISTS (SELECT 1 FROM b WHERE b.k = w.k)) AS s FROM w GROUP BY g",
+]
+
+
+@pytest.mark.parametrize("query", EXISTENCE)
+def test_existence_joins_broadcast(session: hs.Session, spark: Any, query: str) -> None:
+    joins = join_operators(spark, query)
+    assert any(kind == "ExistenceJoin" for _, _, kind in joins)
+    in_engine_sql(session, spark, query)
+
+
+@pytest.mark.parametrize(
+    ("query", "operator"),
+    [
+        ("SELECT id FROM w WHERE k > 2 OR k IN (SELECT k FROM b)", "SortMergeJoinExec"),
+        (
+            "SELECT id FROM w WHERE k > 2 OR k IN (SELECT /*+ SHUFFLE_HASH(b) */ k FROM b)",
+            "ShuffledHashJoinExec",
+        ),
+    ],
+)
+def test_existence_joins_shuffled(
+    session: hs.Session, spark: Any, query: str, operator: str
+) -> None:
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        assert [(c, k) for c, _, k in join_operators(spark, query)] == [(operator, "ExistenceJoin")]
+        in_engine_sql(session, spark, query)
+
+
+@pytest.mark.parametrize("mode", ["hybrid-selective", "hybrid-full"])
+def test_existence_join_in_two_modes(
+    session: hs.Session, spark: Any, tmp_path: Path, mode: str
+) -> None:
+    query = "SELECT id, k IN (SELECT k FROM b WHERE bid > 2) AS x FROM w"
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        in_modes(session, spark, tmp_path, query, mode)
+
+
+# -- 4. nested loop joins and cartesian products -----------------------------------------
+
+NESTED_LOOP = [
+    ("SELECT id, bid FROM w JOIN b ON w.k < b.k", "BuildRight", "Inner"),
+    ("SELECT id, bid, y FROM w CROSS JOIN b", "BuildLeft", "Cross"),
+    ("SELECT id, bid FROM w LEFT JOIN b ON w.k < b.k", "BuildRight", "LeftOuter"),
+    ("SELECT id, bid FROM w RIGHT JOIN b ON w.k < b.k", "BuildLeft", "RightOuter"),
+    ("SELECT id, bid FROM w FULL JOIN b ON w.k < b.k AND w.id < 10", "BuildRight", "FullOuter"),
+    ("SELECT id FROM w LEFT SEMI JOIN b ON w.k < b.k - 3", "BuildRight", "LeftSemi"),
+    ("SELECT id FROM w LEFT ANTI JOIN b ON w.k < b.k - 3", "BuildRight", "LeftAnti"),
+    # the broadcast side's rows are kept: the join runs in one task
+    (
+        "SELECT /*+ BROADCAST(w) */ id, bid FROM w LEFT JOIN b ON w.k < b.k",
+        "BuildLeft",
+        "LeftOuter",
+    ),
+    ("SELECT /*+ BROADCAST(w) */ id FROM w LEFT SEMI JOIN b ON w.k < b.k", "BuildLeft", "LeftSemi"),
+    ("SELECT /*+ BROADCAST(w) */ id FROM w LEFT ANTI JOIN b ON w.k < b.k", "BuildLeft", "LeftAnti"),
+    (
+        "SELECT /*+ BROADCAST(b) */ id, bid FROM w RIGHT JOIN b ON w.k < b.k",
+        "BuildRight",
+        "RightOuter",
+    ),
+    ("SELECT /*+ BROADCAST(w) */ id, y FROM w FULL JOIN b ON w.k < b.k", "BuildLeft", "FullOuter"),
+]
+
+
+@pytest.mark.parametrize(("query", "build", "kind"), NESTED_LOOP)
+def test_broadcast_nested_loop_joins(
+    session: hs.Session, spark: Any, query: str, build: str, kind: str
+) -> None:
+    assert join_operators(spark, query) == [("BroadcastNestedLoopJoinExec", build, kind)]
+    stream = in_engine_sql(session, spark, query)
+    keeps_build = kind == "FullOuter" or (build, kind) in (
+        ("BuildLeft", "LeftOuter"),
+        ("BuildLeft", "LeftSemi"),
+        ("BuildLeft", "LeftAnti"),
+        ("BuildRight", "RightOuter"),
+    )
+    edges = {e["name"]: e for e in stream.explain_data()["edges"]}
+    gathers = [e for name, e in edges.items() if name.startswith("gather_")]
+    assert [e["partitions"] for e in gathers] == ([1] if keeps_build else [])
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT id, bid FROM w CROSS JOIN b",
+        "SELECT id, g, bid, y FROM w JOIN b ON w.k < b.k AND b.y IS NOT NULL",
+        "SELECT g, count(*) AS n FROM w CROSS JOIN b WHERE w.id + b.bid < 10 GROUP BY g",
+    ],
+)
+def test_cartesian_products(session: hs.Session, spark: Any, query: str) -> None:
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        assert [c for c, _, _ in join_operators(spark, query)] == ["CartesianProductExec"]
+        stream = in_engine_sql(session, spark, query)
+    assert any(e.startswith("broadcast_") for e in stream.explain_data()["spark_exchanges"])
