@@ -76,6 +76,11 @@ class Stream:
     #: ``Session.from_dataframe`` and ``sql``): ``to_spark`` gives it back, nullability
     #: included, when the result still has its columns and types
     spark_schema: Any = None
+    #: the result's column names as Spark gives them (``Session.sql`` and
+    #: ``from_dataframe``), duplicates included (``SELECT * FROM a CROSS JOIN b``):
+    #: inside the engine every column has a unique name, and these are applied where
+    #: the rows leave it (``collect``, ``to_arrow``, ``to_pandas``, ``to_spark``)
+    spark_names: list[str] | None = None
 
     def __init__(self, job: Job, node: LogicalNode) -> None:
         self.job = job
@@ -456,7 +461,9 @@ class Stream:
         node_name = f"cache({cache_name})"
         node = self.job._node("cache", node_name, Identity(node_name), [(self.node, None)])
         node.cache = catalog.create(cache_name, node, self.job)
-        return CachedStream(self.job, node, node.cache)
+        cached = CachedStream(self.job, node, node.cache)
+        cached.spark_schema, cached.spark_names = self.spark_schema, self.spark_names
+        return cached
 
     # -- running --------------------------------------------------------------------------
 
@@ -469,8 +476,36 @@ class Stream:
         the whole job: past it, its tasks are cancelled and ``JobTimeoutError`` names
         the job and the tasks that were still running.  ``progress=True`` shows one
         bar per vertex while it runs: subtasks done, rows, bytes, spilled
-        (``hybrid_shuffle.progress``; a ``JobProgress`` object is told instead)."""
-        return self.job.run(self, timeout, progress=progress)
+        (``hybrid_shuffle.progress``; a ``JobProgress`` object is told instead).
+
+        The table's columns are named as Spark names them for a translated plan
+        (``spark_names``: two columns may share a name, as in ``df.columns``)."""
+        result = self.job.run(self, timeout, progress=progress)
+        names = self._renaming(result.table)
+        if names is not None:
+            result.table = result.table.rename_columns(names)
+        return result
+
+    def _renaming(self, table: pa.Table) -> list[str] | None:
+        """``spark_names`` when they are not ``table``'s own names (None: nothing to do)."""
+        names = self.spark_names
+        if names is None or names == table.column_names or len(names) != table.num_columns:
+            return None
+        return names
+
+    def _unique_names(self, what: str, remedy: str) -> None:
+        """A ``PlanError`` before anything runs when ``spark_names`` repeat a name (as
+        Spark compares them, ignoring case), which ``what`` cannot hold."""
+        seen: dict[str, str] = {}
+        for name in self.spark_names or []:
+            first = seen.get(name.lower())
+            if first is not None:
+                same = repr(name) if first == name else f"{first!r} and {name!r}"
+                raise PlanError(
+                    f"{what}: the result has two columns named {same}, {remedy}; give one "
+                    "of them another name (AS) in the query"
+                )
+            seen[name.lower()] = name
 
     def to_arrow(
         self, timeout: float | None = None, *, progress: bool | JobProgress = False
@@ -484,6 +519,7 @@ class Stream:
         it is read as ``collect`` does and put back (one copy through the driver)."""
         from hybrid_shuffle import ray_data
 
+        self._unique_names("to_ray_data", "which a Ray Dataset cannot hold")
         result = self.job.run(self, timeout, blocks=True)
         blocks = result.blocks
         if blocks is None:  # read instead (a spilled partition): put back, the driver owns it
@@ -513,6 +549,8 @@ class Stream:
         )
 
         self.job.session.check_open()
+        # Spark refuses them too ([COLUMN_ALREADY_EXISTS]), as Parquet holds one of a name
+        self._unique_names("write_parquet", "which one Parquet file cannot hold")
         directory = os.path.abspath(os.fspath(dir))
         prepare(directory, mode, f"write_parquet {directory!r}")
         staging = os.path.join(directory, STAGING, uuid.uuid4().hex[:12])
@@ -534,9 +572,10 @@ class Stream:
         self, timeout: float | None = None, *, progress: bool | JobProgress = False
     ) -> Any:
         """Run the job; a Spark DataFrame of the result, with the result's column types (the
-        source DataFrame's schema itself when the stream is a Spark DataFrame's rows)."""
-        table = self.to_arrow(timeout, progress=progress)
-        return self.job.session.bridge.to_dataframe(table, self.spark_schema)
+        source DataFrame's schema itself when the stream is a Spark DataFrame's rows) and
+        Spark's column names (``spark_names``), so ``to_spark().columns == df.columns``."""
+        table = self.job.run(self, timeout, progress=progress).table
+        return self.job.session.bridge.to_dataframe(table, self.spark_schema, self._renaming(table))
 
     def explain(self) -> str:
         return self.job.explain(self)

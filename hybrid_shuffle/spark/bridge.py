@@ -175,17 +175,33 @@ class SparkBridge:
 
     # -- out -----------------------------------------------------------------------------
 
-    def to_dataframe(self, table: pa.Table, source_schema: Any = None) -> Any:
+    def to_dataframe(
+        self, table: pa.Table, source_schema: Any = None, names: list[str] | None = None
+    ) -> Any:
         """A Spark DataFrame of ``table`` with the same column types: ``source_schema`` (a
         Spark ``StructType``, the DataFrame the result came from) when the table still has
-        its columns and types, nullability included, else one derived from the table."""
+        its columns and types, nullability included, else one derived from the table.
+
+        Its columns are named ``names`` (default: the table's own), which may repeat a
+        name as Spark's own results do: the rows cross under unique names, and Spark
+        renames them (``toDF``) once they are a DataFrame."""
         spark = self.session
-        for f in table.schema:
+        final = list(table.column_names if names is None else names)
+        for name, f in zip(final, table.schema, strict=True):
             if pa.types.is_map(f.type) or _nested_map(f.type):
                 raise PlanError(
-                    f"to_spark: column '{f.name}' is a {f.type}, which Arrow cannot hand to "
+                    f"to_spark: column '{name}' is a {f.type}, which Arrow cannot hand to "
                     "Spark here; turn it into a list of structs (or JSON) first"
                 )
+        renamed = final != table.column_names or len({n.lower() for n in final}) < len(final)
+        if renamed:
+            crossing = [f"_hs_{i}" for i in range(table.num_columns)]
+            table = table.rename_columns(crossing)
+            source_schema = _renamed_schema(source_schema, crossing)
+        df = self._to_dataframe(spark, table, source_schema)
+        return df.toDF(*final) if renamed else df
+
+    def _to_dataframe(self, spark: Any, table: pa.Table, source_schema: Any) -> Any:
         schema = _spark_schema(table.schema)
         if source_schema is not None:
             arrow = _matching_arrow_schema(source_schema, table.schema)
@@ -228,6 +244,21 @@ def _matching_arrow_schema(source: Any, table: pa.Schema) -> pa.Schema | None:
         if want != got and not (_is_string(want) and _is_string(got)):
             return None
     return arrow
+
+
+def _renamed_schema(schema: Any, names: list[str]) -> Any:
+    """``schema`` (a ``StructType``, or None) with its fields named ``names``; None when it
+    has another number of fields."""
+    if schema is None or len(schema.fields) != len(names):
+        return None
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType(
+        [
+            StructField(n, f.dataType, f.nullable, f.metadata)
+            for n, f in zip(names, schema.fields, strict=True)
+        ]
+    )
 
 
 def _is_string(t: pa.DataType) -> bool:

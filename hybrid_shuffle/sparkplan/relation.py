@@ -1,19 +1,30 @@
 """A translated relation: the SQL of one Spark operator's output inside a stage.
 
-Columns are named ``c<exprId>`` after Spark's attribute ids, which are unique in
-a plan, so a join's two sides never clash and every expression finds its
-attribute by id.  The last stage renames them to Spark's names.
+Columns are named ``c<exprId>`` after Spark's attribute ids, so a join's two sides
+never clash and every expression finds its attribute by id.  One output may hold
+the same attribute twice (``SELECT x, x``, a ``Generate`` that repeats its child's
+columns, an aggregate grouping by the value it counts distinctly): the second copy
+is ``c<exprId>_1`` (``distinct``), so no relation, and no stage, ever outputs two
+columns with one name, and an expression reading that attribute reads the first
+copy (both hold the same value).
+
+Spark's own output names may repeat (``SELECT * FROM a CROSS JOIN b``, ``count(*),
+count(1)``); they are applied only where the result leaves the engine
+(``Stream.collect`` and the rest, through ``Stream.spark_names``).  The last stage
+names its columns ``engine_names``: Spark's names where they are unique, a suffixed
+copy where one repeats.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from hybrid_shuffle.sparkplan.expressions import Scope, Sql, quote
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import SparkType, column_type
 
-__all__ = ["Column", "Rel", "attribute_column"]
+__all__ = ["Column", "Rel", "attribute_column", "distinct", "engine_names"]
 
 
 @dataclass(frozen=True)
@@ -22,13 +33,45 @@ class Column:
     name: str
     type: SparkType
     nullable: bool = True
+    #: which copy of attribute ``id`` in one output this is (0: the first; ``distinct``)
+    copy: int = 0
 
     @property
     def ref(self) -> str:
-        return f"c{self.id}"
+        return f"c{self.id}_{self.copy}" if self.copy else f"c{self.id}"
 
     def sql(self) -> Sql:
         return Sql(self.ref, self.type, self.nullable)
+
+
+def distinct(columns: list[Column]) -> list[Column]:
+    """``columns`` with every ``ref`` unique: a repeated one becomes the next free copy
+    (``c7``, ``c7`` -> ``c7``, ``c7_1``); the first of each keeps its ref."""
+    used: set[str] = set()
+    out: list[Column] = []
+    for column in columns:
+        while column.ref in used:
+            column = dataclasses.replace(column, copy=column.copy + 1)
+        used.add(column.ref)
+        out.append(column)
+    return out
+
+
+def engine_names(names: list[str]) -> list[str]:
+    """The result's column names inside the engine: Spark's ``names``, with a repeat
+    (compared as DuckDB compares names, ignoring case) suffixed ``_2``, ``_3``.. so
+    that every name is unique; ``names`` itself is applied when the result leaves."""
+    taken = {n.lower() for n in names}
+    seen: set[str] = set()
+    out: list[str] = []
+    for name in names:
+        candidate, n = name, 1
+        while candidate.lower() in seen or (candidate != name and candidate.lower() in taken):
+            n += 1
+            candidate = f"{name}_{n}"
+        seen.add(candidate.lower())
+        out.append(candidate)
+    return out
 
 
 def attribute_column(node: Node) -> Column:
@@ -48,20 +91,34 @@ def attribute_column(node: Node) -> Column:
 
 @dataclass
 class Rel:
-    """``sql`` (a complete SELECT) and the columns it outputs, in order."""
+    """``sql`` (a complete SELECT) and the columns it outputs, in order.
+
+    A relation built with a column twice (the same ``ref``) is renamed on the spot
+    (``distinct``, by position), so its SQL never outputs two columns with one name."""
 
     sql: str
     columns: list[Column]
 
+    def __post_init__(self) -> None:
+        unique = distinct(self.columns)
+        if unique != self.columns:
+            refs = ", ".join(c.ref for c in unique)
+            self.sql = f"SELECT * FROM ({self.sql}) AS t({refs})"
+            self.columns = unique
+
     def scope(self, subquery: object = None) -> Scope:
-        cols = {c.id: c.sql() for c in self.columns}
+        cols: dict[int, Sql] = {}
+        for c in self.columns:  # an attribute held twice: its first copy
+            cols.setdefault(c.id, c.sql())
         return Scope(cols, [c.sql() for c in self.columns], subquery)  # type: ignore[arg-type]
 
     def select_list(self) -> str:
         # no column: a placeholder that keeps the rows (DuckDB has no SELECT of nothing)
         return ", ".join(c.ref for c in self.columns) or "NULL AS __hs_empty"
 
-    def renamed_to_spark(self) -> str:
-        """The final SELECT: Spark's column names instead of ``c<id>``."""
-        items = ", ".join(f"{c.ref} AS {quote(c.name)}" for c in self.columns)
-        return f"SELECT {items} FROM ({self.sql}) AS t"
+    def renamed(self, names: list[str]) -> str:
+        """The final SELECT: ``names`` (``engine_names``: unique) instead of ``c<id>``."""
+        items = ", ".join(
+            f"{c.ref} AS {quote(n)}" for c, n in zip(self.columns, names, strict=True)
+        )
+        return f"SELECT {items or 'NULL AS __hs_empty'} FROM ({self.sql}) AS t"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from hybrid_shuffle.operators.sql import SqlQuery, input_name
 from hybrid_shuffle.plan.logical import ExchangeSpec
 from hybrid_shuffle.shuffle.routing import PartitionerKind
-from hybrid_shuffle.sparkplan.relation import Column, Rel
+from hybrid_shuffle.sparkplan.relation import Column, Rel, engine_names
 
 if TYPE_CHECKING:
     from hybrid_shuffle.api.job import Job
@@ -70,14 +70,19 @@ class Stage:
         from hybrid_shuffle.api.stream import Stream
 
         order = [i for i in self.inputs if not i.side] + [i for i in self.inputs if i.side]
-        query = rel.renamed_to_spark() if final else rel.sql
+        # the last stage: unique names, Spark's own (duplicates too) applied at the end
+        spark_names = [c.name for c in rel.columns]
+        query = rel.renamed(engine_names(spark_names)) if final else rel.sql
         for index, item in enumerate(order):
             query = query.replace(item.token, input_name(index))
         if not order:
             raise AssertionError(f"stage {name} reads no input")
         operator = SqlQuery(query, name, inputs=len(order))
         node = self.job._node("spark", name, operator, [(i.stream.node, i.spec) for i in order])
-        return Stream(self.job, node)
+        stream = Stream(self.job, node)
+        if final:
+            stream.spark_names = spark_names
+        return stream
 
 
 def _same(a: ExchangeSpec | None, b: ExchangeSpec | None) -> bool:

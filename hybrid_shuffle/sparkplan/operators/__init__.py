@@ -18,6 +18,7 @@ from hybrid_shuffle.sparkplan.operators import (  # noqa: F401  isort: skip
     aggregate,
     basic,
     exchange,
+    generate,
     join,
     nested_loop,
     scan,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
-from hybrid_shuffle.sparkplan.relation import Column, Rel
+from hybrid_shuffle.sparkplan.relation import Column, Rel, distinct
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import column_type
@@ -40,7 +40,8 @@ def named_output(tr: Translator, exprs: list[Node], child: Rel) -> tuple[str, li
             name = str(e.get("name"))
         else:
             raise Unsupported(f"a projection of {e.cls}")
-        col = Column(exprid, name, sql.type, sql.nullable)
+        # an attribute projected twice: its second copy is named apart (``distinct``)
+        col = distinct([*columns, Column(exprid, name, sql.type, sql.nullable)])[-1]
         items.append(
             f"CAST({sql.text} AS {sql.type.duck}) AS {col.ref}"
             if e.cls == "Alias"
@@ -148,8 +149,7 @@ def _collect_limit(tr: Translator, node: Node, stage: Stage) -> Rel:
     local = Rel(f"SELECT {child.select_list()} FROM ({child.sql}) AS t{head}", child.columns)
     gathered = tr.gather(local, stage, node)
     return Rel(
-        f"SELECT {gathered.select_list()} FROM ({gathered.sql}) AS t"
-        f"{_limit_clause(limit, offset)}",
+        f"SELECT {gathered.select_list()} FROM ({gathered.sql}) AS t{_limit_clause(limit, offset)}",
         gathered.columns,
     )
 
