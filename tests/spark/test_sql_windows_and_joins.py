@@ -158,15 +158,24 @@ def in_modes(session: hs.Session, spark: Any, tmp_path: Path, query: str, mode: 
     assert [modes[f"exchange_{i}"] for i in ids] == [mode] * len(ids)
 
 
+def _plan(spark: Any, query: str) -> list[Any]:
+    """The operators of the plan the engine translates for ``query``, in pre-order."""
+    from hybrid_shuffle.sparkplan.physical import physical_plan
+
+    return list(physical_plan(spark.sql(query)).root.walk())
+
+
+def plan_classes(spark: Any, query: str) -> list[str]:
+    return [n.cls for n in _plan(spark, query)]
+
+
 def join_operators(spark: Any, query: str) -> list[tuple[str, str, str]]:
     """The (class, build side, join type) of each join Spark plans for ``query``."""
     from hybrid_shuffle.sparkplan.operators.join import join_type
-    from hybrid_shuffle.sparkplan.physical import physical_plan
 
-    root = physical_plan(spark.sql(query)).root
     return [
         (n.cls, n.object("buildSide"), join_type(n))
-        for n in root.walk()
+        for n in _plan(spark, query)
         if n.cls.endswith("JoinExec") or n.cls == "CartesianProductExec"
     ]
 
@@ -280,6 +289,18 @@ def test_percent_rank_and_cume_dist_over_ties(session: hs.Session, spark: Any) -
              cume_dist() OVER (ORDER BY k NULLS LAST) AS e
            FROM w""",
     )
+
+
+def test_top_n_per_group(session: hs.Session, spark: Any) -> None:
+    # Spark 3.5 plans WindowGroupLimit (partial and final) under the ranking filter
+    for query in (
+        "SELECT * FROM (SELECT id, g, row_number() OVER (PARTITION BY g ORDER BY id) AS rn "
+        "FROM w) WHERE rn <= 2",
+        "SELECT * FROM (SELECT id, g, k, rank() OVER (PARTITION BY g ORDER BY k DESC) AS r, "
+        "dense_rank() OVER (PARTITION BY g ORDER BY k DESC) AS dr FROM w) WHERE r < 3",
+    ):
+        assert "WindowGroupLimitExec" in plan_classes(spark, query)
+        in_engine_sql(session, spark, query)
 
 
 WINDOW_OVER_K = """SELECT id, lag(v) OVER (PARTITION BY k ORDER BY id) AS p,

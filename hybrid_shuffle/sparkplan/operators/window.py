@@ -66,9 +66,8 @@ def _frame(spec: Node) -> str:
     return f" {kind} BETWEEN {_bound(lower, 'lower')} AND {_bound(upper, 'upper')}"
 
 
-@register_operator("WindowExec")
-def _window(tr: Translator, node: Node, stage: Stage) -> Rel:
-    child = tr.rel(node.child, stage)
+def _over_clause(tr: Translator, node: Node, child: Rel) -> str:
+    """``PARTITION BY .. ORDER BY ..`` of a window operator's specification."""
     scope = child.scope(tr.subquery_of_stage)
     partition = [compile_expression(p, scope).text for p in node.exprs("partitionSpec")]
     orders = node.exprs("orderSpec")
@@ -77,6 +76,34 @@ def _window(tr: Translator, node: Node, stage: Stage) -> Rel:
         over += "PARTITION BY " + ", ".join(partition)
     if orders:
         over += " ORDER BY " + order_by(tr, orders, child)
+    return over
+
+
+@register_operator("WindowGroupLimitExec")
+def _window_group_limit(tr: Translator, node: Node, stage: Stage) -> Rel:
+    """Spark 3.5's top-n per group under a ranking filter (``WHERE rn <= n``), before its
+    exchange (``Partial``) and after it (``Final``): the rows whose rank in their
+    partition is at most ``limit``.  Exact in both places, as a row ranked within ``n``
+    among all rows also is among fewer; the window and the filter above still run."""
+    child = tr.rel(node.child, stage)
+    function = node.expr("rankLikeFunction")
+    ranking = _RANKING.get(function.cls if function is not None else "")
+    if ranking is None or ranking[1] != INT:
+        raise Unsupported("a window group limit of a function other than a rank")
+    limit = int(str(node.get("limit")))
+    over = _over_clause(tr, node, child)
+    return Rel(
+        f"SELECT {child.select_list()} FROM ({child.sql}) AS t "
+        f"QUALIFY {ranking[0]} OVER ({over}) <= {limit}",
+        child.columns,
+    )
+
+
+@register_operator("WindowExec")
+def _window(tr: Translator, node: Node, stage: Stage) -> Rel:
+    child = tr.rel(node.child, stage)
+    scope = child.scope(tr.subquery_of_stage)
+    over = _over_clause(tr, node, child)
     items = [c.ref for c in child.columns]
     columns = list(child.columns)
     for alias in node.exprs("windowExpression"):
