@@ -112,6 +112,23 @@ def _operators(plan: Any) -> Iterator[str]:
         yield from _operators(node.get("children", []))
 
 
+#: the column a table of rows but no column gets before DuckDB sees it (it takes no Arrow
+#: table of no column): one null per row
+EMPTY_COLUMN = "__hs_empty"
+
+
+def _countable(schema: pa.Schema) -> pa.Schema:
+    """``schema``, or the placeholder column's if it has no column."""
+    return schema if schema.names else pa.schema([(EMPTY_COLUMN, pa.null())])
+
+
+def _with_rows(table: pa.Table) -> pa.Table:
+    """``table``, or its rows as the placeholder column if it has no column."""
+    if table.num_columns:
+        return table
+    return pa.table({EMPTY_COLUMN: pa.nulls(table.num_rows)})
+
+
 def input_name(index: int) -> str:
     """The table name input ``index`` has in the query: ``input``, ``input1``, ..."""
     return "input" if index == 0 else f"input{index}"
@@ -121,6 +138,7 @@ def bind(query: str, schema: pa.Schema, what: str, others: Sequence[pa.Schema] =
     """Bind ``query`` over an empty ``input`` of ``schema`` (and ``input1``.. of
     ``others``); a ``PlanError`` naming ``what`` (``sql 'name'``) and DuckDB's first
     line if DuckDB rejects it."""
+    schema, others = _countable(schema), [_countable(o) for o in others]
     connection = _connection()
     try:
         connection.register("input", schema.empty_table())
@@ -198,6 +216,7 @@ class SqlQuery(Operator):
     # -- planning -------------------------------------------------------------------------
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
+        input_schemas = [None if s is None else _countable(s) for s in input_schemas]
         schema = input_schemas[0]
         others = [o for o in input_schemas[1:] if o is not None]
         if schema is None or len(others) != len(input_schemas) - 1:
@@ -244,6 +263,7 @@ class SqlQuery(Operator):
         return self.binding
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
+        table = _with_rows(table)
         if self.num_inputs > 1:
             return self._process_one_of_many(table, input_index)
         binding = self._bound(table.schema)

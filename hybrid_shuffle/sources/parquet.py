@@ -79,8 +79,7 @@ class ParquetSplit:
         of no column (``columns=()``) yields ``EMPTY_COLUMN`` instead, one null per row."""
         columns = None if self.columns is None else list(self.columns)
         if columns == []:
-            counts = [f.count_rows(filter=self.filter) for f in self.fragments]
-            yield _placeholder(sum(counts))
+            yield _placeholder(sum(self._rows(f) for f in self.fragments))
             return
         emitted = False
         for fragment in self.fragments:
@@ -91,6 +90,13 @@ class ParquetSplit:
         if not emitted:
             names = self.schema.names if columns is None else columns
             yield pa.schema([self.schema.field(n) for n in names]).empty_table()
+
+    def _rows(self, fragment: Any) -> int:
+        """How many rows of a row-group fragment the filter keeps (its footer's count
+        without one; ``count_rows`` would count the whole file's)."""
+        if self.filter is None:
+            return sum(rg.num_rows for rg in fragment.row_groups)
+        return int(fragment.to_table(schema=self.schema, columns=[], filter=self.filter).num_rows)
 
 
 class ParquetSource:
@@ -145,7 +151,11 @@ class ParquetSource:
 
 def _open(path: Any, what: str) -> ds.Dataset:
     """The dataset at ``path`` (a file, a directory, or a list of files; hive-style
-    partition directories become columns), with a one-sentence error for a bad path."""
+    partition directories become columns, of the types pyarrow infers), with a
+    one-sentence error for a bad path; a ``pyarrow.dataset`` opened by the caller (with a
+    partitioning of its own) as it is."""
+    if isinstance(path, ds.FileSystemDataset):  # opened by the caller (its partitioning)
+        return path
     try:
         dataset = ds.dataset(path, format="parquet", partitioning="hive")
     except FileNotFoundError as e:

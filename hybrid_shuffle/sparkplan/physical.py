@@ -28,6 +28,7 @@ __all__ = [
     "ScanFiles",
     "jvm_node",
     "output_attributes",
+    "partition_files",
     "physical_plan",
     "spark_error",
     "subtree_dataframe",
@@ -444,6 +445,21 @@ def output_attributes(plan: PhysicalPlan, node: Node) -> list[Attribute]:
             )
         )
     return found
+
+
+def partition_files(plan: PhysicalPlan, node: Node) -> list[str] | None:
+    """The files a scan of a partitioned table reads after Spark's partition pruning
+    (``selectedPartitions``), or ``None`` where the JVM operator does not list them
+    (then every folder is read and the partition filters are applied to the rows)."""
+    try:
+        partitions = jvm_node(plan, node).selectedPartitions()
+        files: list[str] = []
+        for i in range(len(partitions)):
+            listed = partitions[i].files()
+            files += [str(listed.apply(j).getPath().toString()) for j in range(listed.size())]
+    except Exception:  # another Spark's listing (Spark 4: a ScanFileListing)
+        return None
+    return files
 
 
 def subtree_dataframe(plan: PhysicalPlan, node: Node, spark: Any) -> Any:

@@ -17,7 +17,7 @@ import pyarrow as pa
 from hybrid_shuffle.sources.parquet import EMPTY_COLUMN
 from hybrid_shuffle.sparkplan.expressions import Unsupported
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
-from hybrid_shuffle.sparkplan.physical import jvm_node
+from hybrid_shuffle.sparkplan.physical import jvm_node, partition_files
 from hybrid_shuffle.sparkplan.relation import Column, Rel
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
@@ -39,8 +39,9 @@ def _file_scan(tr: Translator, node: Node, stage: Stage) -> Rel:
     if found.format.lower() != "parquet":
         return tr.spark_leaf(node, stage, columns)
     required = {f["name"] for f in (node.get("requiredSchema") or {}).get("fields", [])}
-    if node.get("partitionFilters") or any(c.name not in required for c in columns):
-        raise Unsupported("a scan of a partitioned table")
+    filters = node.exprs("partitionFilters")
+    if filters or any(c.name not in required for c in columns):
+        return _partitioned(tr, node, stage, columns, required, found.roots)
     paths = [_local(p) for p in found.roots]
     stream = tr.job.from_parquet(
         paths if len(paths) > 1 else paths[0],
@@ -48,6 +49,75 @@ def _file_scan(tr: Translator, node: Node, stage: Stage) -> Rel:
         columns=[c.name for c in columns],
     )
     return stage.read_named(stream, [c.name for c in columns], columns)
+
+
+#: partition column types read from the folder names by a DuckDB cast of the text, as
+#: Spark parses them (a timestamp's zone, a boolean's spelling are Spark's own)
+_PARTITION_TYPES = ("byte", "short", "integer", "long", "float", "double", "string", "date")
+
+
+def _partitioned(
+    tr: Translator,
+    node: Node,
+    stage: Stage,
+    columns: list[Column],
+    required: set[str],
+    roots: list[str],
+) -> Rel:
+    """A scan of a Hive-style partitioned table (``key=value/`` folders): the files of the
+    partitions Spark's pruning kept (every folder where the JVM does not list them), the
+    partition values read from the paths as text and cast to the types of Spark's output
+    attributes (``__HIVE_DEFAULT_PARTITION__`` is null), and Spark's partition filters
+    applied to the rows in the stage, so a partial pruning never changes the answer."""
+    import pyarrow.dataset as ds
+
+    from hybrid_shuffle.sparkplan.expressions import compile_expression
+    from hybrid_shuffle.sparkplan.relation import attribute_column
+
+    # a dynamic pruning filter (a join's keys as a subquery) only saves reading: the join
+    # it came from still filters the rows
+    filters = [f for f in node.exprs("partitionFilters") if f.cls != "DynamicPruningExpression"]
+    partition = {c.id: c for c in columns if c.name not in required}
+    for f in filters:
+        for ref in f.walk():
+            if ref.cls == "AttributeReference":
+                column = attribute_column(ref)
+                partition.setdefault(column.id, column)
+    kinds = {c.type.name for c in partition.values()}
+    if len(roots) != 1 or not kinds <= set(_PARTITION_TYPES):
+        raise Unsupported(f"a partitioned scan of {len(roots)} roots or types {sorted(kinds)}")
+    names = list(dict.fromkeys(c.name for c in partition.values()))
+    root = _local(roots[0]).rstrip("/")
+    files = partition_files(tr.plan, node)
+    if files == []:  # every partition pruned: no row
+        empty = pa.schema([pa.field(c.ref, c.type.arrow) for c in columns]).empty_table()
+        stream = tr.job.from_arrow(empty, name=f"scan_{node.op_id}", parallelism=1)
+        return stage.read_named(stream, [c.ref for c in columns], columns)
+    scheme = ds.partitioning(pa.schema([(n, pa.string()) for n in names]), flavor="hive")
+    try:
+        dataset = ds.dataset(
+            [_local(f) for f in files] if files is not None else root,
+            format="parquet",
+            partitioning=scheme,
+            partition_base_dir=root if files is not None else None,
+        )
+    except (OSError, pa.ArrowException) as e:
+        raise Unsupported(f"the partitioned table at {root} cannot be listed ({e})") from e
+    data = [c.name for c in columns if c.name in required]
+    stream = tr.job.from_parquet(dataset, name=f"scan_{node.op_id}", columns=data + names)
+    typed = [c for c in columns if c.name in required]
+    by_name = {c.name: c for c in reversed(partition.values())}
+    keys = [by_name[n] for n in names]
+    read = stage.read_named(stream, data + names, typed + keys)
+    items = [c.ref for c in typed] + [f"CAST({c.ref} AS {c.type.duck}) AS {c.ref}" for c in keys]
+    everything = typed + keys
+    rel = Rel(f"SELECT {', '.join(items)} FROM ({read.sql}) AS t", everything)
+    if filters:
+        scope = rel.scope(tr.subquery_of_stage)
+        test = " AND ".join(f"({compile_expression(f, scope).text})" for f in filters)
+        rel = Rel(f"SELECT {rel.select_list()} FROM ({rel.sql}) AS t WHERE {test}", everything)
+    out = Rel("", columns)
+    return Rel(f"SELECT {out.select_list()} FROM ({rel.sql}) AS t", columns)
 
 
 def _local(path: str) -> str:
