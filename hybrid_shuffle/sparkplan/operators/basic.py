@@ -163,7 +163,7 @@ def _union(tr: Translator, node: Node, stage: Stage) -> Rel:
     parts = []
     for r in rels:
         items = ", ".join(f"{c.ref} AS {f.ref}" for c, f in zip(r.columns, first, strict=True))
-        parts.append(f"SELECT {items} FROM ({r.sql}) AS t")
+        parts.append(f"SELECT {items or r.select_list()} FROM ({r.sql}) AS t")
     return Rel(" UNION ALL ".join(f"({p})" for p in parts), first)
 
 
