@@ -53,24 +53,28 @@ def _runs(pattern: str) -> list[tuple[str, str]]:
 
 
 def _pad(value: str, width: int) -> str:
-    return (
-        f"lpad(CAST({value} AS VARCHAR), {width}, '0')"
-        if width > 1
-        else f"CAST({value} AS VARCHAR)"
-    )
+    """An integer's digits, zero-padded to ``width`` (DuckDB's ``lpad`` would cut a longer
+    one short)."""
+    text = f"CAST({value} AS VARCHAR)"
+    if width <= 1:
+        return text
+    return f"(CASE WHEN length({text}) >= {width} THEN {text} ELSE lpad({text}, {width}, '0') END)"
 
 
 def _year(run: str) -> str:
-    """The proleptic year (Spark turns ``y`` into ``u``): 1 BC is 0, a sign beyond four
-    digits or before 0 (``SignStyle.EXCEEDS_PAD``)."""
+    """The proleptic year (Spark turns ``y`` into ``u``): 1 BC is 0; ``yyyy`` signs a year
+    beyond four digits or before 0 (``SignStyle.EXCEEDS_PAD``), ``y`` and ``yyy`` only
+    one before 0 (``NORMAL``), ``yy`` is the last two digits (``ReducedPrinterParser``)."""
+    magnitude = _pad("abs(year(@.t))", 2 if run == "yy" else len(run))
     if run == "yyyy":
         return (
-            "(CASE WHEN year(@.t) > 9999 THEN '+' || CAST(year(@.t) AS VARCHAR) "
-            "WHEN year(@.t) < 0 THEN '-' || lpad(CAST(-year(@.t) AS VARCHAR), 4, '0') "
-            "ELSE lpad(CAST(year(@.t) AS VARCHAR), 4, '0') END)"
+            "(CASE WHEN year(@.t) > 9999 THEN '+' WHEN year(@.t) < 0 THEN '-' ELSE '' END"
+            f" || {magnitude})"
         )
-    if run == "yy":  # ``ReducedPrinterParser``: the last two digits of its magnitude
-        return "lpad(CAST(abs(year(@.t)) % 100 AS VARCHAR), 2, '0')"
+    if run in ("y", "yyy"):
+        return f"(CASE WHEN year(@.t) < 0 THEN '-' ELSE '' END || {magnitude})"
+    if run == "yy":
+        return _pad("abs(year(@.t)) % 100", 2)
     raise Unsupported(f"the year pattern {run!r}")
 
 

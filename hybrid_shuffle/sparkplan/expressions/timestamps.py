@@ -286,3 +286,57 @@ def _to_timestamp(scale: int) -> object:
 register("SecondsToTimestamp")(_to_timestamp(1000000))  # type: ignore[arg-type]
 register("MillisToTimestamp")(_to_timestamp(1000))  # type: ignore[arg-type]
 register("MicrosToTimestamp")(_to_timestamp(1))  # type: ignore[arg-type]
+
+
+# -- interval arithmetic -------------------------------------------------------------------
+
+
+def _interval_literal(node: Node, year_month: bool) -> int:
+    """The value of an ANSI interval literal: microseconds (a day-time interval) or months
+    (a year-month one); ``Unsupported`` for any other interval."""
+    kind = str(node.get("dataType"))
+    wanted = ("year", "month") if year_month else ("day", "hour", "minute", "second")
+    fields = kind.removeprefix("interval ").split(" to ")
+    if node.cls != "Literal" or not kind.startswith("interval ") or fields[0] not in wanted:
+        raise Unsupported(f"timestamp arithmetic with the {kind} {node.cls.lower()}")
+    value = node.get("value")
+    if value is None:
+        raise Unsupported("timestamp arithmetic with a null interval")
+    return int(str(value))
+
+
+@register("TimeAdd")
+def _time_add(node: Node, scope: Scope) -> Sql:
+    """``ts + INTERVAL '1' DAY`` (a day-time interval, in microseconds)."""
+    a = compile_child(node, scope, 0)
+    micros = _interval_literal(node.children[1], year_month=False)
+    if a.type.name == "timestamp":
+        # ``timestampAddDayTime``: whole days on the local date (``plusDays``, keeping the
+        # offset where it can), the rest on the instant
+        days = abs(micros) // 86400000000 * (1 if micros >= 0 else -1)
+        rest = micros - days * 86400000000
+        moved = a.text
+        if days:
+            zone = _zone(node)
+            local = f"({_zones.local('@.t', zone)} + to_days({days}))"
+            moved = _exact.let({"t": a.text}, _zones.instant_keeping(local, zone, "@.t"))
+        return Sql(_from_micros(f"epoch_us({moved}) + {rest}"), a.type, a.nullable)
+    if a.type.name == "timestamp_ntz":
+        return Sql(f"make_timestamp(epoch_us({a.text}) + {micros})", a.type, a.nullable)
+    raise Unsupported(f"interval arithmetic on {a.type}")
+
+
+@register("TimestampAddYMInterval")
+def _add_year_month(node: Node, scope: Scope) -> Sql:
+    """``ts + INTERVAL '1-2' YEAR TO MONTH``: the local time's months moved (clamped to
+    the month's end, as ``plusMonths``), back in the zone keeping the offset it can."""
+    a = compile_child(node, scope, 0)
+    months = _interval_literal(node.children[1], year_month=True)
+    if a.type.name == "timestamp_ntz":
+        return Sql(f"({a.text} + to_months({months}))", a.type, a.nullable)
+    if a.type.name != "timestamp":
+        raise Unsupported(f"interval arithmetic on {a.type}")
+    zone = _zone(node)
+    local = f"({_zones.local('@.t', zone)} + to_months({months}))"
+    text = _exact.let({"t": a.text}, _zones.instant_keeping(local, zone, "@.t"))
+    return Sql(text, a.type, a.nullable)
