@@ -90,6 +90,25 @@ _DAYS = [
 #: seconds since the epoch
 _SECONDS = [0, 1710064800, -1, None, 253402300799, 1730622600, -2208988800, 86399]
 _SECONDS += [10**12, -62135596800, 1, -86401, 1e9.__int__(), 7, -7, 1730626200]
+#: strings Spark's cast takes and refuses: zones, offsets, partial forms, invalid dates
+_TEXTS = [
+    "2024-03-10 02:30:00",
+    "2024-11-03 01:30:00.5",
+    "2024-01-01T12:00:00Z",
+    " 2024-1-2 3:4:5 ",
+    "2024-06-15 12:00:00 America/New_York",
+    "2024-01-01 12:00:00.1234567+1:5",
+    "2024-02-30 00:00:00",
+    "2024-01-01 12:00:00 PST",
+    None,
+    "2024",
+    "-0044-03-15 12:00:00",
+    "2024-01-01 12:00:00 Foo/Bar",
+    "1969-12-31 23:59:59.999999 UTC-01:30",
+    "2024-01-01 12:30",
+    "abc",
+    "2024-01-01 12:00:00+18:01",
+]
 _DOUBLES = [1.5, -1.5, 0.001, math.nan, None, -0.0, 1e9, 0.1, 1 / 3, 1e7, 2.5, 100.0]
 _DOUBLES += [1e-6, -1e9, 12.0, 7.25]
 
@@ -103,6 +122,7 @@ def _table() -> pa.Table:
             "day": pa.array(_DAYS, pa.date32()),
             "l": pa.array(_SECONDS, pa.int64()),
             "x": pa.array(_DOUBLES, pa.float64()),
+            "txt": pa.array(_TEXTS, pa.string()),
         }
     )
 
@@ -181,7 +201,7 @@ QUERIES = {
     "CAST(ts AS STRING) AS c, CAST(ts AS DOUBLE) AS d, CAST(ts AS BIGINT) AS e, "
     "CAST(ts AS INT) AS f, CAST(ntz AS TIMESTAMP) AS g, CAST(ntz AS DATE) AS h, "
     "CAST(ntz AS STRING) AS i, CAST(day AS TIMESTAMP) AS j, CAST(day AS TIMESTAMP_NTZ) AS k, "
-    "to_date(ts) AS m FROM tt",
+    "to_date(ts) AS m, CAST(txt AS TIMESTAMP) AS n, to_timestamp(txt) AS o FROM tt",
     "fields": "SELECT id, hour(ts) AS a, minute(ts) AS b, second(ts) AS c, year(ts) AS d, "
     "month(ts) AS e, dayofmonth(ts) AS f, dayofweek(ts) AS g, dayofyear(ts) AS h, "
     "quarter(ts) AS i, hour(ntz) AS j, extract(HOUR FROM ts) AS k, date_part('minute', ntz) AS m "
@@ -205,7 +225,7 @@ QUERIES = {
 
 #: what falls back, with Spark's result all the same
 FALLBACKS = {
-    "string to timestamp": "SELECT id, CAST(CAST(id AS STRING) AS TIMESTAMP) AS a FROM tt",
+    "string to timestamp_ntz": "SELECT id, CAST(txt AS TIMESTAMP_NTZ) AS a FROM tt",
     "a zone pattern": "SELECT id, date_format(ts, 'yyyy-MM-dd z') AS a FROM tt",
     "a literal in the repeated hour": "SELECT id FROM tt "
     "WHERE ts = TIMESTAMP'2024-11-03 01:30:00'",

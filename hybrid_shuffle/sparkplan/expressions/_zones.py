@@ -26,7 +26,16 @@ from typing import Any
 from hybrid_shuffle.sparkplan.expressions import _exact
 from hybrid_shuffle.sparkplan.expressions.core import Unsupported
 
-__all__ = ["ZONE_FIELD", "instant", "local", "mark_session_zone", "zone_of"]
+__all__ = [
+    "ZONE_FIELD",
+    "instant",
+    "instant_in",
+    "instant_keeping",
+    "known_zones",
+    "local",
+    "mark_session_zone",
+    "zone_of",
+]
 
 #: the field ``mark_session_zone`` adds to a timestamp literal's JSON
 ZONE_FIELD = "hsSessionTimeZone"
@@ -50,7 +59,7 @@ def mark_session_zone(raw: Any, zone: str) -> None:
 
 
 @functools.cache
-def _known_zones() -> frozenset[str]:
+def known_zones() -> frozenset[str]:
     import zoneinfo
 
     import duckdb
@@ -67,7 +76,7 @@ def zone_of(zone: object) -> str:
         raise Unsupported("a time-zone-aware expression without its time zone")
     if zone in _UTC_NAMES:
         return "UTC"
-    if "/" in zone and zone in _known_zones() and "'" not in zone:
+    if "/" in zone and zone in known_zones() and "'" not in zone:
         return zone
     raise Unsupported(f"the time zone {zone}")
 
@@ -78,8 +87,8 @@ def local(instant_sql: str, zone: str) -> str:
 
 
 def _offset(instant_sql: str, zone: str) -> str:
-    """The offset of ``zone`` at an instant, in microseconds."""
-    return f"(epoch_us(timezone('{zone}', {instant_sql})) - epoch_us({instant_sql}))"
+    """The offset of ``zone`` (SQL text naming it) at an instant, in microseconds."""
+    return f"(epoch_us(timezone({zone}, {instant_sql})) - epoch_us({instant_sql}))"
 
 
 def instant(local_sql: str, zone: str) -> str:
@@ -87,16 +96,24 @@ def instant(local_sql: str, zone: str) -> str:
     ``ZonedDateTime.of``: the earlier offset in an overlap, shifted forward in a gap."""
     if zone == "UTC":
         return f"timezone('UTC', {local_sql})"
+    return instant_in(local_sql, f"'{zone}'")
+
+
+def instant_in(local_sql: str, zone_sql: str) -> str:
+    """``instant`` in a zone given as SQL (a column's value: a name ICU knows)."""
     # ICU's instant takes the later offset in an overlap; the offset a day earlier is
     # the one before the transition, taken where it is also valid for this local time
-    earlier = _offset("(@.x - to_microseconds(86400000000))", zone)
-    check = _offset("(@.x - to_microseconds(@.o - @.d))", zone)
+    earlier = _offset("(@.x - to_microseconds(86400000000))", "@.z")
+    check = _offset("(@.x - to_microseconds(@.o - @.d))", "@.z")
     body = (
-        f"CASE WHEN @.o > @.d AND {check} = @.o THEN @.x - to_microseconds(@.o - @.d) ELSE @.x END"
+        f"CASE WHEN @.o > @.d AND {check} = @.o "
+        f"THEN @.x - to_microseconds(@.o - @.d) ELSE @.x END"
     )
-    inner = _exact.let({"x": "@.x", "d": "epoch_us(@.l) - epoch_us(@.x)", "o": earlier}, body)
-    middle = _exact.let({"l": "@.l", "x": f"timezone('{zone}', @.l)"}, inner)
-    return _exact.let({"l": local_sql}, middle)
+    inner = _exact.let(
+        {"x": "@.x", "z": "@.z", "d": "epoch_us(@.l) - epoch_us(@.x)", "o": earlier}, body
+    )
+    middle = _exact.let({"l": "@.l", "z": "@.z", "x": "timezone(@.z, @.l)"}, inner)
+    return _exact.let({"l": local_sql, "z": zone_sql}, middle)
 
 
 def instant_keeping(local_sql: str, zone: str, original_sql: str) -> str:
@@ -107,5 +124,6 @@ def instant_keeping(local_sql: str, zone: str, original_sql: str) -> str:
     if zone == "UTC":
         return f"timezone('UTC', {local_sql})"
     kept = "(timezone('UTC', @.l) - to_microseconds(@.o))"
-    body = f"CASE WHEN {_offset(kept, zone)} = @.o THEN {kept} ELSE {instant('@.l', zone)} END"
-    return _exact.let({"l": local_sql, "o": _offset(original_sql, zone)}, body)
+    quoted = f"'{zone}'"
+    body = f"CASE WHEN {_offset(kept, quoted)} = @.o THEN {kept} ELSE {instant('@.l', zone)} END"
+    return _exact.let({"l": local_sql, "o": _offset(original_sql, quoted)}, body)

@@ -78,8 +78,9 @@ def _string_to_boolean(a: Sql) -> str:
     "Cast",
     support=Support.PARTIAL,
     note="string to double, decimal or date accepts what DuckDB parses (Spark also takes "
-    "'1.5d', '2021-2-3', '2021-02'); string -> timestamp, numbers -> timestamp and "
-    "double -> string fall back",
+    "'1.5d', '2021-2-3', '2021-02'); string -> timestamp takes a zone name in the string "
+    "when ICU and Python's tz database know it (Java's list may differ in a rare name); "
+    "string -> timestamp_ntz, numbers -> timestamp and double -> string fall back",
 )
 def _cast(node: Node, scope: Scope) -> Sql:
     (a,) = children(node, scope)[:1]

@@ -27,6 +27,7 @@ from hybrid_shuffle.sparkplan.expressions.core import (
     register,
 )
 from hybrid_shuffle.sparkplan.expressions.datetime_format import format_local, timestamp_text
+from hybrid_shuffle.sparkplan.expressions.timestamp_parse import string_to_timestamp
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import INT, LONG, STRING, SparkType
 
@@ -123,6 +124,8 @@ def cast_timestamp(a: Sql, to: SparkType, node: Node) -> Sql:
             return Sql(f"CAST({a.text} AS DATE)", to, a.nullable)
         if to.name == "string":
             return Sql(timestamp_text(a.text), to, a.nullable)
+    if source.name == "string" and to.name == "timestamp":
+        return Sql(string_to_timestamp(a.text, _zone(node)), to)
     if source.name == "date":
         if to.name == "timestamp_ntz":
             return Sql(f"CAST({a.text} AS TIMESTAMP)", to, a.nullable)
