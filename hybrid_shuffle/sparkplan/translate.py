@@ -28,6 +28,7 @@ from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 from hybrid_shuffle.sources.parquet import EMPTY_COLUMN
 from hybrid_shuffle.spark import SIZE_HINT
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported
+from hybrid_shuffle.sparkplan.expressions.arithmetic import precision_loss
 from hybrid_shuffle.sparkplan.operators import OPERATORS
 from hybrid_shuffle.sparkplan.physical import PhysicalPlan, output_attributes, subtree_dataframe
 from hybrid_shuffle.sparkplan.relation import Column, Rel, distinct
@@ -118,7 +119,10 @@ class Translator:
 
     def translate(self) -> Stream:
         started = time.perf_counter()
-        stream = self._translate_checked()
+        # decimal arithmetic is typed as Spark typed it (the JSON lacks the types)
+        loss = self.spark.conf.get("spark.sql.decimalOperations.allowPrecisionLoss", "true")
+        with precision_loss(str(loss).strip().lower() == "true"):
+            stream = self._translate_checked()
         self.info.spark_seconds = self.plan.spark_seconds
         self.info.translate_seconds = time.perf_counter() - started + self.plan.parse_seconds
         return stream

@@ -354,6 +354,9 @@ CASES: list[str] = [
     "pmod(i, j)",
     "pmod(l, -3)",
     "pmod(x, y)",
+    "pmod(d, e)",
+    "e div d",
+    "d div e",
     "greatest(i, j)",
     "least(x, y)",
     "greatest(d, e)",
@@ -434,6 +437,9 @@ ANSI_RAISES = frozenset(
         "l * l",
         "pmod(i, j)",
         "pmod(x, y)",
+        "pmod(d, e)",
+        "e div d",
+        "d div e",
     }
 )
 ANSI_CASES = [text for text in dict.fromkeys(CASES) if text not in ANSI_RAISES]
@@ -442,7 +448,6 @@ ANSI_CASES = [text for text in dict.fromkeys(CASES) if text not in ANSI_RAISES]
 FALLBACKS: list[str] = [
     "cast(x as string)",
     "cast(s as timestamp)",
-    "e div d",
     "trim(both 'a' from s)",
 ]
 

@@ -18,10 +18,22 @@ import itertools
 from hybrid_shuffle.sparkplan.expressions.core import Sql
 from hybrid_shuffle.sparkplan.types import SparkType
 
-__all__ = ["add", "decimal_of", "divide", "let", "multiply", "remainder", "unscaled", "wrap"]
+__all__ = [
+    "add",
+    "decimal_of",
+    "divide",
+    "let",
+    "multiply",
+    "quotient",
+    "remainder",
+    "unscaled",
+    "wrap",
+]
 
 #: the largest HUGEINT
 MAX_HUGEINT = 2**127 - 1
+#: the most digits of a decimal (``DecimalType.MAX_PRECISION``)
+DECIMAL_SCALE = 38
 
 _names = itertools.count()
 
@@ -76,42 +88,96 @@ def _signed(a: Sql, b: Sql, magnitude: str) -> str:
 
 
 def divide(a: Sql, b: Sql, result: SparkType) -> str:
-    """``a / b`` (decimals) exactly, HALF_UP at ``result``; null for a zero divisor or an
-    overflow, and in one corner (``Divide``'s note): when ``n * 10^shift`` does not
-    fit 128 bits and neither does the remainder ``(n % d) * 10^shift``."""
+    """``a / b`` (decimals) exactly, HALF_UP at ``result``'s scale, null when ``b`` is 0
+    or the quotient overflows.  (Spark 3.5.1+ divides at scale 39 rounding DOWN, then
+    rounds HALF_UP to the result's scale of at most 38: the same as one HALF_UP.)
+    Where ``(n % d) * 10^shift`` needs more than 128 bits the digits past the integer
+    quotient come one at a time (``_long_division``)."""
     shift = result.scale - a.type.scale + b.type.scale
     if shift >= 0:
-        # n * 10^shift / d = q0 * 10^shift + (r * 10^shift) / d, with r = n % d < d
+        # n * 10^shift / d = q0 * 10^shift + (r * 10^shift) / d, with r = n % d < d;
+        up = _up("@.rho", "@.d")
+        head = f"TRY(@.q0 * {10**shift})" if shift <= DECIMAL_SCALE else "0"
+        if shift > DECIMAL_SCALE:  # any integer part overflows the result
+            head = "CASE WHEN @.q0 = 0 THEN 0 END"
+        rest = let({"qf": "@.tail.q", "rho": "@.tail.x", "d": "@.d"}, f"TRY(@.qf + {up})")
+        tail = (
+            f"CASE WHEN @.r <= {MAX_HUGEINT // 10**shift} THEN "
+            f"{{'q': (@.r * {10**shift}) // @.d, 'x': (@.r * {10**shift}) % @.d}} "
+            f"ELSE {_long_division('@.r', '@.d', shift)} END"
+            if 10**shift <= MAX_HUGEINT
+            else _long_division("@.r", "@.d", shift)
+        )
         step = let(
-            {"q0": "@.n // @.d", "r": f"TRY((@.n % @.d) * {10**shift})", "d": "@.d"},
-            f"@.q0 * {10**shift} + @.r // @.d + " + _up("@.r % @.d", "@.d"),
+            {"q0": "@.n // @.d", "r": "@.n % @.d", "d": "@.d"},
+            let({"head": head, "tail": tail, "d": "@.d"}, f"TRY(@.head + {rest})"),
         )
     else:
-        # n / (d * 10^k) = (n // d) // 10^k, rounded up when (n // d) % 10^k >= 10^k / 2
-        k = -shift
+        # n / (d * 10^j) = (n // d) // 10^j, rounded up when (n // d) % 10^j >= 10^j / 2
+        j = -shift
         step = let(
             {"q": "@.n // @.d"},
-            f"@.q // {10**k} + CASE WHEN @.q % {10**k} >= {5 * 10 ** (k - 1)} THEN 1 ELSE 0 END",
+            f"@.q // {10**j} + CASE WHEN @.q % {10**j} >= {5 * 10 ** (j - 1)} THEN 1 ELSE 0 END",
         )
     inner = f"CASE WHEN @.d = 0 THEN NULL ELSE {step} END"
     return decimal_of(_signed(a, b, inner), result)
 
 
+def _long_division(r: str, d: str, digits: int) -> str:
+    """``{q, x}``: ``r * 10^digits`` divided by ``d`` (``0 <= r < d``), quotient and
+    remainder, one digit at a time (``list_reduce``) where ``r * 10^digits`` needs more
+    than 128 bits.  A remainder ``x >= 10^37`` is multiplied by 10 against ``d // 10``
+    (the digit is ``x // (d // 10)`` or one less), so nothing leaves 128 bits; slow
+    (tens of microseconds a row), so only the rows that need it take it."""
+    zero = "CAST(0 AS HUGEINT)"
+    small = "{'q': TRY(acc.q * 10 + acc.x * 10 // acc.d), 'x': acc.x * 10 % acc.d, 'd': acc.d}"
+    te = "least(9, acc.x // (acc.d // 10))"
+    rem = f"(10 * (acc.x - {te} * (acc.d // 10)) - {te} * (acc.d % 10))"
+    large = (
+        f"{{'q': TRY(acc.q * 10 + CASE WHEN {rem} < 0 THEN {te} - 1 ELSE {te} END), "
+        f"'x': CASE WHEN {rem} < 0 THEN {rem} + acc.d ELSE {rem} END, 'd': acc.d}}"
+    )
+    step = f"CASE WHEN acc.x < {10**37} THEN {small} ELSE {large} END"
+    blank = f"{{'q': {zero}, 'x': {zero}, 'd': {zero}}}"
+    items = "[" + ", ".join([blank] * digits) + "]"
+    start = f"{{'q': {zero}, 'x': CAST({r} AS HUGEINT), 'd': CAST({d} AS HUGEINT)}}"
+    return f"list_reduce({items}, lambda acc, _e: {step}, {start})"
+
+
 def multiply(a: Sql, b: Sql, result: SparkType) -> str:
     """``a * b`` (decimals) exactly, HALF_UP at ``result``'s scale, ``k`` digits below the
-    exact product's: with ``n = nh * 10^k + nl`` and ``d = dh * 10^k + dl``,
-    ``n * d / 10^k = nh * d + nl * dh + nl * dl / 10^k``, each term within 128 bits
-    unless the result overflows (``k`` is at most 19, so ``nl * dl`` fits)."""
+    exact product's; null on overflow.  (Spark 3.5.1+ multiplies to 39 significant
+    digits rounding DOWN first, which changes no result that fits 38 digits.)  The
+    product of the unscaled magnitudes (up to 76 digits) is held as
+    ``hi * 10^38 + lo`` from four 19-digit partial products, each within 128 bits."""
     k = a.type.scale + b.type.scale - result.scale
-    unit = 10**k
-    parts = {"nh": f"@.n // {unit}", "nl": f"@.n % {unit}", "d": "@.d"}
-    parts |= {"dh": f"@.d // {unit}", "dl": f"@.d % {unit}"}
-    product = let(
-        parts,
-        f"@.nh * @.d + @.nl * @.dh + (@.nl * @.dl) // {unit} + "
-        + _up(f"((@.nl * @.dl) % {unit})", str(unit)),
-    )
-    return decimal_of(_signed(a, b, product), result)
+    base = 10**19
+    halves = {"a1": f"@.n // {base}", "a0": f"@.n % {base}"}
+    halves |= {"b1": f"@.d // {base}", "b0": f"@.d % {base}"}
+    products = {"z": "@.a0 * @.b0", "x": "@.a1 * @.b0", "y": "@.a0 * @.b1", "w": "@.a1 * @.b1"}
+    carried = {"c1": f"@.z // {base} + @.x % {base} + @.y % {base}"}
+    carried |= {name: f"@.{name}" for name in ("z", "x", "y", "w")}
+    hi = f"@.w + @.x // {base} + @.y // {base} + @.c1 // {base}"
+    lo = f"(@.c1 % {base}) * {base} + @.z % {base}"
+    limbs = let(halves, let(products, let(carried, _round_product(hi, lo, k))))
+    return decimal_of(_signed(a, b, limbs), result)
+
+
+def _round_product(hi: str, lo: str, k: int) -> str:
+    """``P = hi * 10^38 + lo`` (``0 <= lo < 10^38``) HALF_UP ``k`` digits off."""
+    if k == 0:
+        return let({"hi": hi, "lo": lo}, "CASE WHEN @.hi = 0 THEN @.lo END")
+    if k <= 38:
+        body = (
+            f"TRY(@.hi * {10 ** (38 - k)} + @.lo // {10**k}) + "
+            f"CASE WHEN @.lo % {10**k} >= {5 * 10 ** (k - 1)} THEN 1 ELSE 0 END"
+        )
+    else:
+        body = (
+            f"@.hi // {10 ** (k - 38)} + "
+            f"CASE WHEN @.hi % {10 ** (k - 38)} >= {5 * 10 ** (k - 39)} THEN 1 ELSE 0 END"
+        )
+    return let({"hi": hi, "lo": lo}, body)
 
 
 def add(a: Sql, b: Sql, result: SparkType, negate_b: bool = False) -> str:
@@ -143,19 +209,62 @@ def add(a: Sql, b: Sql, result: SparkType, negate_b: bool = False) -> str:
         f"TRY(@.i + @.f // {unit} + sign(@.f) * "
         f"(CASE WHEN abs(@.f) % {unit} >= {unit - unit // 2} THEN 1 ELSE 0 END))",
     )
-    sums = let({"i0": f"TRY({ai} {op} {bi})", "f0": f"{af} {op} ({bf})"}, agree)
+    integers = f"TRY({ai} {op} {bi})"
+    # an operand scaled up may leave 128 bits where the sum does not: x * 10^e + y is
+    # (x + y // 10^e) * 10^e + y % 10^e
+    for scaled, other, name in ((a, bi, "sa"), (b, ai, "sb")):
+        e = s - scaled.type.scale
+        if e > 0:
+            high = (
+                f"@.{name} {op} ({other}) // {10**e}"
+                if name == "sa"
+                else (f"({other}) // {10**e} {op} @.{name}")
+            )
+            low = f"({other}) % {10**e}"
+            sign = op if name == "sa" else "+"
+            integers = f"TRY(({high}) * {10**e} {sign} {low})"
+    sums = let({"i0": integers, "f0": f"{af} {op} ({bf})"}, agree)
     return decimal_of(let({"sa": unscaled(a), "sb": unscaled(b)}, sums), result)
 
 
-def remainder(a: Sql, b: Sql, result: SparkType) -> str:
+def remainder(a: Sql, b: Sql, result: SparkType, positive: bool = False) -> str:
     """``a % b`` (decimals) exactly: both unscaled at the larger scale, where ``%``
-    truncates as Java's ``BigDecimal.remainder``; null for a zero divisor, and when an
-    operand needs more than 38 digits at that scale (``Remainder``'s note)."""
+    truncates as Java's ``BigDecimal.remainder``; with ``positive``, Spark's ``pmod``
+    (``r < 0 ? (r + b) % b : r``).  Null for a zero divisor, and when an operand needs
+    more than 38 digits at that scale (``Remainder``'s note)."""
     s = max(a.type.scale, b.type.scale)
     x = f"TRY(@.sa * {10 ** (s - a.type.scale)})"
+    # a divisor beyond 128 bits at that scale is larger than the dividend: x % y = x
     y = f"TRY(@.sb * {10 ** (s - b.type.scale)})"
-    body = f"CASE WHEN @.sb = 0 THEN NULL ELSE {x} % {y} END"
+    rest = "CASE WHEN @.y IS NULL THEN @.x ELSE @.x % @.y END"
+    if positive:
+        rest = let(
+            {"r": rest, "y": "@.y"},
+            "CASE WHEN @.r < 0 AND @.y IS NULL THEN NULL "
+            "WHEN @.r < 0 THEN TRY((@.r + @.y) % @.y) ELSE @.r END",
+        )
+    body = (
+        "CASE WHEN @.sa IS NULL OR @.sb IS NULL OR @.sb = 0 THEN NULL "
+        f"ELSE {let({'x': x, 'y': y}, rest)} END"
+    )
     return decimal_of(let({"sa": unscaled(a), "sb": unscaled(b)}, body), result)
+
+
+def quotient(a: Sql, b: Sql, digits: int) -> str:
+    """``a div b`` (decimals): the quotient truncated toward zero as a HUGEINT, null for a
+    zero divisor or a quotient of more than ``digits`` digits (Spark's check against
+    ``decimal(digits, 0)``).  The caller makes sure ``a`` at ``b``'s larger scale fits
+    128 bits; ``b`` at ``a``'s larger scale that does not is larger than ``a``: 0."""
+    s = max(a.type.scale, b.type.scale)
+    x = f"@.sa * {10 ** (s - a.type.scale)}"
+    y = f"TRY(@.sb * {10 ** (s - b.type.scale)})"
+    body = let(
+        {"x": x, "y": y, "sb": "@.sb"},
+        f"CASE WHEN @.sb = 0 THEN NULL WHEN @.y IS NULL THEN 0 ELSE "
+        f"(CASE WHEN abs(@.x // @.y) < {10**digits} THEN @.x // @.y END) END",
+    )
+    guarded = f"CASE WHEN @.sa IS NULL OR @.sb IS NULL THEN NULL ELSE {body} END"
+    return let({"sa": unscaled(a), "sb": unscaled(b)}, guarded)
 
 
 def wrap(text: str, bits: int) -> str:

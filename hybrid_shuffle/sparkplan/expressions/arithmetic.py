@@ -1,16 +1,24 @@
 """``+ - * / div %``, unary minus, ``abs``, ``round``, and the decimal rules of Spark.
 
-Spark (3.5 and 4.x) types decimal arithmetic by ``DecimalPrecision`` with
-``spark.sql.decimalOperations.allowPrecisionLoss`` on (the default) and computes
-the exact result rounded HALF_UP to that type, null on overflow.  Where that type
-keeps the exact result's scale, DuckDB's own ``+ - *`` are exact (``TRY`` makes
-its overflow null); where Spark cut the scale, and for every ``/`` and ``%``
-(DuckDB computes those of decimals in floating point), ``_exact`` works on the
-unscaled integers.  Integer arithmetic wraps on overflow, as Java's does.
-Division by zero is null, as Spark's.
+Spark (3.5 and 4.x) types decimal arithmetic by each operator's
+``resultDecimalType``, under ``spark.sql.decimalOperations.allowPrecisionLoss``
+(``precision_loss``: the translation reads it from the session, as Spark's
+analysis did, since the plan's JSON does not carry an expression's type), and
+computes the result as ``Decimal`` does, rounded HALF_UP to that type, null on
+overflow.  Where that type keeps the exact result's scale, DuckDB's own ``+ - *``
+are exact (``TRY`` makes its overflow null); where Spark cut the scale, and for
+every ``/`` and ``%`` (DuckDB computes those of decimals in floating point),
+``_exact`` works on the unscaled integers, rounding twice where Spark does (a
+product to 38 significant digits, a quotient to scale 38, then to the type).
+Integer arithmetic wraps on overflow, as Java's does.  Division by zero is null,
+as Spark's.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from hybrid_shuffle.sparkplan.expressions import _exact
 from hybrid_shuffle.sparkplan.expressions.core import (
@@ -25,10 +33,37 @@ from hybrid_shuffle.sparkplan.expressions.core import (
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import LONG, SparkType, decimal
 
-__all__ = ["adjusted", "bits", "decimal_divide"]
+__all__ = [
+    "adjusted",
+    "bits",
+    "bounded",
+    "decimal_divide",
+    "decimal_result",
+    "precision_loss",
+]
 
 MAX = 38
 MIN_ADJUSTED_SCALE = 6
+
+#: ``spark.sql.decimalOperations.allowPrecisionLoss`` of the plan being translated
+_PRECISION_LOSS: ContextVar[bool] = ContextVar("allow_precision_loss", default=True)
+
+
+@contextmanager
+def precision_loss(allowed: bool) -> Iterator[None]:
+    """Translate decimal arithmetic as Spark typed it under
+    ``spark.sql.decimalOperations.allowPrecisionLoss = allowed`` (Spark's default is
+    true), for the duration of the block."""
+    token = _PRECISION_LOSS.set(allowed)
+    try:
+        yield
+    finally:
+        _PRECISION_LOSS.reset(token)
+
+
+def bounded(precision: int, scale: int) -> SparkType:
+    """``DecimalType.bounded``: each of precision and scale cut at 38."""
+    return decimal(min(precision, MAX), min(scale, MAX))
 
 
 def adjusted(precision: int, scale: int) -> SparkType:
@@ -52,19 +87,37 @@ def _as_decimal(t: SparkType) -> SparkType:
 
 
 def _result(op: str, a: SparkType, b: SparkType) -> SparkType:
+    """The result type of ``a op b`` (``resultDecimalType`` of Spark's ``Add``,
+    ``Subtract``, ``Multiply``, ``Divide``, ``Remainder`` and ``Pmod``)."""
     p1, s1, p2, s2 = a.precision, a.scale, b.precision, b.scale
+    if s1 < 0 or s2 < 0:
+        raise Unsupported("decimal arithmetic on a negative scale")
+    fit = adjusted if _PRECISION_LOSS.get() else bounded
     if op in ("+", "-"):
         scale = max(s1, s2)
-        return adjusted(max(p1 - s1, p2 - s2) + scale + 1, scale)
+        return fit(max(p1 - s1, p2 - s2) + scale + 1, scale)
     if op == "*":
-        return adjusted(p1 + p2 + 1, s1 + s2)
+        return fit(p1 + p2 + 1, s1 + s2)
     if op == "/":
-        scale = max(MIN_ADJUSTED_SCALE, s1 + p2 + 1)
-        return adjusted(p1 - s1 + s2 + scale, scale)
+        if _PRECISION_LOSS.get():
+            scale = max(MIN_ADJUSTED_SCALE, s1 + p2 + 1)
+            return adjusted(p1 - s1 + s2 + scale, scale)
+        int_digits = min(MAX, p1 - s1 + s2)
+        dec_digits = min(MAX, max(MIN_ADJUSTED_SCALE, s1 + p2 + 1))
+        diff = int_digits + dec_digits - MAX
+        if diff > 0:
+            dec_digits -= diff // 2 + 1
+            int_digits = MAX - dec_digits
+        return bounded(int_digits + dec_digits, dec_digits)
     if op == "%":
         scale = max(s1, s2)
-        return adjusted(min(p1 - s1, p2 - s2) + scale, scale)
+        return fit(min(p1 - s1, p2 - s2) + scale, scale)
     raise Unsupported(f"decimal {op}")
+
+
+def decimal_result(op: str, a: SparkType, b: SparkType) -> SparkType:
+    """The type Spark gives ``a op b`` of two decimals (``+ - * / %``; ``pmod`` as ``%``)."""
+    return _result(op, a, b)
 
 
 def _unadjusted_precision(op: str, a: SparkType, b: SparkType) -> int:
@@ -97,17 +150,22 @@ def _decimal(op: str, a: Sql, b: Sql) -> Sql:
     if op == "/":
         return decimal_divide(a, b, result)
     if op == "%":
+        if da.precision + max(0, db.scale - da.scale) > MAX:
+            raise Unsupported("a decimal % whose dividend needs more than 38 digits")
         return Sql(_exact.remainder(a, b, result), result)
     if _unadjusted_precision(op, da, db) <= MAX:
         # the exact result fits Spark's type, and DuckDB's exact decimal arithmetic on the
         # operands' own types cannot overflow before it: no 38-digit widening, no TRY
         # (each costs DuckDB its fixed-width fast path; 4x on TPC-H's Q1)
+        if _unadjusted_precision(op, da, db) > 18 >= max(da.precision, db.precision):
+            # DuckDB computes two decimals of up to 18 digits in 64 bits and raises past
+            # 18 digits: one operand at 19 digits takes its 128-bit arithmetic
+            a = Sql(f"CAST({a.text} AS DECIMAL(19,{da.scale}))", decimal(19, da.scale))
         return Sql(f"CAST(({a.text} {op} {b.text}) AS {result.duck})", result)
-    if exact_scale == result.scale:
+    fits = all(t.precision + result.scale - t.scale <= MAX for t in (da, db))
+    if exact_scale == result.scale and (op == "*" or fits):
         return Sql(f"TRY_CAST(TRY({_wide(a)} {op} {_wide(b)}) AS {result.duck})", result)
     if op == "*":
-        if exact_scale - result.scale > 19:
-            raise Unsupported("a decimal product rounded by more than 19 digits")
         return Sql(_exact.multiply(a, b, result), result)
     return Sql(_exact.add(a, b, result, negate_b=op == "-"), result)
 
@@ -144,11 +202,7 @@ def _binary(op: str) -> object:
 
 register("Add")(_binary("+"))  # type: ignore[arg-type]
 register("Subtract")(_binary("-"))  # type: ignore[arg-type]
-register(
-    "Multiply",
-    support=Support.PARTIAL,
-    note=("a decimal product Spark rounds by more than 19 digits falls back"),
-)(_binary("*"))  # type: ignore[arg-type]
+register("Multiply")(_binary("*"))  # type: ignore[arg-type]
 register(
     "Divide",
     support=Support.PARTIAL,
@@ -168,10 +222,23 @@ register(
 def _div(node: Node, scope: Scope) -> Sql:
     a, b = children(node, scope)[:2]
     if a.type.is_decimal or b.type.is_decimal:
-        raise Unsupported("div on decimals")
+        return _decimal_div(a, b)
     # DuckDB's // truncates toward zero, as Java's; MIN div -1 wraps to MIN
     q = _exact.wrap(f"CAST({a.text} AS HUGEINT) // {b.text}", 64)
     return Sql(f"(CASE WHEN {b.text} = 0 THEN NULL ELSE CAST({q} AS BIGINT) END)", LONG)
+
+
+def _decimal_div(a: Sql, b: Sql) -> Sql:
+    """Spark's ``div`` of decimals: the quotient truncated toward zero, null when it
+    overflows ``decimal(p1 - s1 + s2, 0)`` (at least 1 digit, at most 38), then as a
+    ``long`` (``BigDecimal.longValue``: the low 64 bits)."""
+    da, db = _as_decimal(a.type), _as_decimal(b.type)
+    a, b = cast(a, da), cast(b, db)
+    if db.scale > da.scale and da.precision + db.scale - da.scale > MAX:
+        raise Unsupported("div of decimals whose dividend needs more than 38 digits")
+    digits = min(MAX, max(1, da.precision - da.scale + db.scale))
+    q = _exact.quotient(a, b, digits)
+    return Sql(f"CAST({_exact.wrap(q, 64)} AS BIGINT)", LONG)
 
 
 def _integral_or_same(a: Sql, text: str) -> Sql:

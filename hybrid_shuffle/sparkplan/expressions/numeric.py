@@ -7,7 +7,7 @@ DuckDB raises; ``floor``/``ceil`` of a double is a saturating ``bigint`` (NaN is
 from __future__ import annotations
 
 from hybrid_shuffle.sparkplan.expressions import _exact
-from hybrid_shuffle.sparkplan.expressions.arithmetic import bits
+from hybrid_shuffle.sparkplan.expressions.arithmetic import bits, decimal_result
 from hybrid_shuffle.sparkplan.expressions.core import (
     Scope,
     Sql,
@@ -26,8 +26,8 @@ __all__: list[str] = []
 def _pmod(node: Node, scope: Scope) -> Sql:
     """``r = a % n; r < 0 ? (r + n) % n : r``, null when ``n`` is 0."""
     a, n = children(node, scope)[:2]
-    if a.type.is_decimal:
-        raise Unsupported("pmod of decimals")
+    if a.type.is_decimal or n.type.is_decimal:
+        return _decimal_pmod(a, n)
     wide = "CAST(@.a AS HUGEINT)" if a.type.is_integral else "@.a"
     body = (
         "CASE WHEN @.n = 0 THEN NULL WHEN @.n = -1 THEN 0 * @.a ELSE "
@@ -39,6 +39,17 @@ def _pmod(node: Node, scope: Scope) -> Sql:
     if a.type.is_integral:
         text = f"CAST({_exact.wrap(text, bits(a.type))} AS {a.type.duck})"
     return Sql(text, a.type)
+
+
+def _decimal_pmod(a: Sql, n: Sql) -> Sql:
+    """``pmod`` of decimals, typed as ``%`` is (``Pmod.resultDecimalType``), exact."""
+    if not (a.type.is_decimal and n.type.is_decimal):
+        raise Unsupported("pmod of a decimal and another type")
+    s = max(a.type.scale, n.type.scale)
+    if any(t.precision + s - t.scale > 38 for t in (a.type, n.type)):
+        raise Unsupported("pmod of decimals that need more than 38 digits at one scale")
+    result = decimal_result("%", a.type, n.type)
+    return Sql(_exact.remainder(a, n, result, positive=True), result)
 
 
 def _rounding(fn: str) -> object:
