@@ -219,7 +219,10 @@ class Session:
                 f"the Spark plan cannot be translated ({type(e).__name__}: {summary(e)})"
             ) from e
         job.spark_plan = translator.info
-        stream.spark_schema = df.schema
+        try:
+            stream.spark_schema = df.schema
+        except Exception:  # a type PySpark cannot parse (a calendar interval): none then
+            stream.spark_schema = None
         return stream
 
     @property

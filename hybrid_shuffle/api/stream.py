@@ -481,10 +481,20 @@ class Stream:
         The table's columns are named as Spark names them for a translated plan
         (``spark_names``: two columns may share a name, as in ``df.columns``)."""
         result = self.job.run(self, timeout, progress=progress)
+        result.table = self._spark_typed(result.table)
         names = self._renaming(result.table)
         if names is not None:
             result.table = result.table.rename_columns(names)
         return result
+
+    def _spark_typed(self, table: pa.Table) -> pa.Table:
+        """``table`` with the Arrow types Spark gives the columns of ``spark_schema`` where
+        DuckDB changed them (a day-time interval: ``spark.bridge.spark_typed``)."""
+        if self.spark_schema is None:
+            return table
+        from hybrid_shuffle.spark.bridge import spark_typed
+
+        return spark_typed(table, self.spark_schema)
 
     def _renaming(self, table: pa.Table) -> list[str] | None:
         """``spark_names`` when they are not ``table``'s own names (None: nothing to do)."""
@@ -574,7 +584,7 @@ class Stream:
         """Run the job; a Spark DataFrame of the result, with the result's column types (the
         source DataFrame's schema itself when the stream is a Spark DataFrame's rows) and
         Spark's column names (``spark_names``), so ``to_spark().columns == df.columns``."""
-        table = self.job.run(self, timeout, progress=progress).table
+        table = self._spark_typed(self.job.run(self, timeout, progress=progress).table)
         return self.job.session.bridge.to_dataframe(table, self.spark_schema, self._renaming(table))
 
     def explain(self) -> str:

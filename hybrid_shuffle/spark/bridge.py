@@ -43,11 +43,13 @@ from hybrid_shuffle.spark.backends import (
     stop_spark,
 )
 
-__all__ = ["SIZE_HINT", "SparkBridge", "check_spark_types"]
+__all__ = ["SIZE_HINT", "SparkBridge", "check_spark_types", "handover_types", "spark_typed"]
 
 log = logging.getLogger(__name__)
 
-_UNSUPPORTED = ("map", "interval", "calendarinterval", "udt", "variant")
+#: Spark types with no Arrow twin in PySpark 3.5 (``to_arrow_type``); maps and day-time
+#: intervals (``duration[us]``) cross
+_UNSUPPORTED = ("CalendarIntervalType", "YearMonthIntervalType", "VariantType")
 #: rows and rounds of the Arrow export that warm a fresh Spark up (``_prewarm``)
 _PREWARM_ROWS = 1 << 19
 _PREWARM_ROUNDS = 3
@@ -309,13 +311,94 @@ def _dataframe_from_refs(spark: Any, refs: list[Any], schema: Any) -> Any:
 def check_spark_types(schema: Any, name: str) -> None:
     """Reject, naming the column, Spark types that cannot travel as Arrow through RayDP."""
     for field in schema.fields:
-        text = field.dataType.simpleString()
-        if any(text.startswith(t) or f"<{t}" in text or f":{t}" in text for t in _UNSUPPORTED):
+        if _untravelled(field.dataType):
+            text = field.dataType.simpleString()
             raise PlanError(
                 f"from_spark '{name}': column '{field.name}' has type {text}, which cannot go "
-                "through Arrow and RayDP; convert it (to_json, or explode a map into a list "
-                "of structs) before handing the DataFrame in"
+                "through Arrow; convert it (to a string, or a number of months for a "
+                "year-month interval) before handing the DataFrame in"
             )
+
+
+def _untravelled(t: Any) -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType, UserDefinedType
+
+    if type(t).__name__ in _UNSUPPORTED or isinstance(t, UserDefinedType):
+        return True
+    if isinstance(t, ArrayType):
+        return _untravelled(t.elementType)
+    if isinstance(t, MapType):
+        return _untravelled(t.keyType) or _untravelled(t.valueType)
+    if isinstance(t, StructType):
+        return any(_untravelled(f.dataType) for f in t.fields)
+    return False
+
+
+def handover_types(df: Any) -> Any:
+    """``df`` with its columns of a type Arrow cannot carry out of PySpark 3.5 turned into
+    what PySpark itself gives for them: a year-month interval as its number of months
+    (``collect()``'s ``int``), a calendar interval (``make_interval``, which PySpark cannot
+    even collect) as Spark's string of it (``df.show()``'s ``1 years 2 months ...``).
+    Read from the JVM's schema: PySpark cannot parse one holding a calendar interval."""
+    fields = list(df._jdf.schema().fields())
+    items: list[str] = []
+    changed = False
+    for field in fields:
+        name = "`" + str(field.name()).replace("`", "``") + "`"
+        kind = str(field.dataType().getClass().getSimpleName()).rstrip("$")
+        if kind == "CalendarIntervalType":
+            items.append(f"CAST({name} AS STRING) AS {name}")
+        elif kind == "YearMonthIntervalType":
+            items.append(f"CAST(CAST({name} AS INTERVAL MONTH) AS INT) AS {name}")
+        else:
+            items.append(name)
+            continue
+        changed = True
+    if not changed:
+        return df
+    out = df.selectExpr(*items)
+    hint = vars(df).get(SIZE_HINT)  # not getattr: it parses the schema PySpark cannot
+    if hint is not None:
+        setattr(out, SIZE_HINT, hint)
+    return out
+
+
+def spark_typed(table: pa.Table, schema: Any) -> pa.Table:
+    """``table`` with its day-time interval columns (``schema``: the Spark ``StructType``
+    the rows are) as the ``duration[us]`` Spark's Arrow gives: a column that went through
+    DuckDB comes out of it as ``month_day_nano_interval`` (DuckDB's ``INTERVAL``)."""
+    if schema is None or len(schema.fields) != table.num_columns:
+        return table
+    for i, field in enumerate(schema.fields):
+        column = table.column(i)
+        if type(field.dataType).__name__ == "DayTimeIntervalType" and (
+            column.type == pa.month_day_nano_interval()
+        ):
+            chunks = [_duration(chunk) for chunk in column.chunks]
+            table = table.set_column(
+                i,
+                table.schema.field(i).with_type(pa.duration("us")),
+                pa.chunked_array(chunks, pa.duration("us")),
+            )
+    return table
+
+
+def _duration(array: pa.Array) -> pa.Array:
+    """A ``month_day_nano_interval`` array (months 0, as a day-time interval's are) as
+    ``duration[us]``: the 16-byte values read as NumPy records, no row in Python."""
+    import numpy as np
+
+    layout = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanos", "<i8")])
+    values = np.frombuffer(array.buffers()[1], dtype=layout, count=array.offset + len(array))[
+        array.offset :
+    ]
+    micros = (
+        values["months"].astype(np.int64) * (30 * 86_400_000_000)
+        + values["days"].astype(np.int64) * 86_400_000_000
+        + values["nanos"] // 1000
+    )
+    mask = array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
+    return pa.array(micros.view("m8[us]"), pa.duration("us"), mask=mask)
 
 
 def _nested_map(t: pa.DataType) -> bool:

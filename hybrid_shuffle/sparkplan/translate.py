@@ -27,6 +27,7 @@ from hybrid_shuffle.plan.logical import ExchangeSpec
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 from hybrid_shuffle.sources.parquet import EMPTY_COLUMN
 from hybrid_shuffle.spark import SIZE_HINT
+from hybrid_shuffle.spark.bridge import handover_types
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported
 from hybrid_shuffle.sparkplan.expressions.arithmetic import precision_loss
 from hybrid_shuffle.sparkplan.operators import OPERATORS
@@ -230,8 +231,8 @@ class Translator:
         """``node``'s subtree computed by Spark and read through ``from_spark``."""
         columns = distinct(columns)  # an attribute output twice: its copies named apart
         df = subtree_dataframe(self.plan, node, self.spark)
-        hint = getattr(df, SIZE_HINT, None)
-        df = df.toDF(*[c.ref for c in columns])
+        hint = vars(df).get(SIZE_HINT)  # getattr parses the schema: no calendar interval
+        df = handover_types(df.toDF(*[c.ref for c in columns]))  # what Arrow cannot carry
         if not columns:  # rows of no column: Arrow hands over one null column per row
             df = df.selectExpr(f"CAST(NULL AS BOOLEAN) AS {EMPTY_COLUMN}")
         if hint is not None:
