@@ -447,19 +447,22 @@ def output_attributes(plan: PhysicalPlan, node: Node) -> list[Attribute]:
     return found
 
 
-def partition_files(plan: PhysicalPlan, node: Node) -> list[str] | None:
+def partition_files(plan: PhysicalPlan, node: Node) -> tuple[list[str], int] | None:
     """The files a scan of a partitioned table reads after Spark's partition pruning
-    (``selectedPartitions``), or ``None`` where the JVM operator does not list them
+    (``selectedPartitions``) and how many ``key=value`` folders the table has (its
+    partition schema's size), or ``None`` where the JVM operator does not list them
     (then every folder is read and the partition filters are applied to the rows)."""
     try:
-        partitions = jvm_node(plan, node).selectedPartitions()
+        scan = jvm_node(plan, node)
+        depth = int(scan.relation().partitionSchema().size())
+        partitions = scan.selectedPartitions()
         files: list[str] = []
         for i in range(len(partitions)):
             listed = partitions[i].files()
             files += [str(listed.apply(j).getPath().toString()) for j in range(listed.size())]
     except Exception:  # another Spark's listing (Spark 4: a ScanFileListing)
         return None
-    return files
+    return files, depth
 
 
 def subtree_dataframe(plan: PhysicalPlan, node: Node, spark: Any) -> Any:

@@ -129,6 +129,10 @@ COUNTS = [
     "WITH a AS (SELECT 1 AS x), b AS (SELECT 2 AS y) SELECT * FROM a CROSS JOIN b",
     "WITH a AS (SELECT id FROM t), b AS (SELECT uid FROM u) SELECT count(*) FROM a, b",
     "SELECT k, count(*) FROM t GROUP BY k",
+    "SELECT count(*) FROM (SELECT id FROM t UNION ALL SELECT uid FROM u)",
+    "SELECT 1 FROM t LIMIT 3",
+    "SELECT count(*) OVER () AS n FROM u",
+    "SELECT (SELECT count(*) FROM u) AS n",
 ]
 
 
@@ -236,3 +240,27 @@ def test_dates_and_decimals_of_constants(session: hs.Session, spark: Any) -> Non
         "CAST(NULL AS date) AS n",
     )
     assert stream.to_arrow().column("d").to_pylist() == [datetime.date(2020, 3, 1)]
+
+
+@pytest.fixture
+def failing_project() -> Iterator[None]:
+    """A translation of ``ProjectExec`` that fails with an exception of its own."""
+    original = OPERATORS["ProjectExec"]
+
+    def failing(tr: Any, node: Any, stage: Any) -> Rel:
+        raise KeyError("Column c1 does not exist in schema")
+
+    OPERATORS["ProjectExec"] = failing
+    try:
+        yield
+    finally:
+        OPERATORS["ProjectExec"] = original
+
+
+def test_translation_failure_runs_in_spark(
+    session: hs.Session, spark: Any, failing_project: None
+) -> None:
+    stream = check_sql(session, spark, "SELECT id + 1 AS x, s FROM t WHERE k = 2")
+    (only,) = subtrees(stream)
+    assert only["operator"].startswith("Project (")
+    assert only["reason"].startswith("its translation failed (KeyError:")

@@ -84,19 +84,27 @@ def _partitioned(
                 column = attribute_column(ref)
                 partition.setdefault(column.id, column)
     kinds = {c.type.name for c in partition.values()}
-    if len(roots) != 1 or not kinds <= set(_PARTITION_TYPES):
-        raise Unsupported(f"a partitioned scan of {len(roots)} roots or types {sorted(kinds)}")
+    if not kinds <= set(_PARTITION_TYPES):
+        raise Unsupported(f"a partition column of type {sorted(kinds - set(_PARTITION_TYPES))}")
     names = list(dict.fromkeys(c.name for c in partition.values()))
-    root = _local(roots[0]).rstrip("/")
-    files = partition_files(tr.plan, node)
+    listing = partition_files(tr.plan, node)
+    files = None if listing is None else [_local(f) for f in listing[0]]
+    if listing is not None:
+        root = _base(files or [], listing[1])
+    else:  # every folder under the one root Spark lists
+        root = _local(roots[0]).rstrip("/") if len(roots) == 1 else None
+        if root is not None and "=" in root.rsplit("/", 1)[-1]:
+            root = None
     if files == []:  # every partition pruned: no row
         empty = pa.schema([pa.field(c.ref, c.type.arrow) for c in columns]).empty_table()
         stream = tr.job.from_arrow(empty, name=f"scan_{node.op_id}", parallelism=1)
         return stage.read_named(stream, [c.ref for c in columns], columns)
+    if root is None:
+        raise Unsupported("a partitioned scan whose table folder the plan does not name")
     scheme = ds.partitioning(pa.schema([(n, pa.string()) for n in names]), flavor="hive")
     try:
         dataset = ds.dataset(
-            [_local(f) for f in files] if files is not None else root,
+            files if files is not None else root,
             format="parquet",
             partitioning=scheme,
             partition_base_dir=root if files is not None else None,
@@ -118,6 +126,19 @@ def _partitioned(
         rel = Rel(f"SELECT {rel.select_list()} FROM ({rel.sql}) AS t WHERE {test}", everything)
     out = Rel("", columns)
     return Rel(f"SELECT {out.select_list()} FROM ({rel.sql}) AS t", columns)
+
+
+def _base(files: list[str], depth: int) -> str | None:
+    """The table's folder of partition files ``depth`` ``key=value`` folders below it;
+    ``None`` if they do not all have one."""
+    bases = set()
+    for f in files:
+        folders = f.rstrip("/").split("/")[:-1]
+        cut = len(folders) - depth
+        if cut < 1 or any("=" not in part for part in folders[cut:]):
+            return None
+        bases.add("/".join(folders[:cut]))
+    return bases.pop() if len(bases) == 1 else None
 
 
 def _local(path: str) -> str:
