@@ -228,6 +228,11 @@ QUERIES: tuple[tuple[str, str], ...] = (
         "ELSE 'lo' END FROM c33_emp",
     ),
     (
+        "like escape column",
+        "SELECT a LIKE b ESCAPE '/', a ILIKE b ESCAPE '/' FROM VALUES "
+        "('%SystemDrive%/Users/John', '/%SystemDrive/%//Users%'), ('a_b', 'a/_b') AS t(a, b)",
+    ),
+    (
         "string funcs",
         "SELECT upper(name), concat_ws('-', name, dept), substr(name, 2) FROM c33_emp",
     ),

@@ -5,6 +5,8 @@ run time from what is installed, so the repository holds no copied text of other
   ``> SELECT ...;`` lines of its ``ExpressionInfo`` in the running Spark's
   ``FunctionRegistry`` (what ``DESCRIBE FUNCTION EXTENDED`` prints): mostly constant
   ``SELECT``s without ``FROM``.
+* ``function_examples(spark, unfolded=True)``: the same with Spark's constant folding
+  off (``UNFOLDED``), so that the engine evaluates each function itself.
 * ``docstring_cases(spark)``: the doctest examples of the installed PySpark's
   ``pyspark.sql.functions``, ``DataFrame``, ``Column``, ``GroupedData``, ``Window`` and
   the ``na``/``stat`` helpers, executed statement by statement as doctest would (in a
@@ -29,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SKIP_RULES", "Case", "docstring_cases", "function_examples", "skip_reason"]
+__all__ = ["SKIP_RULES", "UNFOLDED", "Case", "docstring_cases", "function_examples", "skip_reason"]
 
 
 @dataclass
@@ -42,6 +44,17 @@ class Case:
     text: str
     sql: str | None = None
     df: Any = field(default=None, repr=False)
+    #: Spark settings in force while the case runs (both in Spark and in the engine)
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+#: constant folding off: Spark's optimiser would otherwise fold a constant SELECT into
+#: literals before the engine sees it, so the engine's own translation of each function
+#: is only tried with these rules excluded (the "fnx" cases)
+UNFOLDED = {
+    "spark.sql.optimizer.excludedRules": "org.apache.spark.sql.catalyst.optimizer.ConstantFolding,"
+    "org.apache.spark.sql.catalyst.optimizer.NullPropagation"
+}
 
 
 #: (rule name, pattern on the lower-cased text): a case that matches is skipped
@@ -74,8 +87,9 @@ def skip_reason(text: str, is_sql: bool = True) -> str | None:
 # -- (a) the function registry's examples ----------------------------------------------
 
 
-def function_examples(spark: Any) -> Iterator[Case]:
-    """Each ``> ...;`` example of each built-in function's ``ExpressionInfo``."""
+def function_examples(spark: Any, unfolded: bool = False) -> Iterator[Case]:
+    """Each ``> ...;`` example of each built-in function's ``ExpressionInfo`` (with
+    ``UNFOLDED`` settings if ``unfolded``)."""
     registry = spark._jvm.org.apache.spark.sql.catalyst.analysis.FunctionRegistry.builtin()
     ids = registry.listFunction()
     names = sorted({str(ids.apply(i).funcName()) for i in range(ids.size())})
@@ -90,7 +104,11 @@ def function_examples(spark: Any) -> Iterator[Case]:
             if text in seen:
                 continue
             seen.add(text)
-            yield Case(f"fn:{fname}#{n}", "function examples", text, sql=text)
+            if unfolded:
+                source = "function examples, unfolded"
+                yield Case(f"fnx:{fname}#{n}", source, text, sql=text, conf=dict(UNFOLDED))
+            else:
+                yield Case(f"fn:{fname}#{n}", "function examples", text, sql=text)
 
 
 def _example_queries(examples: str) -> list[str]:

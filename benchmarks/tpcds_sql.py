@@ -165,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=0.1)
     parser.add_argument("--queries", default="1-99", help="e.g. 1-99 or 3,7,42")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per step")
+    parser.add_argument("--partitions", type=int, default=2, help="Spark shuffle partitions")
     parser.add_argument("--config", choices=("small", "bench"), default="small")
     parser.add_argument("--out", default=None, help="FILE: writes FILE.txt and FILE.json")
     parser.add_argument("--copy-to", default=None, help="also write the report to this path")
@@ -176,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     texts = {n: tpcds_data.query(con, n) for n in numbers}
     con.close()
     when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-    meta = {"scale": args.scale, "config": args.config, "folder": str(folder),
-            "when": when, "commit": _commit()}  # fmt: skip
+    meta = {"scale": args.scale, "config": args.config, "partitions": args.partitions,
+            "folder": str(folder), "when": when, "commit": _commit()}  # fmt: skip
     config, slots = (CONFIG, 2) if args.config == "small" else (session_config(2, "3 GiB"), SLOTS)
     records: list[dict[str, Any]] = []
     started = time.time()
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.simplefilter("ignore")
         with hs.Session(config, slots=slots) as session:
             spark = session.spark
+            spark.conf.set("spark.sql.shuffle.partitions", str(args.partitions))
             for table, path in tpcds_data.table_paths(args.scale).items():
                 spark.read.parquet(path).createOrReplaceTempView(table)
             for n, text in texts.items():
