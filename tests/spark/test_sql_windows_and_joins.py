@@ -228,6 +228,35 @@ def test_distinct_aggregates_with_filters(session: hs.Session, spark: Any) -> No
     )
 
 
+def test_sums_wrap_and_decimal_sums_overflow_to_null(session: hs.Session, spark: Any) -> None:
+    # Spark's non-ANSI sum: a bigint wraps around, a decimal past its 38 digits is null
+    spark.sql(
+        "SELECT * FROM VALUES (9223372036854775807L, 1), (1L, 1), (5L, 2), "
+        "(-9223372036854775807L, 2), (-9L, 2) AS t(x, g)"
+    ).createOrReplaceTempView("longs")
+    spark.sql(
+        """SELECT CAST(a AS DECIMAL(38, 18)) AS a, CAST(c AS DECIMAL(5, 0)) AS c, i
+           FROM VALUES ('1.123456789123456789', '3', 7), ('-0.000000000000000001', '-99999', -3),
+             ('99999999999999999999.999999999999999999', '1', 0), (NULL, NULL, 2) AS t(a, c, i)"""
+    ).createOrReplaceTempView("decimals")
+    for query in (
+        "SELECT sum(x) AS s, avg(x) AS a FROM longs",
+        "SELECT g, sum(x) AS s, avg(x) AS a, sum(DISTINCT x) AS d FROM longs GROUP BY g",
+        "SELECT x, sum(x) OVER (ORDER BY x) AS running FROM longs",
+        "SELECT sum(a) AS sa, avg(a) AS aa, sum(c) AS sc FROM decimals",
+        "SELECT i % 2 AS m, sum(a) AS sa, avg(a) AS aa, avg(c) AS ac FROM decimals GROUP BY i % 2",
+        "SELECT i, sum(a) OVER (ORDER BY i) AS sa FROM decimals",
+    ):
+        in_engine_sql(session, spark, query)
+    # try_sum's buffers are not sum's: its final aggregate stays with its partial, in Spark
+    query = "SELECT g, try_sum(x) AS s FROM longs GROUP BY g"
+    stream = session.sql(query)
+    assert [s["operator"].split(" ")[0] for s in stream.explain_data()["spark_subtrees"]] == [
+        "HashAggregate"
+    ]
+    check(session, stream, spark.sql(query))
+
+
 # -- 2. windows --------------------------------------------------------------------------
 
 

@@ -21,6 +21,13 @@ from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported, compile_expre
 from hybrid_shuffle.sparkplan.expressions.arithmetic import _result, decimal_divide
 from hybrid_shuffle.sparkplan.operators.basic import named_output
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
+from hybrid_shuffle.sparkplan.operators.sums import (
+    average_sum_type,
+    fit_decimal,
+    sum_of,
+    sum_type,
+    wrap_long,
+)
 from hybrid_shuffle.sparkplan.relation import Column, Rel
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
@@ -46,18 +53,13 @@ _BUFFERS = {
 }
 
 
+#: buffers a partial aggregate laid out otherwise than the engine's would (try_sum's are
+#: one more than sum's, and the plan's JSON tells neither apart: its evalMode is null)
+_SPARK_BUFFERS = "an aggregate merging buffers not laid out as the engine lays them out"
+
+
 def _bounded(precision: int, scale: int) -> SparkType:
     return decimal(min(precision, 38), min(scale, 38))
-
-
-def _sum_type(t: SparkType) -> SparkType:
-    if t.is_decimal:
-        return _bounded(t.precision + 10, t.scale)
-    if t.is_integral:
-        return LONG
-    if t.is_fractional:
-        return DOUBLE
-    raise Unsupported(f"sum of {t}")
 
 
 @dataclass
@@ -91,15 +93,10 @@ def _partial(f: _Function) -> list[str]:
     x = f.args[0].text if f.args else "1"
     d = "DISTINCT " if f.distinct else ""
     if f.name == "Sum":
-        t = _sum_type(f.arg_type)
-        out = [f"CAST(sum({d}CAST({x} AS {t.duck})) AS {t.duck})"]
+        out = [sum_of(x, f.arg_type, d)]
         return out + ([f"(count({x}) = 0)"] if f.buffers == 2 else [])
     if f.name == "Average":
-        t = _sum_type(f.arg_type)
-        return [
-            f"CAST(sum({d}CAST({x} AS {t.duck})) AS {t.duck})",
-            f"CAST(count({d}{x}) AS BIGINT)",
-        ]
+        return [_average_sum(f, x, d), f"CAST(count({d}{x}) AS BIGINT)"]
     if f.name == "Count":
         return [f"CAST({_count(f)} AS BIGINT)"]
     if f.name in ("Min", "Max"):
@@ -148,12 +145,16 @@ def _count(f: _Function) -> str:
 def _merge(f: _Function, b: list[str]) -> list[str]:
     """Buffers -> buffers."""
     if f.name == "Sum":
-        t = _sum_type(f.arg_type)
-        out = [f"CAST(sum({b[0]}) AS {t.duck})"]
-        return out + ([f"bool_and({b[1]})"] if f.buffers == 2 else [])
+        if f.buffers == 2:  # a decimal: a null sum that is not empty overflowed
+            overflowed = f"bool_or({b[0]} IS NULL AND NOT {b[1]})"
+            return [_merged_sum(b[0], overflowed, sum_type(f.arg_type)), f"bool_and({b[1]})"]
+        t = sum_type(f.arg_type)
+        return [wrap_long(f"sum({b[0]})") if t.is_integral else f"CAST(sum({b[0]}) AS DOUBLE)"]
     if f.name == "Average":
-        t = _sum_type(f.arg_type)
-        return [f"CAST(sum({b[0]}) AS {t.duck})", f"CAST(sum({b[1]}) AS BIGINT)"]
+        t = average_sum_type(f.arg_type)
+        overflowed = f"bool_or({b[0]} IS NULL AND {b[1]} > 0)"
+        total = _merged_sum(b[0], overflowed, t) if t.is_decimal else f"sum({b[0]})"
+        return [total, f"CAST(sum({b[1]}) AS BIGINT)"]
     if f.name == "Count":
         return [f"CAST(coalesce(sum({b[0]}), 0) AS BIGINT)"]
     if f.name in ("Min", "Max"):
@@ -171,10 +172,22 @@ def _merge(f: _Function, b: list[str]) -> list[str]:
     return [f"coalesce({total}, 0)", mean, f"coalesce({spread}, 0)"]
 
 
+def _merged_sum(total: str, overflowed: str, t: SparkType) -> str:
+    """The sum of decimal sums ``total`` (an overflow, ``overflowed``, stays null)."""
+    return f"(CASE WHEN {overflowed} THEN NULL ELSE {fit_decimal(f'sum({total})', t)} END)"
+
+
+def _average_sum(f: _Function, x: str, distinct: str) -> str:
+    """The sum ``avg`` keeps: a decimal's as ``sum``'s (null on overflow), else a double."""
+    if f.arg_type.is_decimal:
+        return sum_of(x, f.arg_type, distinct)
+    return f"CAST(sum({distinct}CAST({x} AS DOUBLE)) AS DOUBLE)"
+
+
 def decimal_average(total: str, count: str, kind: SparkType) -> tuple[str, SparkType]:
-    """Spark's ``avg`` of a decimal ``kind`` from its sum (``total``, of ``_sum_type``) and
+    """Spark's ``avg`` of a decimal ``kind`` from its sum (``total``, of ``sum_type``) and
     ``count``: the sum over the count as decimal(20,0), then cast to (p + 4, s + 4)."""
-    s = _sum_type(kind)
+    s = sum_type(kind)
     counted = decimal(20, 0)
     quotient = decimal_divide(
         Sql(total, s), Sql(f"CAST({count} AS DECIMAL(20,0))", counted), _result("/", s, counted)
@@ -187,8 +200,7 @@ def _evaluate(f: _Function, b: list[str]) -> tuple[str, SparkType]:
     """Merged buffers (aggregate SQL) -> the result value and its type."""
     merged = _merge(f, b)
     if f.name == "Sum":
-        t = _sum_type(f.arg_type)
-        return merged[0], t
+        return merged[0], sum_type(f.arg_type)
     if f.name == "Average":
         if f.arg_type.is_decimal:
             return decimal_average(merged[0], merged[1], f.arg_type)
@@ -214,12 +226,10 @@ def _complete(f: _Function) -> tuple[str, SparkType]:
     x = f.args[0].text
     d = "DISTINCT " if f.distinct else ""
     if f.name == "Sum":
-        t = _sum_type(f.arg_type)
-        return f"TRY_CAST(sum({d}CAST({x} AS {t.duck})) AS {t.duck})", t
+        return sum_of(x, f.arg_type, d), sum_type(f.arg_type)
     if f.name == "Average":
         if f.arg_type.is_decimal:
-            s = _sum_type(f.arg_type).duck
-            total = f"CAST(sum({d}CAST({x} AS {s})) AS {s})"
+            total = sum_of(x, f.arg_type, d)
             return decimal_average(total, f"count({d}{x})", f.arg_type)
         return f"avg({d}CAST({x} AS DOUBLE))", DOUBLE
     if f.name in ("Min", "Max"):
@@ -293,6 +303,8 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
             else:
                 values += _merge(f, inputs[position : position + f.buffers])
                 position += f.buffers
+        if position and position != len(inputs):
+            raise Unsupported(_SPARK_BUFFERS)
         if len(values) != len(buffer_cols):
             raise Unsupported("an aggregate whose buffers the engine does not lay out as Spark")
         items += [f"{v} AS {c.ref}" for v, c in zip(values, buffer_cols, strict=True)]
@@ -309,6 +321,9 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
     if len(attributes) == len(functions):
         for f, a in zip(functions, attributes, strict=True):
             f.result_id = int(a.get("exprId", {}).get("id", f.result_id))
+    final_buffers = sum(f.buffers for f in functions if f.mode == "Final")
+    if final_buffers != len(inputs):
+        raise Unsupported(_SPARK_BUFFERS)
     for f in functions:
         if f.mode == "Final":
             value, kind = _evaluate(f, inputs[position : position + f.buffers])

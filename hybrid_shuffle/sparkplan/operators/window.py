@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from hybrid_shuffle.sparkplan.expressions import Scope, Sql, Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.operators.basic import order_by
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
+from hybrid_shuffle.sparkplan.operators.sums import sum_of, sum_type
 from hybrid_shuffle.sparkplan.relation import Column, Rel
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
@@ -209,7 +210,7 @@ def _flag(node: Node, name: str) -> bool:
 
 def _window_aggregate(name: str, args: list[Sql], over: str) -> tuple[str, SparkType]:
     """The aggregate ``name`` of ``args`` over the window ``over`` (``OVER (...)``)."""
-    from hybrid_shuffle.sparkplan.operators.aggregate import _sum_type, decimal_average
+    from hybrid_shuffle.sparkplan.operators.aggregate import decimal_average
 
     x = args[0].text if args else "1"
     if name == "Count":
@@ -218,13 +219,11 @@ def _window_aggregate(name: str, args: list[Sql], over: str) -> tuple[str, Spark
             return f"count(CASE WHEN {test} THEN 1 END) {over}", LONG
         return (f"count({x}) {over}" if args else f"count(*) {over}"), LONG
     if name == "Sum":
-        t = _sum_type(args[0].type)
-        return f"sum(CAST({x} AS {t.duck})) {over}", t
+        return sum_of(x, args[0].type, over=f" {over}"), sum_type(args[0].type)
     if name in ("Min", "Max"):
         return f"{name.lower()}({x}) {over}", args[0].type
     if name == "Average" and args[0].type.is_decimal:
-        s = _sum_type(args[0].type).duck
-        total = f"CAST(sum(CAST({x} AS {s})) {over} AS {s})"
+        total = sum_of(x, args[0].type, over=f" {over}")
         return decimal_average(total, f"count({x}) {over}", args[0].type)
     if name == "Average":
         return f"avg(CAST({x} AS DOUBLE)) {over}", DOUBLE
