@@ -483,8 +483,8 @@ class Stream:
         result = self.job.run(self, timeout, progress=progress)
         result.table = self._spark_typed(result.table)
         names = self._renaming(result.table)
-        if names is not None:
-            result.table = result.table.rename_columns(names)
+        if names is not None:  # none at all: the placeholder column of a relation of none
+            result.table = result.table.rename_columns(names) if names else result.table.select([])
         return result
 
     def _spark_typed(self, table: pa.Table) -> pa.Table:
@@ -499,9 +499,11 @@ class Stream:
     def _renaming(self, table: pa.Table) -> list[str] | None:
         """``spark_names`` when they are not ``table``'s own names (None: nothing to do)."""
         names = self.spark_names
-        if names is None or names == table.column_names or len(names) != table.num_columns:
+        if names is None or names == table.column_names:
             return None
-        return names
+        if not names and table.column_names == ["__hs_empty"]:
+            return names
+        return names if len(names) == table.num_columns else None
 
     def _unique_names(self, what: str, remedy: str) -> None:
         """A ``PlanError`` before anything runs when ``spark_names`` repeat a name (as
@@ -585,7 +587,10 @@ class Stream:
         source DataFrame's schema itself when the stream is a Spark DataFrame's rows) and
         Spark's column names (``spark_names``), so ``to_spark().columns == df.columns``."""
         table = self._spark_typed(self.job.run(self, timeout, progress=progress).table)
-        return self.job.session.bridge.to_dataframe(table, self.spark_schema, self._renaming(table))
+        names = self._renaming(table)
+        if names == []:  # rows of no column
+            return self.job.session.spark.range(table.num_rows).select()
+        return self.job.session.bridge.to_dataframe(table, self.spark_schema, names)
 
     def explain(self) -> str:
         return self.job.explain(self)
