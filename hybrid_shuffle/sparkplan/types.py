@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["SparkType", "UnsupportedType", "column_type", "spark_type"]
+__all__ = ["SparkType", "UnsupportedType", "array_of", "column_type", "spark_type"]
 
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(-?\d+)\)")
 
@@ -56,6 +56,9 @@ class SparkType:
     scale: int = 0
     #: a column's type the engine has no twin of (``column_type``): carried, never read
     opaque: bool = False
+    #: an array column's element type: still opaque (no comparison, sort or group reads
+    #: it), but ``sparkplan.expressions.collections`` reads its elements (a DuckDB LIST)
+    element: SparkType | None = None
 
     @property
     def is_decimal(self) -> bool:
@@ -87,6 +90,8 @@ class SparkType:
         self._check()
         if self.is_decimal:
             return f"DECIMAL({self.precision},{self.scale})"
+        if self.element is not None:
+            return f"{self.element.duck}[]"
         return _SIMPLE[self.name][1]
 
     @property
@@ -94,10 +99,12 @@ class SparkType:
         self._check()
         if self.is_decimal:
             return pa.decimal128(self.precision, self.scale)
+        if self.element is not None:
+            return pa.list_(self.element.arrow)
         return _SIMPLE[self.name][2]
 
     def _check(self) -> None:
-        if self.opaque:
+        if self.opaque and self.element is None:
             raise UnsupportedType(f"the type {self.name}")
 
     def __str__(self) -> str:
@@ -127,7 +134,16 @@ def column_type(raw: Any) -> SparkType:
         return spark_type(raw)
     except UnsupportedType:
         kind = raw.get("type", raw) if isinstance(raw, dict) else raw
+        if isinstance(raw, dict) and kind == "array":
+            element = column_type(raw.get("elementType"))
+            if not element.opaque:
+                return array_of(element)
         return SparkType(str(kind), opaque=True)
+
+
+def array_of(element: SparkType) -> SparkType:
+    """The (opaque) array type of ``element``s, as ``column_type`` gives it."""
+    return SparkType("array", opaque=True, element=element)
 
 
 BOOLEAN = SparkType("boolean")

@@ -4,10 +4,11 @@
 ``tree.Node``) into ``Sql``: DuckDB text, the Spark type it has, and whether it
 can be null.  The translators are registered per Spark class in ``TABLE`` by
 the modules of this package (``arithmetic``, ``numeric``, ``predicates``,
-``strings``, ``datetime``, ``casts``, ``misc``), each with a ``Support`` level, as Comet keeps
-one serde per expression: ``docs/guide/spark-plans.md`` lists the table.  An
-expression with no entry, or whose translator raises ``Unsupported``, makes its
-operator fall back to Spark (``sparkplan.fallback``).
+``strings``, ``datetime``, ``casts``, ``misc``, ``bitwise``, ``collections``), each with
+a ``Support`` level, as Comet keeps one serde per expression:
+``docs/guide/spark-plans.md`` lists the table.  An expression with no entry, or
+whose translator raises ``Unsupported``, makes its operator fall back to Spark
+(``sparkplan.fallback``).
 
 Spark has resolved every type and inserted its casts; a translator computes
 the value and, where DuckDB would type the result differently (decimal
@@ -35,7 +36,9 @@ from hybrid_shuffle.sparkplan.expressions.core import (
 # the translators register themselves on import
 from hybrid_shuffle.sparkplan.expressions import (  # noqa: F401  isort: skip
     arithmetic,
+    bitwise,
     casts,
+    collections,
     datetime,
     misc,
     numeric,

@@ -205,20 +205,18 @@ register("Subtract")(_binary("-"))  # type: ignore[arg-type]
 register("Multiply")(_binary("*"))  # type: ignore[arg-type]
 register(
     "Divide",
-    support=Support.PARTIAL,
-    note=(
-        "decimals: null where the dividend shifted to the result's scale and the "
-        "remainder so shifted both need more than 38 digits"
-    ),
+    note="decimals: exact at any scale (a quotient past 128 bits is found digit by digit)",
 )(_binary("/"))  # type: ignore[arg-type]
 register(
     "Remainder",
-    support=Support.PARTIAL,
-    note=("decimals: null where an operand at the larger scale needs more than 38 digits"),
+    note="decimals: falls back where the dividend at the larger scale needs over 38 digits",
 )(_binary("%"))  # type: ignore[arg-type]
 
 
-@register("IntegralDivide")
+@register(
+    "IntegralDivide",
+    note="decimals: falls back where the dividend at the divisor's scale needs over 38 digits",
+)
 def _div(node: Node, scope: Scope) -> Sql:
     a, b = children(node, scope)[:2]
     if a.type.is_decimal or b.type.is_decimal:

@@ -22,7 +22,9 @@ from hybrid_shuffle.sparkplan.types import BOOLEAN, DOUBLE, LONG, decimal
 __all__: list[str] = []
 
 
-@register("Pmod")
+@register(
+    "Pmod", note="decimals: falls back where an operand at the larger scale needs over 38 digits"
+)
 def _pmod(node: Node, scope: Scope) -> Sql:
     """``r = a % n; r < 0 ? (r + n) % n : r``, null when ``n`` is 0."""
     a, n = children(node, scope)[:2]
@@ -115,3 +117,13 @@ def _exp(node: Node, scope: Scope) -> Sql:
 def _pow(node: Node, scope: Scope) -> Sql:
     a, b = children(node, scope)[:2]
     return Sql(f"pow(CAST({a.text} AS DOUBLE), CAST({b.text} AS DOUBLE))", DOUBLE)
+
+
+@register("NormalizeNaNAndZero")
+def _normalize(node: Node, scope: Scope) -> Sql:
+    """What Spark puts around float and double grouping and join keys: ``-0.0`` becomes
+    ``0.0`` (DuckDB would group them apart) and every NaN one NaN (as DuckDB's already)."""
+    (a,) = children(node, scope)[:1]
+    if not a.type.is_fractional:
+        return a
+    return Sql(f"(CASE WHEN {a.text} = 0 THEN CAST(0 AS {a.type.duck}) ELSE {a.text} END)", a.type)

@@ -9,6 +9,7 @@ from hybrid_shuffle.sparkplan.expressions.core import (
     Unsupported,
     cast,
     children,
+    compile_expression,
     register,
 )
 from hybrid_shuffle.sparkplan.expressions.misc import literal
@@ -56,15 +57,26 @@ def _not(node: Node, scope: Scope) -> Sql:
     return Sql(f"(NOT {a.text})", BOOLEAN, a.nullable)
 
 
+def _tested(node: Node, scope: Scope) -> Sql:
+    """The operand of a null test: an expression, or an array column (opaque to other
+    expressions, but null the same way in Spark and DuckDB)."""
+    child = node.children[0]
+    if child.cls == "AttributeReference":
+        column = scope.carried(child)
+        if column.type.element is not None:
+            return column
+    return compile_expression(child, scope)
+
+
 @register("IsNull")
 def _is_null(node: Node, scope: Scope) -> Sql:
-    (a,) = children(node, scope)[:1]
+    a = _tested(node, scope)
     return Sql(f"({a.text} IS NULL)", BOOLEAN, False)
 
 
 @register("IsNotNull")
 def _is_not_null(node: Node, scope: Scope) -> Sql:
-    (a,) = children(node, scope)[:1]
+    a = _tested(node, scope)
     return Sql(f"({a.text} IS NOT NULL)", BOOLEAN, False)
 
 
