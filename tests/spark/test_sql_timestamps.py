@@ -89,7 +89,7 @@ _DAYS = [
 ]
 #: seconds since the epoch
 _SECONDS = [0, 1710064800, -1, None, 253402300799, 1730622600, -2208988800, 86399]
-_SECONDS += [10**12, -62135596800, 1, -86401, 1e9.__int__(), 7, -7, 1730626200]
+_SECONDS += [10**12, -62135596800, 1, -86401, 10**9, 7, -7, 1730626200]
 #: strings Spark's cast takes and refuses: zones, offsets, partial forms, invalid dates
 _TEXTS = [
     "2024-03-10 02:30:00",
@@ -221,14 +221,24 @@ QUERIES = {
     "unix_timestamp(ts) AS c, unix_timestamp(day) AS d, unix_timestamp(ntz) AS e, "
     "unix_seconds(ts) AS f, unix_millis(ts) AS g, unix_micros(ts) AS h, "
     "timestamp_seconds(l) AS i, timestamp_millis(l) AS j, timestamp_micros(l) AS k FROM tt",
+    "parse": "SELECT id, to_timestamp(t, 'yyyy-MM-dd HH:mm:ss') AS a, "
+    "to_date(d, 'MM/dd/yyyy') AS b, unix_timestamp(t, 'yyyy-MM-dd HH:mm:ss') AS c, "
+    "to_timestamp(t2, 'yyyyMMddHHmmss.SSS') AS e FROM "
+    "(SELECT id, date_format(ts, 'yyyy-MM-dd HH:mm:ss') AS t, "
+    "date_format(ntz, 'MM/dd/yyyy') AS d, date_format(ts, 'yyyyMMddHHmmss.SSS') AS t2 FROM tt) "
+    "WHERE id NOT IN (11, 15)",
+    "intervals": "SELECT id, ts + INTERVAL 1 DAY AS a, "
+    "ts - INTERVAL '1 02:03:04.5' DAY TO SECOND AS b, "
+    "ts + INTERVAL '1-2' YEAR TO MONTH AS c, ntz + INTERVAL 36 HOURS AS d, "
+    "ntz - INTERVAL 13 MONTHS AS e, date_add(ts, 1) AS f, add_months(ts, 1) AS g, "
+    "datediff(ts, day) AS h FROM tt WHERE id <> 11",
 }
 
 #: what falls back, with Spark's result all the same
 FALLBACKS = {
     "string to timestamp_ntz": "SELECT id, CAST(txt AS TIMESTAMP_NTZ) AS a FROM tt",
     "a zone pattern": "SELECT id, date_format(ts, 'yyyy-MM-dd z') AS a FROM tt",
-    "a literal in the repeated hour": "SELECT id FROM tt "
-    "WHERE ts = TIMESTAMP'2024-11-03 01:30:00'",
+    "a literal in the repeated hour": "SELECT id FROM tt WHERE ts = TIMESTAMP'2024-11-03 01:30:00'",
 }
 
 

@@ -106,8 +106,7 @@ def instant_in(local_sql: str, zone_sql: str) -> str:
     earlier = _offset("(@.x - to_microseconds(86400000000))", "@.z")
     check = _offset("(@.x - to_microseconds(@.o - @.d))", "@.z")
     body = (
-        f"CASE WHEN @.o > @.d AND {check} = @.o "
-        f"THEN @.x - to_microseconds(@.o - @.d) ELSE @.x END"
+        f"CASE WHEN @.o > @.d AND {check} = @.o THEN @.x - to_microseconds(@.o - @.d) ELSE @.x END"
     )
     inner = _exact.let(
         {"x": "@.x", "z": "@.z", "d": "epoch_us(@.l) - epoch_us(@.x)", "o": earlier}, body

@@ -18,10 +18,10 @@ from __future__ import annotations
 from hybrid_shuffle.sparkplan.expressions import _exact
 from hybrid_shuffle.sparkplan.expressions.core import Unsupported
 
-__all__ = ["format_local", "timestamp_text"]
+__all__ = ["format_local", "pattern_runs", "timestamp_text"]
 
 
-def _runs(pattern: str) -> list[tuple[str, str]]:
+def pattern_runs(pattern: str) -> list[tuple[str, str]]:
     """The pattern as (kind, text) runs: ``("letter", "yyyy")``, ``("text", "-")``."""
     runs: list[tuple[str, str]] = []
     i = 0
@@ -117,7 +117,7 @@ def format_local(local_sql: str, pattern: object) -> str:
     if not isinstance(pattern, str):
         raise Unsupported("a datetime pattern that is not a literal")
     pieces = []
-    for kind, text in _runs(pattern):
+    for kind, text in pattern_runs(pattern):
         if kind == "text":
             pieces.append("'" + text.replace("'", "''") + "'")
         else:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from hybrid_shuffle.sparkplan.expressions import _exact, _zones
 
-__all__ = ["string_to_timestamp"]
+__all__ = ["parse_local", "string_to_timestamp"]
 
 #: Java's ``ZoneId.SHORT_IDS``
 _SHORT_IDS = {
@@ -155,3 +155,78 @@ def string_to_timestamp(text: str, session_zone: str) -> str:
     with_fields = _exact.let({"f": fields}, with_parts)
     # a year DuckDB's dates take but its timestamps do not is null, as in Spark
     return f"TRY({_exact.let({'t': trimmed, 'raw': text}, with_fields)})"
+
+
+#: a pattern's numeric runs Spark parses as fixed-width digits (``DateTimeFormatter`` in
+#: strict resolution: ``yyyy`` takes four digits without a sign, the others their width)
+_FIXED = {"yyyy": "year", "MM": "month", "dd": "day", "HH": "hour", "mm": "minute", "ss": "second"}
+
+
+def _pattern_regex(pattern: str) -> tuple[str, list[str]]:
+    """A regular expression for the strings ``pattern`` parses, and its groups' fields;
+    ``Unsupported`` for a pattern with any other letter."""
+    from hybrid_shuffle.sparkplan.expressions.core import Unsupported
+    from hybrid_shuffle.sparkplan.expressions.datetime_format import pattern_runs
+
+    parts, fields = ["^"], []
+    for kind, text in pattern_runs(pattern):
+        if kind == "text":
+            if any(c.isalpha() for c in text):
+                raise Unsupported(f"parsing the pattern {pattern!r} (letters in its text)")
+            parts.append("".join("\\" + c if not c.isalnum() else c for c in text))
+        elif text in _FIXED:
+            field = _FIXED[text]
+            if field in fields:
+                raise Unsupported(f"parsing the pattern {pattern!r} (a field twice)")
+            parts.append(f"(\\d{{{len(text)}}})")
+            fields.append(field)
+        elif set(text) == {"S"} and len(text) <= 6 and "fraction" not in fields:
+            parts.append(f"(\\d{{{len(text)}}})")
+            fields.append("fraction")
+        else:
+            raise Unsupported(f"parsing the datetime pattern letters {text!r}")
+    parts.append("$")
+    return "".join(parts), fields
+
+
+def parse_local(text: str, pattern: object) -> str:
+    """SQL of the local time (``TIMESTAMP``) a string gives with a Spark pattern (a
+    literal), as ``to_timestamp(s, pattern)`` reads it: missing fields are 1970-01-01
+    00:00:00, an invalid date or time is null (where Spark is null or raises that the
+    legacy parser would differ)."""
+    from hybrid_shuffle.sparkplan.expressions.core import Unsupported
+
+    if not isinstance(pattern, str):
+        raise Unsupported("parsing with a pattern that is not a literal")
+    regex, fields = _pattern_regex(pattern)
+    if "'" in regex:
+        raise Unsupported(f"parsing the pattern {pattern!r}")
+    names = [f"g{i}" for i in range(len(fields))]
+
+    def field(name: str, default: str) -> str:
+        if name not in fields:
+            return default
+        return f"TRY_CAST(nullif(@.m.g{fields.index(name)}, '') AS INTEGER)"
+
+    parts = {
+        "ok": "@.m.g0 <> ''" if fields else f"@.s = '{pattern}'",
+        "y": field("year", "1970"),
+        "mo": field("month", "1"),
+        "d": field("day", "1"),
+        "h": field("hour", "0"),
+        "mi": field("minute", "0"),
+        "s": field("second", "0"),
+        "us": f"TRY_CAST(rpad(@.m.g{fields.index('fraction')}, 6, '0') AS BIGINT)"
+        if "fraction" in fields
+        else "0",
+    }
+    valid = (
+        "@.ok AND @.mo BETWEEN 1 AND 12 AND @.d >= 1 "
+        "AND @.d <= day(last_day(TRY(make_date(@.y, @.mo, 1)))) "
+        "AND @.h <= 23 AND @.mi <= 59 AND @.s <= 59"
+    )
+    clock = "to_microseconds(((CAST(@.h AS BIGINT) * 60 + @.mi) * 60 + @.s) * 1000000 + @.us)"
+    body = f"CASE WHEN {valid} THEN TRY(CAST(make_date(@.y, @.mo, @.d) AS TIMESTAMP) + {clock}) END"
+    match = f"regexp_extract(@.s, '{regex}', {names})" if fields else "NULL"
+    inner = _exact.let(parts, body)
+    return _exact.let({"s": text}, _exact.let({"s": "@.s", "m": match}, inner))

@@ -27,9 +27,9 @@ from hybrid_shuffle.sparkplan.expressions.core import (
     register,
 )
 from hybrid_shuffle.sparkplan.expressions.datetime_format import format_local, timestamp_text
-from hybrid_shuffle.sparkplan.expressions.timestamp_parse import string_to_timestamp
+from hybrid_shuffle.sparkplan.expressions.timestamp_parse import parse_local, string_to_timestamp
 from hybrid_shuffle.sparkplan.tree import Node
-from hybrid_shuffle.sparkplan.types import INT, LONG, STRING, SparkType
+from hybrid_shuffle.sparkplan.types import INT, LONG, STRING, SparkType, spark_type
 
 __all__ = ["cast_timestamp"]
 
@@ -75,8 +75,8 @@ def _literal(node: Node, scope: Scope) -> Sql:
     if zone != "UTC":
         # the text is a local time: one that occurs twice (an overlap) names either
         try:
-            parts = [int(g) for g in match.groups()[:6]]
-            wall = dt.datetime(*parts, tzinfo=zoneinfo.ZoneInfo(zone))  # type: ignore[misc]
+            y, mo, d, h, mi, s = (int(g) for g in match.groups()[:6])
+            wall = dt.datetime(y, mo, d, h, mi, s, tzinfo=zoneinfo.ZoneInfo(zone))
             if wall.utcoffset() != wall.replace(fold=1).utcoffset():
                 raise Unsupported(f"the timestamp literal {text} (twice a local time in {zone})")
         except ValueError as e:
@@ -211,7 +211,11 @@ def _pattern(node: Node) -> object:
     return fmt.get("value")
 
 
-@register("DateFormatClass")
+@register(
+    "DateFormatClass",
+    note="patterns of y, M, d, H, h, m, s, S, a, E, D and punctuation or quoted text; "
+    "any other letter (a zone, a week field) falls back",
+)
 def _date_format(node: Node, scope: Scope) -> Sql:
     a = compile_child(node, scope, 0)
     pattern = _pattern(node)
@@ -239,7 +243,11 @@ def _from_unixtime(node: Node, scope: Scope) -> Sql:
     return Sql(format_local(local, pattern), STRING, sec.nullable)
 
 
-@register("UnixTimestamp", "ToUnixTimestamp")
+@register(
+    "UnixTimestamp",
+    "ToUnixTimestamp",
+    note="of a string: the patterns of GetTimestamp; any other falls back",
+)
 def _unix_timestamp(node: Node, scope: Scope) -> Sql:
     a = compile_child(node, scope, 0)
     # Java's division: truncated towards zero (a cast to bigint rounds down instead)
@@ -248,7 +256,10 @@ def _unix_timestamp(node: Node, scope: Scope) -> Sql:
     if a.type.name == "date":
         local = f"CAST({a.text} AS TIMESTAMP)"
         return Sql(f"(epoch_us({_zones.instant(local, _zone(node))}) // 1000000)", LONG, a.nullable)
-    raise Unsupported(f"unix_timestamp of {a.type} (a parse with a pattern)")
+    if a.type.name == "string":
+        instant = _zones.instant(parse_local(a.text, _pattern(node)), _zone(node))
+        return Sql(f"(epoch_us({instant}) // 1000000)", LONG)
+    raise Unsupported(f"unix_timestamp of {a.type}")
 
 
 def _unix(scale: int) -> object:
@@ -343,3 +354,19 @@ def _add_year_month(node: Node, scope: Scope) -> Sql:
     local = f"({_zones.local('@.t', zone)} + to_months({months}))"
     text = _exact.let({"t": a.text}, _zones.instant_keeping(local, zone, "@.t"))
     return Sql(text, a.type, a.nullable)
+
+
+@register(
+    "GetTimestamp",
+    note="patterns of yyyy, MM, dd, HH, mm, ss, S.. and punctuation; any other falls back",
+)
+def _get_timestamp(node: Node, scope: Scope) -> Sql:
+    """``to_timestamp(s, pattern)`` (and ``to_date(s, pattern)``, its cast to a date)."""
+    a = compile_child(node, scope, 0)
+    kind = spark_type(node.get("dataType"))
+    if a.type.name != "string" or kind.name not in ("timestamp", "timestamp_ntz"):
+        raise Unsupported(f"to_timestamp of {a.type} as {kind}")
+    local = parse_local(a.text, _pattern(node))
+    if kind.name == "timestamp_ntz":
+        return Sql(local, kind)
+    return Sql(_zones.instant(local, _zone(node)), kind)
