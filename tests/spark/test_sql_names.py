@@ -172,6 +172,15 @@ def test_write_parquet_of_repeated_names_is_refused_before_running(
     assert sorted(pq.read_table(tmp_path / "ok").column_names) == ["ak", "bk"]
 
 
+def test_a_result_of_no_column(session: hs.Session, spark: Any) -> None:
+    df = spark.table("a").select()
+    stream = session.from_dataframe(df)
+    got = stream.to_arrow()
+    assert (got.column_names, got.num_rows) == ([], 4)
+    back = stream.to_spark()
+    assert (back.columns, back.count()) == ([], 4)
+
+
 # -- 2. one attribute twice in an operator's output ---------------------------------------
 
 
