@@ -447,7 +447,7 @@ ANSI_CASES = [text for text in dict.fromkeys(CASES) if text not in ANSI_RAISES]
 #: expression text -> the expression Spark puts in the plan, which must not translate
 FALLBACKS: list[str] = [
     "cast(x as string)",
-    "cast(s as timestamp)",
+    "cast(s as timestamp_ntz)",
     "trim(both 'a' from s)",
 ]
 
