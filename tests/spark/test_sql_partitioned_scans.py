@@ -92,3 +92,24 @@ def test_partition_columns_typed_as_spark_types_them(session: hs.Session, spark:
     table = session.sql("SELECT p, d FROM pt WHERE p IS NULL").to_arrow()
     assert table.schema.types == [pa.int32(), pa.date32()]
     assert set(table.column("p").to_pylist()) == {None}
+
+
+def test_catalog_table_with_pruned_partitions(
+    session: hs.Session, spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A catalog table's pruned file index lists partition folders, not the table's: the
+    folder is found from the files and the partition depth."""
+    root = tmp_path_factory.mktemp("catalog") / "pc"
+    rows = spark.range(0, 30).selectExpr("id", "CAST(id % 3 AS INT) AS p")
+    rows.write.partitionBy("p").parquet(str(root))
+    spark.sql("DROP TABLE IF EXISTS pc")
+    spark.sql(
+        f"CREATE TABLE pc (id BIGINT, p INT) USING parquet PARTITIONED BY (p) LOCATION '{root}'"
+    )
+    spark.sql("ALTER TABLE pc RECOVER PARTITIONS")
+    for query in (
+        "SELECT id, p FROM pc WHERE p = 1",
+        "SELECT p, count(*) FROM pc WHERE p > 0 GROUP BY p",
+    ):
+        stream = check_sql(session, spark, query)
+        assert stream.explain_data()["spark_subtrees"] == []

@@ -3,9 +3,12 @@
 A ``FileSourceScanExec`` over Parquet becomes ``from_parquet`` on the files
 Spark listed for it (after partition pruning), reading only the columns Spark
 requires; Spark's pushed data filters stay in the plan's ``Filter`` above the
-scan, which the stage runs.  Any other leaf (a cached relation, a local table,
-``range``, an RDD, JDBC) is computed by Spark and handed over through
-``from_spark``: that is not a fallback, as nothing of the engine's could run it.
+scan, which the stage runs.  A partitioned table's partition columns come from its
+``key=value`` folders (``_partitioned``).  ``OneRowRelation`` (a ``SELECT`` without
+``FROM``) and local tables of no row or no column are made in the engine
+(``_local_rows``).  Any other leaf (a cached relation, a local table, ``range``, an
+RDD, JDBC) is computed by Spark and handed over through ``from_spark``: that is not a
+fallback, as nothing of the engine's could run it.
 """
 
 from __future__ import annotations
