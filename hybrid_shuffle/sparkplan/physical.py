@@ -19,6 +19,7 @@ from typing import Any
 
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.sparkplan.expressions._zones import mark_session_zone
+from hybrid_shuffle.sparkplan.expressions.strings import ESCAPE_FIELD
 from hybrid_shuffle.sparkplan.shim import shim_for
 from hybrid_shuffle.sparkplan.tree import Node, parse
 
@@ -86,10 +87,13 @@ class PhysicalPlan:
         """The id the user's ``df.explain(mode="formatted")`` prints for ``op_id``."""
         return self.shown.get(op_id, op_id)
 
+    def trees(self) -> list[Node]:
+        """The plan's root and every subquery's plan."""
+        return [self.root, *_subquery_plans(self.root)]
+
     def nodes_by_id(self) -> dict[int, Node]:
         found: dict[int, Node] = {}
-        stack = [self.root, *_subquery_plans(self.root)]
-        for top in stack:
+        for top in self.trees():
             for n in top.walk():
                 if n.op_id is not None:
                     found.setdefault(n.op_id, n)
@@ -145,6 +149,8 @@ def physical_plan(df: Any) -> PhysicalPlan:
     planned = time.perf_counter()
     raw = json.loads(text)
     mark_session_zone(raw, zone)
+    if _LIKE in text:
+        mark_like_escapes(raw, jvm_plan)
     root = parse(raw)
     plan = PhysicalPlan(root, {}, formatted, jvm_plan)
     _number(plan)
@@ -154,6 +160,60 @@ def physical_plan(df: Any) -> PhysicalPlan:
     plan.spark_seconds = planned - started
     plan.parse_seconds = time.perf_counter() - planned
     return plan
+
+
+_LIKE = "org.apache.spark.sql.catalyst.expressions.Like"
+
+
+def mark_like_escapes(raw: Any, jvm_plan: Any) -> None:
+    """Give every ``Like`` of the plan's JSON its escape character (``ESCAPE_FIELD``),
+    read from the JVM: the JSON writes ``escapeChar`` as null, and ``a LIKE b ESCAPE
+    '/'`` matched with the default backslash is a wrong answer.
+
+    An operator's ``Like``s are read from its JVM expressions in pre-order, the order
+    ``toJSON`` writes them; where the two counts differ (a ``Like`` inside a subquery's
+    plan), the JSON's are left unmarked and their translation falls back.  Only a plan
+    with a ``Like`` pays for the calls into the JVM."""
+    if not isinstance(raw, list) or not any(_LIKE in json.dumps(n) for n in raw):
+        return
+
+    def likes_of(value: Any, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if isinstance(value, dict):
+            if value.get("class") == _LIKE:
+                out.append(value)
+            for v in value.values():
+                likes_of(v, out)
+        elif isinstance(value, list):
+            for v in value:
+                likes_of(v, out)
+        return out
+
+    def jvm_escapes(expression: Any, out: list[str]) -> list[str]:
+        if str(expression.getClass().getName()) == _LIKE:
+            out.append(str(expression.escapeChar()))
+        for child in _seq(expression.children()):
+            jvm_escapes(child, out)
+        return out
+
+    def operators(jvm: Any) -> list[Any]:
+        found = [jvm]
+        for child in _seq(jvm.children()):
+            found.extend(operators(child))
+        return found
+
+    jvm_operators = operators(jvm_plan)
+    if len(jvm_operators) != len(raw):
+        return
+    for node, jvm in zip(raw, jvm_operators, strict=True):
+        likes = likes_of(node, [])
+        if not likes:
+            continue
+        escapes: list[str] = []
+        for expression in _seq(jvm.expressions()):
+            jvm_escapes(expression, escapes)
+        if len(escapes) == len(likes):
+            for like, escape in zip(likes, escapes, strict=True):
+                like[ESCAPE_FIELD] = escape
 
 
 def _details(formatted: str) -> tuple[dict[int, str], dict[int, ScanFiles]]:
@@ -445,6 +505,30 @@ def output_attributes(plan: PhysicalPlan, node: Node) -> list[Attribute]:
             )
         )
     return found
+
+
+def output_partitioning(plan: PhysicalPlan, node: Node) -> list[int] | None:
+    """How Spark leaves ``node``'s rows partitioned, where an operator above it may rely
+    on that without an exchange between (a join or an aggregate over a subtree already
+    hash-partitioned by its keys): the attribute ids of a ``HashPartitioning`` on
+    attributes, ``[]`` for rows that must be read in one task (``SinglePartition``, a
+    hash on an expression), ``None`` for a partitioning nothing above can rely on
+    (unknown, round-robin) or that only orders (range: read in Spark's order)."""
+    partitioning = jvm_node(plan, node).outputPartitioning()
+    candidates = [partitioning]
+    if str(partitioning.getClass().getSimpleName()) == "PartitioningCollection":
+        candidates = _seq(partitioning.partitionings())
+    for candidate in candidates:
+        kind = str(candidate.getClass().getSimpleName()).rstrip("$")
+        if kind == "SinglePartition":
+            return []
+        if kind != "HashPartitioning":
+            continue
+        keys = _seq(candidate.expressions())
+        if all(str(k.getClass().getSimpleName()) == "AttributeReference" for k in keys):
+            return [int(k.exprId().id()) for k in keys]
+        return []
+    return None
 
 
 def partition_files(plan: PhysicalPlan, node: Node) -> tuple[list[str], int] | None:

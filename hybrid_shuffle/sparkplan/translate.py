@@ -31,7 +31,12 @@ from hybrid_shuffle.spark.bridge import handover_types
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported
 from hybrid_shuffle.sparkplan.expressions.arithmetic import precision_loss
 from hybrid_shuffle.sparkplan.operators import OPERATORS
-from hybrid_shuffle.sparkplan.physical import PhysicalPlan, output_attributes, subtree_dataframe
+from hybrid_shuffle.sparkplan.physical import (
+    PhysicalPlan,
+    output_attributes,
+    output_partitioning,
+    subtree_dataframe,
+)
 from hybrid_shuffle.sparkplan.relation import Column, Rel, distinct
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
@@ -111,6 +116,7 @@ class Translator:
         self._subqueries: dict[str, tuple[Stream, Column]] = {}
         self._stage: Stage | None = None
         self._gathers = 0
+        self._parent_of: dict[int, Node] | None = None
         #: ``id(node)`` -> why it runs in Spark: operators DuckDB rejected (``finish``)
         self._forced: dict[int, str] = {}
         #: every operator translated, in the order finished (children first), with its
@@ -238,7 +244,47 @@ class Translator:
         if hint is not None:
             setattr(df, SIZE_HINT, hint)
         stream = self.job.from_spark(df, name=f"spark_{node.op_id}")
-        return stage.read(stream, None, columns)
+        return stage.read(stream, self._handover_spec(node, columns), columns)
+
+    def _handover_spec(self, node: Node, columns: list[Column]) -> ExchangeSpec | None:
+        """The edge a Spark-computed subtree is read over.  Spark may plan no exchange
+        above a subtree already partitioned as its parent needs (a join or an aggregate
+        on the keys it is hash-partitioned by, a global aggregate over one partition),
+        but its rows reach the engine in splits that keep no such partitioning: so they
+        are hash-partitioned again by the engine on the same keys (as the engine
+        partitions the parent's other inputs), or gathered into one task, over an edge
+        ``handover_<id>``.  Under an exchange, or at the plan's root, the splits are
+        read as they come (forward)."""
+        parents = self._parents()
+        parent = parents.get(id(node))
+        while parent is not None and parent.cls in _WRAPPERS:
+            parent = parents.get(id(parent))
+        if parent is None or parent.cls in _EXCHANGES:
+            return None
+        keys = output_partitioning(self.plan, node)
+        if keys is None:
+            return None
+        by_id = {c.id: c for c in columns}
+        refs = [by_id[k].ref for k in keys if k in by_id]
+        edge = f"handover_{self.plan.shown_id(node.op_id or -1)}"
+        if keys and len(refs) == len(keys) and not any(by_id[k].type.opaque for k in keys):
+            self.info.edges[edge] = (
+                f"the rows of {self.describe(node)} from Spark, hash-partitioned again on "
+                "the keys Spark left them partitioned by"
+            )
+            return ExchangeSpec(Partitioner(PartitionerKind.HASH, tuple(refs)), edge)
+        self.info.edges[edge] = f"the rows of {self.describe(node)} from Spark, in one task"
+        return ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), edge, None, 1)
+
+    def _parents(self) -> dict[int, Node]:
+        """``id(child)`` -> its parent operator, over the plan and its subqueries' plans."""
+        if self._parent_of is None:
+            self._parent_of = {}
+            for top in self.plan.trees():
+                for parent in top.walk():
+                    for child in parent.children:
+                        self._parent_of[id(child)] = parent
+        return self._parent_of
 
     def jvm_output(self, node: Node) -> list[Column]:
         """``node``'s output attributes, asked of the JVM (most operators' JSON lacks them)."""
@@ -329,6 +375,14 @@ class Translator:
             raise Unsupported("a scalar subquery outside a stage")
         rel = self._stage.read(stream, spec, [column])
         return Sql(f"({rel.sql})", column.type)
+
+
+#: the operators whose child's partitioning nothing relies on (they make their own)
+_EXCHANGES = frozenset({"ShuffleExchangeExec", "BroadcastExchangeExec"})
+#: the operators code generation wraps a plan in, which change nothing of its rows
+_WRAPPERS = frozenset(
+    {"WholeStageCodegenExec", "InputAdapter", "ColumnarToRowExec", "RowToColumnarExec"}
+)
 
 
 def _sentence(reason: str) -> str:

@@ -457,3 +457,41 @@ def test_bad_arguments_are_plan_errors(session: hs.Session, spark: Any) -> None:
         session.from_dataframe("not a df")
     with pytest.raises(hs.PlanError, match="bogus"):
         session.sql("SELECT 1 AS one FROM t", fallback="bogus")
+
+
+# -- 7. what the plan's JSON leaves out, and subtrees Spark computes ---------------------
+
+
+def test_like_with_an_escape_character_other_than_backslash(
+    session: hs.Session, spark: Any
+) -> None:
+    """The JSON writes a ``Like``'s escape character as null; the engine reads it from the
+    JVM, on a literal pattern and on a column pattern (``a LIKE b ESCAPE '/'``)."""
+    stream = check_sql(
+        session,
+        spark,
+        "SELECT a LIKE b ESCAPE '/' AS x, a ILIKE b ESCAPE '/' AS y, a LIKE 'x/%%' ESCAPE '/' "
+        "AS z FROM (SELECT concat(g, '%/', CAST(k AS STRING)) AS a, "
+        "'g_/%//%' AS b FROM t) AS s",
+    )
+    assert subtrees(stream) == []
+
+
+def test_a_join_over_a_subtree_spark_computes_keeps_its_partitioning(
+    session: hs.Session, spark: Any
+) -> None:
+    """Spark plans no exchange above an aggregate already hash-partitioned by the join's
+    key; when that aggregate runs in Spark (approx_count_distinct has no translation), its
+    rows are partitioned again by the engine on the same key (an edge handover_<id>), so
+    the join meets every key's rows (before: no row joined)."""
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        query = (
+            "SELECT x.k, x.a, y.n FROM (SELECT k, approx_count_distinct(g) AS a FROM t "
+            "GROUP BY k) x JOIN (SELECT k, count(*) AS n FROM u GROUP BY k) y ON x.k = y.k"
+        )
+        stream = check_sql(session, spark, query)
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    assert subtrees(stream), "the test needs the aggregate to run in Spark"
+    assert any(e.startswith("handover_") for e in stream.explain_data()["spark_exchanges"])

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hybrid_shuffle.sparkplan.expressions import Scope, Sql, Unsupported, compile_expression, quote
+from hybrid_shuffle.sparkplan.physical import mark_like_escapes
 from hybrid_shuffle.sparkplan.tree import Node, parse
 from hybrid_shuffle.sparkplan.types import spark_type
 
@@ -280,6 +281,9 @@ CASES: list[str] = [
     "s like 'a\\\\_b%'",
     "s like '_'",
     "s like t",
+    # an escape character other than the backslash, on a literal and on a column pattern
+    "s like 'a/_b%' escape '/'",
+    "s like replace(t, '_', 'a/_b%') escape '/'",
     "substring(s, 0, 2)",
     "substring(s, 1, 2)",
     "substring(s, -3, 2)",
@@ -521,7 +525,10 @@ def _oracles(table: Any, texts: list[str]) -> tuple[dict[str, Oracle], Scope]:
         "monotonically_increasing_id() AS _row",
         *[f"{text} AS r{n}" for n, text in enumerate(texts)],
     )
-    plan = parse(json.loads(query._jdf.queryExecution().executedPlan().toJSON()))
+    executed = query._jdf.queryExecution().executedPlan()
+    raw = json.loads(executed.toJSON())
+    mark_like_escapes(raw, executed)  # as physical_plan does: the JSON lacks LIKE's escape
+    plan = parse(raw)
     aliases = {a.get("name"): a.child for a in _project(plan).exprs("projectList")}
     rows = sorted(query.collect(), key=lambda r: r["_row"])
     types = {f.name: f.dataType.simpleString() for f in query.schema.fields}

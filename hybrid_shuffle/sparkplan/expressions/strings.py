@@ -14,14 +14,23 @@ from hybrid_shuffle.sparkplan.expressions.core import (
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import BOOLEAN, INT, STRING
 
-__all__: list[str] = []
+__all__ = ["ESCAPE_FIELD"]
+
+#: the field a ``Like`` of the plan's JSON gets its escape character in
+#: (``physical.mark_like_escapes``: Spark writes ``escapeChar``, a Scala ``Char``, as null)
+ESCAPE_FIELD = "_escape"
 
 
 @register("Like")
 def _like(node: Node, scope: Scope) -> Sql:
+    """``a LIKE b ESCAPE 'c'``: the escape character is the one ``physical`` read from
+    the JVM (the JSON writes it as null); a ``Like`` it could not read falls back."""
     a, pattern = children(node, scope)[:2]
-    # Spark's default escape character is the backslash; the JSON does not carry it
-    return Sql(f"({a.text} LIKE {pattern.text} ESCAPE '\\')", BOOLEAN)
+    escape = node.get(ESCAPE_FIELD)
+    if not isinstance(escape, str) or len(escape) != 1:
+        raise Unsupported("a LIKE whose escape character the plan does not give")
+    quoted = escape.replace("'", "''")
+    return Sql(f"({a.text} LIKE {pattern.text} ESCAPE '{quoted}')", BOOLEAN)
 
 
 @register("StartsWith")
