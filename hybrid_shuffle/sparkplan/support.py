@@ -1,8 +1,9 @@
 """The support table of ``docs/guide/spark-plans.md``, generated from the code (as Comet's is).
 
-``render()`` lists every Spark expression class in ``expressions.TABLE`` with its
-support level and note, and every Spark operator class in ``operators.OPERATORS``
-by the module that translates it, as Markdown.  ``python -m
+``render()`` lists every Spark operator class in ``operators.OPERATORS`` with the
+module that translates it and its support level (``operators.SUPPORT``: translated
+whole, or partly with a note saying which cases fall back), and every Spark
+expression class in ``expressions.TABLE`` with its support level and note, as Markdown.  ``python -m
 hybrid_shuffle.sparkplan.support`` prints it (``--update FILE`` rewrites the part of
 ``FILE`` between the ``BEGIN`` and ``END`` marker comments); the doc holds it between
 those markers, and a unit test checks the two agree.
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 from hybrid_shuffle.sparkplan.expressions import TABLE, Support
-from hybrid_shuffle.sparkplan.operators import OPERATORS
+from hybrid_shuffle.sparkplan.operators import OPERATORS, SUPPORT
 
 __all__ = ["BEGIN", "END", "embedded", "render", "update"]
 
@@ -28,18 +29,18 @@ def _cell(text: str) -> str:
 
 def render() -> str:
     """The operators and expressions the engine translates, as Markdown."""
-    families: dict[str, list[str]] = {}
-    for name, handler in OPERATORS.items():
-        families.setdefault(handler.__module__.rsplit(".", 1)[-1], []).append(name)
     lines = [
-        f"**Operators** ({len(OPERATORS)} Spark classes; any other runs in Spark):",
+        f"**Operators** ({len(OPERATORS)} Spark classes; any other runs in Spark; a translated "
+        "operator still falls back where one of its expressions does):",
         "",
-        "| module (`sparkplan/operators/`) | Spark operators |",
-        "|---|---|",
+        "| operator | module (`sparkplan/operators/`) | support | note |",
+        "|---|---|---|---|",
     ]
-    for family in sorted(families):
-        names = ", ".join(f"`{n}`" for n in sorted(families[family]))
-        lines.append(f"| `{family}.py` | {names} |")
+    for name in sorted(OPERATORS, key=lambda n: (OPERATORS[n].__module__, n)):
+        family = OPERATORS[name].__module__.rsplit(".", 1)[-1]
+        support = SUPPORT[name]
+        level = "translated" if support.support == "full" else "**partial**"
+        lines.append(f"| `{name}` | `{family}.py` | {level} | {_cell(support.note)} |")
     lines += [
         "",
         f"**Expressions** ({len(TABLE)} Spark classes; any other makes its operator run in Spark):",

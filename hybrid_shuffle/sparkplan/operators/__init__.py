@@ -12,7 +12,12 @@ every other leaf through Spark).  A class with no handler, or a handler raising
 
 from __future__ import annotations
 
-from hybrid_shuffle.sparkplan.operators.registry import OPERATORS, Handler, register_operator
+from hybrid_shuffle.sparkplan.operators.registry import (
+    OPERATORS,
+    SUPPORT,
+    Handler,
+    register_operator,
+)
 
 from hybrid_shuffle.sparkplan.operators import (  # noqa: F401  isort: skip
     aggregate,
@@ -25,4 +30,4 @@ from hybrid_shuffle.sparkplan.operators import (  # noqa: F401  isort: skip
     window,
 )
 
-__all__ = ["OPERATORS", "Handler", "register_operator"]
+__all__ = ["OPERATORS", "SUPPORT", "Handler", "register_operator"]

@@ -247,7 +247,18 @@ def _complete(f: _Function) -> tuple[str, SparkType]:
     return f"{moment}({d}CAST({x} AS DOUBLE))", DOUBLE
 
 
-@register_operator("HashAggregateExec", "ObjectHashAggregateExec", "SortAggregateExec")
+@register_operator(
+    "HashAggregateExec",
+    "ObjectHashAggregateExec",
+    "SortAggregateExec",
+    support="partial",
+    note=(
+        "sum, avg, count (distinct of one column too), min, max, first/last, stddev and "
+        "variance (sample and population), with FILTER; any other aggregate function, a "
+        "final aggregate whose partial ran in Spark and one mixing partial and final "
+        "modes fall back"
+    ),
+)
 def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
     child = tr.rel(node.child, stage)
     scope = child.scope(tr.subquery_of_stage)

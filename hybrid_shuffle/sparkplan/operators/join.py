@@ -120,7 +120,15 @@ def _null_aware_anti(node, left, right, scope, l_sql, r_sql, on) -> Rel:  # type
     return Rel(sql, left.columns)
 
 
-@register_operator("BroadcastHashJoinExec", "ShuffledHashJoinExec", "SortMergeJoinExec")
+@register_operator(
+    "BroadcastHashJoinExec",
+    "ShuffledHashJoinExec",
+    "SortMergeJoinExec",
+    note=(
+        "every join type Spark plans: inner, left/right/full outer, left semi, left anti "
+        "(null-aware too), existence; with an extra condition"
+    ),
+)
 def _hash_join(tr: Translator, node: Node, stage: Stage) -> Rel:
     left = tr.rel(node.children[0], stage)
     right = tr.rel(node.children[1], stage)

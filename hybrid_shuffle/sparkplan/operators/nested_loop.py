@@ -41,7 +41,14 @@ _KEEPS_LEFT = ("LeftOuter", "FullOuter", "LeftSemi", "LeftAnti", "ExistenceJoin"
 _KEEPS_RIGHT = ("RightOuter", "FullOuter")
 
 
-@register_operator("BroadcastNestedLoopJoinExec")
+@register_operator(
+    "BroadcastNestedLoopJoinExec",
+    support="partial",
+    note=(
+        "every join type, with or without a condition; one keeping its broadcast side "
+        "whose condition holds a subquery falls back"
+    ),
+)
 def _nested_loop(tr: Translator, node: Node, stage: Stage) -> Rel:
     build = node.object("buildSide")
     kind = join_type(node)

@@ -31,7 +31,16 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 
-@register_operator("FileSourceScanExec")
+@register_operator(
+    "FileSourceScanExec",
+    support="partial",
+    note=(
+        "Parquet, partitioned Hive-style (key=value folders, pruned by Spark's partition "
+        "filters) too, read by the engine; other formats are read by Spark and handed "
+        "over (not a fallback); a partition column of a type other than integers, float, "
+        "double, string or date falls back"
+    ),
+)
 def _file_scan(tr: Translator, node: Node, stage: Stage) -> Rel:
     from hybrid_shuffle.sparkplan.operators.basic import _attribute
 
@@ -157,6 +166,10 @@ def _local(path: str) -> str:
     "RowDataSourceScanExec",
     "BatchScanExec",
     "ExternalRDDScanExec",
+    note=(
+        "computed by Spark and handed over (not a fallback); a SELECT without FROM and "
+        "empty local tables are made in the engine"
+    ),
 )
 def _spark_leaf(tr: Translator, node: Node, stage: Stage) -> Rel:
     from hybrid_shuffle.sparkplan.operators.basic import _attribute

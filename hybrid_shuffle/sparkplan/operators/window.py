@@ -80,7 +80,11 @@ def _over_clause(tr: Translator, node: Node, child: Rel) -> str:
     return over
 
 
-@register_operator("WindowGroupLimitExec")
+@register_operator(
+    "WindowGroupLimitExec",
+    support="partial",
+    note=("of rank, dense_rank or row_number; of any other function falls back"),
+)
 def _window_group_limit(tr: Translator, node: Node, stage: Stage) -> Rel:
     """Spark 3.5's top-n per group under a ranking filter (``WHERE rn <= n``), before its
     exchange (``Partial``) and after it (``Final``): the rows whose rank in their
@@ -100,7 +104,15 @@ def _window_group_limit(tr: Translator, node: Node, stage: Stage) -> Rel:
     )
 
 
-@register_operator("WindowExec")
+@register_operator(
+    "WindowExec",
+    support="partial",
+    note=(
+        "rank, dense_rank, row_number, percent_rank, cume_dist, ntile, lag, lead, "
+        "nth_value, first/last, and count, sum, min, max, avg over frames; any other "
+        "window function and a distinct aggregate over a window fall back"
+    ),
+)
 def _window(tr: Translator, node: Node, stage: Stage) -> Rel:
     child = tr.rel(node.child, stage)
     scope = child.scope(tr.subquery_of_stage)
