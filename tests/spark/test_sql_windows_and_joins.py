@@ -308,14 +308,17 @@ def test_window_functions_in_sql(session: hs.Session, spark: Any) -> None:
     )
 
 
-def test_percent_rank_and_cume_dist_over_ties(session: hs.Session, spark: Any) -> None:
+def test_percent_rank_cume_dist_decimal_ranges(session: hs.Session, spark: Any) -> None:
     in_engine_sql(
         session,
         spark,
         """SELECT id, k, percent_rank() OVER (PARTITION BY g ORDER BY k) AS a,
              cume_dist() OVER (PARTITION BY g ORDER BY k) AS b,
              percent_rank() OVER (ORDER BY v DESC) AS c,
-             cume_dist() OVER (ORDER BY k NULLS LAST) AS e
+             cume_dist() OVER (ORDER BY k NULLS LAST) AS e,
+             count(*) OVER (ORDER BY d RANGE BETWEEN 2.5 PRECEDING AND CURRENT ROW) AS near,
+             sum(v) OVER (PARTITION BY g ORDER BY d DESC
+               RANGE BETWEEN 1.25 PRECEDING AND 0.5 FOLLOWING) AS around
            FROM w""",
     )
 

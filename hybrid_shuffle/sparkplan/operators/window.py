@@ -13,6 +13,7 @@ DuckDB's have the same definitions as Spark's.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -49,9 +50,12 @@ def _bound(node: Node | None, side: str) -> str:
     if node.cls in ("CurrentRow$", "CurrentRow"):
         return "CURRENT ROW"
     if node.cls == "Literal":
-        if node.get("dataType") not in ("byte", "short", "integer", "long"):
-            raise Unsupported(f"a window frame bound of type {node.get('dataType')}")
-        value = int(str(node.get("value")))
+        kind = str(node.get("dataType"))
+        # a RANGE frame over a decimal key has a decimal bound (exact, as in Spark); a
+        # double's is left to Spark (NaN and infinities as bounds)
+        if kind not in ("byte", "short", "integer", "long") and not kind.startswith("decimal"):
+            raise Unsupported(f"a window frame bound of type {kind}")
+        value = decimal.Decimal(str(node.get("value")))
         return f"{abs(value)} {'PRECEDING' if value < 0 else 'FOLLOWING'}"
     raise Unsupported(f"the window frame bound {node.cls}")
 
