@@ -255,8 +255,8 @@ def _complete(f: _Function) -> tuple[str, SparkType]:
     note=(
         "sum, avg, count (distinct of one column too), min, max, first/last, stddev and "
         "variance (sample and population), with FILTER; any other aggregate function, a "
-        "final aggregate whose partial ran in Spark and one mixing partial and final "
-        "modes fall back"
+        "final aggregate over buffers Spark laid out otherwise (try_sum's) and one "
+        "mixing partial and final modes fall back"
     ),
 )
 def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:

@@ -113,8 +113,9 @@ def _window_group_limit(tr: Translator, node: Node, stage: Stage) -> Rel:
     support="partial",
     note=(
         "rank, dense_rank, row_number, percent_rank, cume_dist, ntile, lag, lead, "
-        "nth_value, first/last, and count, sum, min, max, avg over frames; any other "
-        "window function and a distinct aggregate over a window fall back"
+        "nth_value, first/last, and count, sum, min, max, avg over frames (RANGE bounds "
+        "of integers or decimals); any other window function, a distinct aggregate over "
+        "a window and a RANGE bound of a double fall back"
     ),
 )
 def _window(tr: Translator, node: Node, stage: Stage) -> Rel:
