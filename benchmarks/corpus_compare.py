@@ -74,6 +74,8 @@ def rows_of(table: pa.Table) -> list[tuple[Any, ...]]:
 def _plain(v: Any) -> Any:
     """One value made comparable: structs and maps as tuples, bytes as bytes, aware
     timestamps as UTC instants (naive ones as they are)."""
+    if type(v).__name__ == "MonthDayNano" and v.months == 0:  # a day-time interval as Arrow's
+        return dt.timedelta(days=v.days, microseconds=v.nanoseconds // 1000)
     if isinstance(v, dict):
         return tuple((k, _plain(x)) for k, x in v.items())
     if isinstance(v, list | tuple):
@@ -181,6 +183,8 @@ def verdict(
         return ("names", f"columns {got.column_names}, Spark has {want_names}")
     have = [spark_type(f.type) for f in got.schema]
     for name, t, w in zip(want_names, have, want_types, strict=True):
+        if t == "interval day to second" and w.startswith("interval "):
+            continue  # Arrow's duration does not keep which day-time fields Spark's type has
         if t != w:
             return ("types", f"column {name} is {t}, Spark's is {w}")
     return None

@@ -241,16 +241,18 @@ def _run_case(session: hs.Session, spark: Any, case: Case, timeout: float) -> di
 
 
 def cases(spark: Any, sources: tuple[str, ...], folder: Path) -> Iterator[Case]:
-    if "own" in sources:
-        corpus_own.create_views(spark, folder)
-        for name, text in corpus_own.QUERIES:
-            yield Case(f"own:{name}", "own queries", text, sql=text)
-    if "fn" in sources:
-        yield from function_examples(spark)
-    if "doc" in sources:
-        yield from docstring_cases(spark)
-    if "fnx" in sources:
-        yield from function_examples(spark, unfolded=True)
+    """The cases of ``sources`` (of ``SOURCES``), in the order given."""
+    for source in sources:
+        if source == "own":
+            corpus_own.create_views(spark, folder)
+            for name, text in corpus_own.QUERIES:
+                yield Case(f"own:{name}", "own queries", text, sql=text)
+        elif source in ("fn", "fnx"):
+            yield from function_examples(spark, unfolded=source == "fnx")
+        elif source == "doc":
+            yield from docstring_cases(spark)
+        else:
+            raise ValueError(f"--sources: {source!r} is not one of {', '.join(SOURCES)}")
 
 
 def summary(records: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
