@@ -227,6 +227,10 @@ QUERIES = {
     "(SELECT id, date_format(ts, 'yyyy-MM-dd HH:mm:ss') AS t, "
     "date_format(ntz, 'MM/dd/yyyy') AS d, date_format(ts, 'yyyyMMddHHmmss.SSS') AS t2 FROM tt) "
     "WHERE id NOT IN (11, 15)",
+    "make_timestamp": "SELECT id, make_timestamp(year(ntz), month(ntz), day(ntz), hour(ntz), "
+    "minute(ntz), second(ntz) + 0.25) AS a, make_timestamp(2024, month(day), dayofmonth(day), "
+    "1, 30, 60) AS b, make_timestamp_ntz(year(day), 2, dayofmonth(day), 2, 30, 59.5) AS c "
+    "FROM tt WHERE id NOT IN (13, 15)",
     "intervals": "SELECT id, ts + INTERVAL 1 DAY AS a, "
     "ts - INTERVAL '1 02:03:04.5' DAY TO SECOND AS b, "
     "ts + INTERVAL '1-2' YEAR TO MONTH AS c, ntz + INTERVAL 36 HOURS AS d, "

@@ -370,3 +370,39 @@ def _get_timestamp(node: Node, scope: Scope) -> Sql:
     if kind.name == "timestamp_ntz":
         return Sql(local, kind)
     return Sql(_zones.instant(local, _zone(node)), kind)
+
+
+@register("MakeTimestamp")
+def _make_timestamp(node: Node, scope: Scope) -> Sql:
+    """``make_timestamp(y, mo, d, h, mi, sec)``: null for an invalid field (non-ANSI); a
+    second of 60 with no fraction is the next minute."""
+    args = children(node, scope)
+    if len(args) != 6:
+        raise Unsupported("make_timestamp with a time zone argument")
+    kind = spark_type(node.get("dataType"))
+    y, mo, d, h, mi, sec = args
+    if not sec.type.is_decimal or sec.type.scale != 6:
+        raise Unsupported(f"make_timestamp of seconds as {sec.type}")
+    valid = (
+        "@.mo BETWEEN 1 AND 12 AND @.d >= 1 AND @.d <= day(last_day(TRY(make_date(@.y, @.mo, 1)))) "
+        "AND @.h BETWEEN 0 AND 23 AND @.mi BETWEEN 0 AND 59 AND @.us >= 0 "
+        "AND @.us <= 60000000"
+    )
+    clock = "to_microseconds(((CAST(@.h AS BIGINT) * 60 + @.mi) * 60) * 1000000 + @.us)"
+    local = (
+        f"CASE WHEN {valid} THEN TRY(CAST(make_date(@.y, @.mo, @.d) AS TIMESTAMP) + {clock}) END"
+    )
+    bindings = {
+        "y": f"CAST({y.text} AS INTEGER)",
+        "mo": f"CAST({mo.text} AS INTEGER)",
+        "d": f"CAST({d.text} AS INTEGER)",
+        "h": f"CAST({h.text} AS INTEGER)",
+        "mi": f"CAST({mi.text} AS INTEGER)",
+        "us": f"CAST({sec.text} * 1000000 AS BIGINT)",
+    }
+    text = _exact.let(bindings, local)
+    if kind.name == "timestamp_ntz":
+        return Sql(text, kind)
+    if kind.name != "timestamp":
+        raise Unsupported(f"make_timestamp as {kind}")
+    return Sql(_zones.instant(text, _zone(node)), kind)
