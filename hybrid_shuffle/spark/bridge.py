@@ -366,7 +366,8 @@ def handover_types(df: Any) -> Any:
 def spark_typed(table: pa.Table, schema: Any) -> pa.Table:
     """``table`` with its day-time interval columns (``schema``: the Spark ``StructType``
     the rows are) as the ``duration[us]`` Spark's Arrow gives: a column that went through
-    DuckDB comes out of it as ``month_day_nano_interval`` (DuckDB's ``INTERVAL``)."""
+    DuckDB comes out of it as ``month_day_nano_interval`` (DuckDB's ``INTERVAL``); and its
+    void columns as Arrow's ``null`` type (DuckDB has no such column type)."""
     if schema is None or len(schema.fields) != table.num_columns:
         return table
     for i, field in enumerate(schema.fields):
@@ -379,6 +380,11 @@ def spark_typed(table: pa.Table, schema: Any) -> pa.Table:
                 i,
                 table.schema.field(i).with_type(pa.duration("us")),
                 pa.chunked_array(chunks, pa.duration("us")),
+            )
+        elif type(field.dataType).__name__ == "NullType" and column.type != pa.null():
+            # a void column (``SELECT NULL``): all nulls, which DuckDB typed as an integer
+            table = table.set_column(
+                i, table.schema.field(i).with_type(pa.null()), pa.nulls(len(column))
             )
     return table
 

@@ -39,7 +39,10 @@ _SIMPLE: dict[str, tuple[str, str, pa.DataType]] = {
     "date": ("date", "DATE", pa.date32()),
     "timestamp": ("timestamp", "TIMESTAMPTZ", pa.timestamp("us", tz="UTC")),
     "timestamp_ntz": ("timestamp_ntz", "TIMESTAMP", pa.timestamp("us")),
+    # void (``SELECT NULL``; Spark 3.5 writes it "void"): a typed null in DuckDB, and
+    # Arrow's null type when the result leaves (``spark.bridge.spark_typed``)
     "null": ("void", "INTEGER", pa.null()),
+    "void": ("void", "INTEGER", pa.null()),
 }
 
 

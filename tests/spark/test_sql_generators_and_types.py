@@ -1,0 +1,125 @@
+"""Generators (``explode``, ``posexplode`` and their outer forms, ``LATERAL VIEW``) and
+void (``NullType``) columns, against Spark's own results: rows, ``df.columns`` and the
+schema ``to_spark()`` gives back; and that each of these runs in the engine
+(``spark_subtrees`` empty).  One session and one tiny Parquet view for the module."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import hybrid_shuffle as hs
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def spark(session: hs.Session, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A Parquet view ``g``: arrays with a null array, an empty one and a null element."""
+    path = tmp_path_factory.mktemp("generators") / "g.parquet"
+    table = pa.table(
+        {
+            "id": pa.array([1, 2, 3, 4, 5], pa.int32()),
+            "xs": pa.array([[1, 2, 3], [], None, [5, None], [7]], pa.list_(pa.int32())),
+            "ws": pa.array([["x", "y"], ["z"], [], None, ["w", "w"]], pa.list_(pa.string())),
+            "s": pa.array(["a", "b", None, "d", "e"], pa.string()),
+        }
+    )
+    pq.write_table(table, path)
+    spark = session.spark
+    spark.read.parquet(str(path)).createOrReplaceTempView("g")
+    return spark
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, float):
+        return "NaN" if math.isnan(v) else float(f"{v:.9g}")
+    return v
+
+
+def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    columns = [c.to_pylist() for c in table.columns]
+    return sorted(
+        (tuple(_value(v) for v in row) for row in zip(*columns, strict=True)),
+        key=lambda row: tuple((v is None, str(v)) for v in row),
+    )
+
+
+def check_sql(session: hs.Session, spark: Any, query: str, engine: bool = True) -> hs.Stream:
+    """``query``'s result in the engine equals Spark's: rows, names and schema; and it ran
+    wholly in the engine (unless not ``engine``)."""
+    stream = session.sql(query)
+    got = stream.to_arrow()
+    df = spark.sql(query)
+    batches = df._collect_as_arrow()
+    want = _rows(pa.Table.from_batches(batches)) if batches else []
+    assert got.column_names == df.columns
+    assert _rows(got) == want
+    back = session.bridge.to_dataframe(got)  # what stream.to_spark() returns
+    assert back.schema.simpleString() == df.schema.simpleString()
+    if engine:
+        assert stream.explain_data()["spark_subtrees"] == []
+    return stream
+
+
+GENERATORS = [
+    "SELECT id, x FROM g LATERAL VIEW explode(xs) AS x",
+    "SELECT id, x FROM g LATERAL VIEW OUTER explode(xs) AS x",
+    "SELECT id, s, w FROM g LATERAL VIEW explode(ws) t AS w",
+    "SELECT id, p, w FROM g LATERAL VIEW posexplode(ws) t AS p, w",
+    "SELECT id, p, w FROM g LATERAL VIEW OUTER posexplode(ws) t AS p, w",
+    "SELECT id, explode(xs) FROM g",
+    "SELECT id, explode_outer(xs) AS v FROM g",
+    "SELECT id, posexplode(xs) FROM g",
+    "SELECT s, posexplode_outer(ws) FROM g",
+    "SELECT x, count(*) AS n FROM g LATERAL VIEW explode(xs) AS x GROUP BY x",
+    "SELECT id, x, w FROM g LATERAL VIEW explode(xs) AS x LATERAL VIEW explode(ws) AS w",
+    "SELECT explode(xs) FROM g WHERE id > 1",
+]
+
+
+@pytest.mark.parametrize("query", GENERATORS)
+def test_generators(session: hs.Session, spark: Any, query: str) -> None:
+    check_sql(session, spark, query)
+
+
+VOID = [
+    "SELECT NULL",
+    "SELECT NULL AS a, 1 AS b",
+    "SELECT assert_true(0 < 1)",
+    "SELECT id, NULL AS n FROM g WHERE id > 1",
+    "SELECT count(n), max(n) FROM (SELECT NULL AS n, id FROM g)",
+    "SELECT n, count(*) FROM (SELECT NULL AS n, id FROM g) GROUP BY n",
+]
+
+
+@pytest.mark.parametrize("query", VOID)
+def test_void_columns(session: hs.Session, spark: Any, query: str) -> None:
+    check_sql(session, spark, query)
+
+
+def test_assert_true_over_a_column_is_void(session: hs.Session, spark: Any) -> None:
+    """Its ``RaiseError`` branch runs in Spark; the void result keeps Spark's type."""
+    check_sql(session, spark, "SELECT id, assert_true(id > 0) AS r FROM g", engine=False)
+
+
+def test_void_through_to_spark(session: hs.Session, spark: Any) -> None:
+    query = "SELECT NULL AS a, id FROM g"
+    back = session.sql(query).to_spark()
+    assert back.columns == ["a", "id"]
+    assert back.schema.simpleString() == spark.sql(query).schema.simpleString()
+
+
+def test_generators_that_fall_back_still_answer(session: hs.Session, spark: Any) -> None:
+    """``inline`` and ``stack`` are not translated: Spark answers them, with a reason."""
+    query = "SELECT stack(2, id, s, id + 10, s) FROM g"
+    stream = session.sql(query)
+    got = stream.to_arrow()
+    batches = spark.sql(query)._collect_as_arrow()
+    assert _rows(got) == _rows(pa.Table.from_batches(batches))
+    reasons = [t["reason"] for t in stream.explain_data()["spark_subtrees"]]
+    assert any("Stack" in r for r in reasons)
