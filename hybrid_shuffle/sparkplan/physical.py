@@ -15,10 +15,12 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.sparkplan.expressions._zones import mark_session_zone
+from hybrid_shuffle.sparkplan.expressions.predicates import IN_SET_FIELD
 from hybrid_shuffle.sparkplan.expressions.strings import ESCAPE_FIELD
 from hybrid_shuffle.sparkplan.shim import shim_for
 from hybrid_shuffle.sparkplan.tree import Node, parse
@@ -149,8 +151,7 @@ def physical_plan(df: Any) -> PhysicalPlan:
     planned = time.perf_counter()
     raw = json.loads(text)
     mark_session_zone(raw, zone)
-    if _LIKE in text:
-        mark_like_escapes(raw, jvm_plan)
+    mark_jvm_fields(raw, jvm_plan, text)
     root = parse(raw)
     plan = PhysicalPlan(root, {}, formatted, jvm_plan)
     _number(plan)
@@ -163,57 +164,110 @@ def physical_plan(df: Any) -> PhysicalPlan:
 
 
 _LIKE = "org.apache.spark.sql.catalyst.expressions.Like"
+_IN_SET = "org.apache.spark.sql.catalyst.expressions.InSet"
+_LITERAL = "org.apache.spark.sql.catalyst.expressions.Literal"
 
 
-def mark_like_escapes(raw: Any, jvm_plan: Any) -> None:
-    """Give every ``Like`` of the plan's JSON its escape character (``ESCAPE_FIELD``),
-    read from the JVM: the JSON writes ``escapeChar`` as null, and ``a LIKE b ESCAPE
-    '/'`` matched with the default backslash is a wrong answer.
+def mark_jvm_fields(raw: Any, jvm_plan: Any, text: str) -> None:
+    """Fill in what the plan's JSON (``raw``, ``text`` its text) writes as null, read from
+    the JVM: a ``Like``'s escape character (``ESCAPE_FIELD``: ``a LIKE b ESCAPE '/'``
+    matched with the default backslash is a wrong answer), and an ``InSet``'s values
+    (``IN_SET_FIELD``: each as a ``Literal``'s JSON, as Spark writes literals).
 
-    An operator's ``Like``s are read from its JVM expressions in pre-order, the order
-    ``toJSON`` writes them; where the two counts differ (a ``Like`` inside a subquery's
-    plan), the JSON's are left unmarked and their translation falls back.  Only a plan
-    with a ``Like`` pays for the calls into the JVM."""
-    if not isinstance(raw, list) or not any(_LIKE in json.dumps(n) for n in raw):
+    An operator's expressions of that class are read from its JVM expressions in
+    pre-order, the order ``toJSON`` writes them; where the two counts differ (one inside
+    a subquery's plan), the JSON's are left unmarked and their translation falls back.
+    Only a plan holding one of these classes pays for the calls into the JVM."""
+    readers = {
+        cls: read
+        for cls, read in ((_LIKE, _escape_of), (_IN_SET, _values_of))
+        if f'"{cls}"' in text
+    }
+    if not readers or not isinstance(raw, list):
         return
-
-    def likes_of(value: Any, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if isinstance(value, dict):
-            if value.get("class") == _LIKE:
-                out.append(value)
-            for v in value.values():
-                likes_of(v, out)
-        elif isinstance(value, list):
-            for v in value:
-                likes_of(v, out)
-        return out
-
-    def jvm_escapes(expression: Any, out: list[str]) -> list[str]:
-        if str(expression.getClass().getName()) == _LIKE:
-            out.append(str(expression.escapeChar()))
-        for child in _seq(expression.children()):
-            jvm_escapes(child, out)
-        return out
-
-    def operators(jvm: Any) -> list[Any]:
-        found = [jvm]
-        for child in _seq(jvm.children()):
-            found.extend(operators(child))
-        return found
-
-    jvm_operators = operators(jvm_plan)
+    jvm_operators = _pre_order(jvm_plan)
     if len(jvm_operators) != len(raw):
         return
     for node, jvm in zip(raw, jvm_operators, strict=True):
-        likes = likes_of(node, [])
-        if not likes:
-            continue
-        escapes: list[str] = []
-        for expression in _seq(jvm.expressions()):
-            jvm_escapes(expression, escapes)
-        if len(escapes) == len(likes):
-            for like, escape in zip(likes, escapes, strict=True):
-                like[ESCAPE_FIELD] = escape
+        for cls, read in readers.items():
+            marked = _json_expressions(node, cls, [])
+            if not marked:
+                continue
+            found: list[Any] = []
+            for expression in _seq(jvm.expressions()):
+                _jvm_expressions(expression, cls, found)
+            if len(found) != len(marked):
+                continue
+            for entry, expression in zip(marked, found, strict=True):
+                try:
+                    entry.update(read(expression))
+                except _Unreadable:
+                    continue
+
+
+def _escape_of(like: Any) -> dict[str, Any]:
+    return {ESCAPE_FIELD: str(like.escapeChar())}
+
+
+def _values_of(in_set: Any) -> dict[str, Any]:
+    """An ``InSet``'s values as the JSON of ``Literal``s of its child's type (a value as
+    ``Literal`` writes it: its ``toString``, a date or timestamp formatted)."""
+    kind = in_set.child().dataType()
+    name = str(kind.typeName())
+    type_json = json.loads(str(kind.json()))
+    values: list[list[dict[str, Any]]] = []
+    iterator = in_set.hset().iterator()
+    while iterator.hasNext():
+        value = iterator.next()
+        if value is None:
+            text = None
+        elif isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, int | float):
+            text = repr(value)
+        elif name.startswith("decimal"):
+            exact = value.toJavaBigDecimal()  # py4j gives a BigDecimal as a Python Decimal
+            text = format(exact, "f") if isinstance(exact, Decimal) else str(exact.toPlainString())
+        elif name == "string":
+            text = str(value.toString())
+        else:  # a date or a timestamp, as its literal prints it; anything else: unmarked
+            raise _Unreadable(name)
+        literal = {"class": _LITERAL, "num-children": 0, "value": text, "dataType": type_json}
+        values.append([literal])
+    return {IN_SET_FIELD: values}
+
+
+class _Unreadable(Exception):
+    """A value ``_values_of`` does not write as Spark's JSON would."""
+
+
+def _pre_order(jvm: Any) -> list[Any]:
+    found = [jvm]
+    for child in _seq(jvm.children()):
+        found.extend(_pre_order(child))
+    return found
+
+
+def _json_expressions(value: Any, cls: str, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The JSON nodes of class ``cls`` in ``value``, in the order written."""
+    if isinstance(value, dict):
+        if value.get("class") == cls:
+            out.append(value)
+        for v in value.values():
+            _json_expressions(v, cls, out)
+    elif isinstance(value, list):
+        for v in value:
+            _json_expressions(v, cls, out)
+    return out
+
+
+def _jvm_expressions(expression: Any, cls: str, out: list[Any]) -> list[Any]:
+    """The JVM expressions of class ``cls`` in ``expression``'s tree, in pre-order."""
+    if str(expression.getClass().getName()) == cls:
+        out.append(expression)
+    for child in _seq(expression.children()):
+        _jvm_expressions(child, cls, out)
+    return out
 
 
 def _details(formatted: str) -> tuple[dict[int, str], dict[int, ScanFiles]]:

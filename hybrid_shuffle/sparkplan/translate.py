@@ -114,6 +114,8 @@ class Translator:
         self.by_id = plan.nodes_by_id()
         self._exchanges: dict[int, tuple[_Producer, list[Column]]] = {}
         self._subqueries: dict[str, tuple[Stream, Column]] = {}
+        #: per subquery, the edge each stage reading its value reads it over
+        self._subquery_edges: dict[str, dict[Stage, str]] = {}
         self._stage: Stage | None = None
         self._gathers = 0
         self._parent_of: dict[int, Node] | None = None
@@ -140,6 +142,7 @@ class Translator:
         the plan is translated again with it there."""
         for _ in range(_ATTEMPTS):
             self._exchanges, self._subqueries, self._done = {}, {}, []
+            self._subquery_edges = {}
             self.info.edges, self.info.spark_subtrees = {}, []
             try:
                 stage = Stage(self.job)
@@ -368,11 +371,18 @@ class Translator:
             found = (stream, rel.columns[0])
             self._subqueries[name] = found
         stream, column = found
-        edge = f"subquery_{name.rsplit('#', 1)[-1]}"
-        self.info.edges[edge] = f"{name} (its value, broadcast to the stage using it)"
-        spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), edge)
         if self._stage is None:
             raise Unsupported("a scalar subquery outside a stage")
+        # one edge per stage reading the value (a subquery Spark reuses in two stages):
+        # ``subquery_<n>``, then ``subquery_<n>_2``..
+        readers = self._subquery_edges.setdefault(name, {})
+        edge = readers.get(self._stage)
+        if edge is None:
+            edge = f"subquery_{name.rsplit('#', 1)[-1]}"
+            edge += f"_{len(readers) + 1}" if readers else ""
+            readers[self._stage] = edge
+        self.info.edges[edge] = f"{name} (its value, broadcast to the stage using it)"
+        spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), edge)
         rel = self._stage.read(stream, spec, [column])
         return Sql(f"({rel.sql})", column.type)
 

@@ -495,3 +495,31 @@ def test_a_join_over_a_subtree_spark_computes_keeps_its_partitioning(
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     assert subtrees(stream), "the test needs the aggregate to run in Spark"
     assert any(e.startswith("handover_") for e in stream.explain_data()["spark_exchanges"])
+
+
+def test_in_lists_spark_turns_into_an_inset_run_in_the_engine(
+    session: hs.Session, spark: Any
+) -> None:
+    """An IN list of more than ten values is an ``InSet``, whose values the JSON writes as
+    null: they are read from the JVM (numbers, strings, decimals, a null among them)."""
+    stream = check_sql(
+        session,
+        spark,
+        "SELECT id, k, g FROM t WHERE k IN (0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, NULL) "
+        "OR g IN ('g1', 'x1', 'x2', 'x3', 'x4', 'x5', 'x6', 'x7', 'x8', 'x9', 'x10', 'x11') "
+        "OR d IN (1.25, 2.50, 3.75, 5.00, 6.25, 7.50, 8.75, 10.00, 11.25, 12.50, 13.75)",
+    )
+    assert subtrees(stream) == []
+
+
+def test_a_scalar_subquery_reused_in_two_stages(session: hs.Session, spark: Any) -> None:
+    """Spark reuses one scalar subquery below and above an aggregate's exchange (TPC-DS
+    q44): each stage reads its value over an edge of its own."""
+    stream = check_sql(
+        session,
+        spark,
+        "SELECT k, avg(v) AS a FROM t WHERE v > (SELECT avg(v) FROM t) GROUP BY k "
+        "HAVING avg(v) > 0.5 * (SELECT avg(v) FROM t)",
+    )
+    edges = [e for e in stream.explain_data()["spark_exchanges"] if e.startswith("subquery_")]
+    assert len(edges) == len(set(edges))

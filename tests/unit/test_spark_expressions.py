@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hybrid_shuffle.sparkplan.expressions import Scope, Sql, Unsupported, compile_expression, quote
-from hybrid_shuffle.sparkplan.physical import mark_like_escapes
+from hybrid_shuffle.sparkplan.physical import mark_jvm_fields
 from hybrid_shuffle.sparkplan.tree import Node, parse
 from hybrid_shuffle.sparkplan.types import spark_type
 
@@ -526,8 +526,9 @@ def _oracles(table: Any, texts: list[str]) -> tuple[dict[str, Oracle], Scope]:
         *[f"{text} AS r{n}" for n, text in enumerate(texts)],
     )
     executed = query._jdf.queryExecution().executedPlan()
-    raw = json.loads(executed.toJSON())
-    mark_like_escapes(raw, executed)  # as physical_plan does: the JSON lacks LIKE's escape
+    text = str(executed.toJSON())
+    raw = json.loads(text)
+    mark_jvm_fields(raw, executed, text)  # as physical_plan does (a LIKE's escape)
     plan = parse(raw)
     aliases = {a.get("name"): a.child for a in _project(plan).exprs("projectList")}
     rows = sorted(query.collect(), key=lambda r: r["_row"])

@@ -13,10 +13,14 @@ from hybrid_shuffle.sparkplan.expressions.core import (
     register,
 )
 from hybrid_shuffle.sparkplan.expressions.misc import literal
-from hybrid_shuffle.sparkplan.tree import Node
+from hybrid_shuffle.sparkplan.tree import Node, parse
 from hybrid_shuffle.sparkplan.types import BOOLEAN
 
-__all__: list[str] = []
+__all__ = ["IN_SET_FIELD"]
+
+#: the field an ``InSet`` of the plan's JSON gets its values in, each a ``Literal``'s JSON
+#: (``physical.mark_jvm_fields``: Spark writes ``hset``, a Scala set, as null)
+IN_SET_FIELD = "_values"
 
 
 def _comparison(op: str) -> object:
@@ -93,10 +97,16 @@ def _in(node: Node, scope: Scope) -> Sql:
 def _in_set(node: Node, scope: Scope) -> Sql:
     (value,) = children(node, scope)[:1]
     raw = node.get("hset")
-    if not isinstance(raw, list):
+    read = node.get(IN_SET_FIELD)  # ``physical.mark_jvm_fields``: read from the JVM
+    if isinstance(read, list):
+        present = [v for v in read if v[0].get("value") is not None]
+        items = [cast(compile_expression(parse(v), scope), value.type).text for v in present]
+        has_null = len(present) < len(read)
+    elif isinstance(raw, list):
+        items = [literal(v, value.type.name).text for v in raw if v is not None]
+        has_null = any(v is None for v in raw)
+    else:
         raise Unsupported("an InSet whose values the plan's JSON does not carry")
-    items = [literal(v, value.type.name).text for v in raw if v is not None]
-    has_null = any(v is None for v in raw)
     text = f"({value.text} IN ({', '.join(items)}))" if items else "FALSE"
     if has_null:
         text = f"(CASE WHEN {text} THEN TRUE ELSE NULL END)"
