@@ -140,7 +140,7 @@ class Translator:
         """The plan translated, every stage bound on DuckDB as it is finished (Gluten's
         plan-time validation); an operator whose SQL DuckDB rejects runs in Spark, and
         the plan is translated again with it there."""
-        for _ in range(_ATTEMPTS):
+        for attempt in range(_ATTEMPTS + 1):
             self._exchanges, self._subqueries, self._done = {}, {}, []
             self._subquery_edges = {}
             self.info.edges, self.info.spark_subtrees = {}, []
@@ -149,15 +149,17 @@ class Translator:
                 rel = self.rel(self.plan.root, stage)
                 return self.finish(stage, rel, self.plan.root, "result", final=True)
             except _Rejected as e:
-                if id(e.node) in self._forced:
+                node = e.node
+                # the same operator again (a reused exchange's original), or too many:
+                # the whole plan runs in Spark rather than fail a query Spark answers
+                if id(node) in self._forced or attempt == _ATTEMPTS - 1:
+                    node = self.plan.root
+                if id(node) in self._forced:
                     raise PlanError(
                         f"the Spark plan cannot run in the engine: {e.reason}"
                     ) from None
-                self._forced[id(e.node)] = e.reason
-        raise PlanError(
-            f"the Spark plan cannot run in the engine: DuckDB rejected {_ATTEMPTS} of its "
-            "operators; run it in Spark"
-        )
+                self._forced[id(node)] = e.reason
+        raise AssertionError("unreachable: the root runs in Spark at the last attempt")
 
     def finish(self, stage: Stage, rel: Rel, top: Node, name: str, final: bool) -> Stream:
         """``stage.finish``, then the stage's query bound on DuckDB over its inputs'
