@@ -123,3 +123,34 @@ def test_generators_that_fall_back_still_answer(session: hs.Session, spark: Any)
     assert _rows(got) == _rows(pa.Table.from_batches(batches))
     reasons = [t["reason"] for t in stream.explain_data()["spark_subtrees"]]
     assert any("Stack" in r for r in reasons)
+
+
+@pytest.fixture(scope="module")
+def binary_view(session: hs.Session, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A Parquet view ``bv``: a binary column with an empty value, a null and UTF-8 bytes."""
+    path = tmp_path_factory.mktemp("binary") / "b.parquet"
+    table = pa.table(
+        {
+            "id": pa.array([1, 2, 3, 4], pa.int64()),
+            "b": pa.array([b"\x1f\x00", b"", None, "é".encode()], pa.binary()),
+            "s": pa.array(["Spark", None, "", "é\\x41"], pa.string()),
+        }
+    )
+    pq.write_table(table, path)
+    spark.read.parquet(str(path)).createOrReplaceTempView("bv")
+    return spark
+
+
+BINARY = [
+    "SELECT id, b FROM bv",
+    "SELECT b, count(*) FROM bv GROUP BY b",
+    "SELECT id FROM bv WHERE b IS NULL",
+    "SELECT id, hex(b), hex(s), hex(id), hex(-id) FROM bv",
+    "SELECT hex(17), hex(-1), hex('Spark SQL')",
+    "SELECT id, CAST(s AS BINARY) AS c, hex(CAST(s AS BINARY)) AS h FROM bv",
+]
+
+
+@pytest.mark.parametrize("query", BINARY)
+def test_binary(session: hs.Session, binary_view: Any, query: str) -> None:
+    check_sql(session, binary_view, query)

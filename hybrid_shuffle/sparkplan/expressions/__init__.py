@@ -36,6 +36,7 @@ from hybrid_shuffle.sparkplan.expressions.core import (
 # the translators register themselves on import
 from hybrid_shuffle.sparkplan.expressions import (  # noqa: F401  isort: skip
     arithmetic,
+    binary,
     bitwise,
     casts,
     collections,

@@ -102,6 +102,10 @@ def _cast(node: Node, scope: Scope) -> Sql:
             return Sql(f"CAST({_exact.wrap(whole, bits(to))} AS {to.duck})", to, a.nullable)
     if to.name == "boolean" and source.name == "string":
         return Sql(_string_to_boolean(a), to)
+    if to.name == "binary":  # a string's UTF-8 bytes (DuckDB's own cast reads \x escapes)
+        if source.name != "string":
+            raise Unsupported(f"a cast from {source} to binary")
+        return Sql(f"encode({a.text})", to, a.nullable)
     if source.name == "string" and (to.is_numeric or to.name == "date"):
         return Sql(f"TRY_CAST({_trimmed(a.text)} AS {to.duck})", to)
     return Sql(f"TRY_CAST({a.text} AS {to.duck})", to)
