@@ -372,14 +372,11 @@ def spark_typed(table: pa.Table, schema: Any) -> pa.Table:
         return table
     for i, field in enumerate(schema.fields):
         column = table.column(i)
-        if type(field.dataType).__name__ == "DayTimeIntervalType" and (
-            column.type == pa.month_day_nano_interval()
-        ):
-            chunks = [_duration(chunk) for chunk in column.chunks]
+        if _holds_interval(column.type) and _spark_has_interval(field.dataType):
+            chunks = [_durations(chunk, field.dataType) for chunk in column.chunks]
+            kind = chunks[0].type if chunks else _duration_type(column.type)
             table = table.set_column(
-                i,
-                table.schema.field(i).with_type(pa.duration("us")),
-                pa.chunked_array(chunks, pa.duration("us")),
+                i, table.schema.field(i).with_type(kind), pa.chunked_array(chunks, kind)
             )
         elif type(field.dataType).__name__ == "NullType" and column.type != pa.null():
             # a void column (``SELECT NULL``): all nulls, which DuckDB typed as an integer
@@ -387,6 +384,64 @@ def spark_typed(table: pa.Table, schema: Any) -> pa.Table:
                 i, table.schema.field(i).with_type(pa.null()), pa.nulls(len(column))
             )
     return table
+
+
+def _holds_interval(t: pa.DataType) -> bool:
+    """Whether ``t`` is, or nests in lists and structs, DuckDB's ``INTERVAL``."""
+    if t == pa.month_day_nano_interval():
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _holds_interval(t.value_type)
+    if pa.types.is_struct(t):
+        return any(_holds_interval(t.field(i).type) for i in range(t.num_fields))
+    return False
+
+
+def _spark_has_interval(kind: Any) -> bool:
+    """Whether the Spark type ``kind`` is, or nests, a day-time interval."""
+    name = type(kind).__name__
+    if name == "DayTimeIntervalType":
+        return True
+    if name == "ArrayType":
+        return _spark_has_interval(kind.elementType)
+    if name == "StructType":
+        return any(_spark_has_interval(f.dataType) for f in kind.fields)
+    return False
+
+
+def _duration_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with every ``INTERVAL`` as ``duration[us]``."""
+    if t == pa.month_day_nano_interval():
+        return pa.duration("us")
+    if pa.types.is_list(t):
+        return pa.list_(_duration_type(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct(
+            [t.field(i).with_type(_duration_type(t.field(i).type)) for i in range(t.num_fields)]
+        )
+    return t
+
+
+def _durations(array: pa.Array, kind: Any) -> pa.Array:
+    """``array`` (of the Spark type ``kind``) with the day-time intervals DuckDB made
+    ``INTERVAL`` as ``duration[us]`` again, in lists and structs too (``approx_percentile``
+    of intervals is an array of them)."""
+    name = type(kind).__name__
+    if name == "DayTimeIntervalType" and array.type == pa.month_day_nano_interval():
+        return _duration(array)
+    if name == "ArrayType" and pa.types.is_list(array.type):
+        if array.offset:  # from_arrays takes no sliced offsets with a null bitmap
+            array = pa.concat_arrays([array])  # a copy from offset 0
+        values = _durations(array.values, kind.elementType)
+        offsets = array.offsets
+        mask = array.is_null() if array.null_count else None
+        return pa.ListArray.from_arrays(offsets, values, mask=mask)
+    if name == "StructType" and pa.types.is_struct(array.type):
+        children = [_durations(array.field(i), f.dataType) for i, f in enumerate(kind.fields)]
+        names = [array.type.field(i).name for i in range(array.type.num_fields)]
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, names=names, mask=mask)
+    return array
 
 
 def _duration(array: pa.Array) -> pa.Array:

@@ -7,7 +7,13 @@ import datetime
 
 import duckdb
 import pyarrow as pa
-from pyspark.sql.types import DayTimeIntervalType, LongType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    DayTimeIntervalType,
+    LongType,
+    StructField,
+    StructType,
+)
 
 from hybrid_shuffle.spark.bridge import spark_typed
 from hybrid_shuffle.sparkplan.relation import Column, Rel, distinct, engine_names
@@ -55,3 +61,32 @@ def test_day_time_intervals_come_back_as_duration() -> None:
     assert back.column("d").to_pylist() == values
     sliced = spark_typed(through.slice(1), schema)
     assert sliced.column("d").to_pylist() == values[1:]
+
+
+def test_day_time_intervals_nested_in_lists_and_structs_come_back_as_duration() -> None:
+    """``approx_percentile`` of intervals is an array of them: DuckDB makes each element
+    an ``INTERVAL`` too (the corpus found such rows differing from Spark's)."""
+    hour, day = datetime.timedelta(hours=1), datetime.timedelta(days=2, microseconds=7)
+    lists = pa.array([[hour, None, day], None, [], [day]], pa.list_(pa.duration("us")))
+    structs = pa.array(
+        [{"a": hour, "b": 1}, None, {"a": None, "b": 2}, {"a": day, "b": 3}],
+        pa.struct([("a", pa.duration("us")), ("b", pa.int64())]),
+    )
+    connection = duckdb.connect()
+    connection.register("input", pa.table({"l": lists, "s": structs}))
+    through = connection.execute("SELECT l, s FROM input").to_arrow_table()
+    assert through.schema.field("l").type == pa.list_(pa.month_day_nano_interval())
+    interval = DayTimeIntervalType(0, 3)
+    schema = StructType(
+        [
+            StructField("l", ArrayType(interval)),
+            StructField(
+                "s", StructType([StructField("a", interval), StructField("b", LongType())])
+            ),
+        ]
+    )
+    for table, start in ((through, 0), (through.slice(1), 1)):
+        back = spark_typed(table, schema)
+        assert back.schema.field("l").type == pa.list_(pa.duration("us"))
+        assert back.column("l").to_pylist() == lists.to_pylist()[start:]
+        assert back.column("s").to_pylist() == structs.to_pylist()[start:]
