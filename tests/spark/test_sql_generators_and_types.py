@@ -134,6 +134,8 @@ def binary_view(session: hs.Session, spark: Any, tmp_path_factory: pytest.TempPa
             "id": pa.array([1, 2, 3, 4], pa.int64()),
             "b": pa.array([b"\x1f\x00", b"", None, "é".encode()], pa.binary()),
             "s": pa.array(["Spark", None, "", "é\\x41"], pa.string()),
+            # base64 of more than 57 bytes is chunked into 76-character lines by Spark 3.5
+            "l": pa.array([bytes(range(120)), b"a" * 57, b"a" * 58, None], pa.binary()),
         }
     )
     pq.write_table(table, path)
@@ -148,6 +150,8 @@ BINARY = [
     "SELECT id, hex(b), hex(s), hex(id), hex(-id) FROM bv",
     "SELECT hex(17), hex(-1), hex('Spark SQL')",
     "SELECT id, CAST(s AS BINARY) AS c, hex(CAST(s AS BINARY)) AS h FROM bv",
+    "SELECT id, base64(b), base64(s) FROM bv",
+    "SELECT id, base64(l) FROM bv",
 ]
 
 
