@@ -20,6 +20,13 @@ from typing import TYPE_CHECKING
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.expressions.arithmetic import _result, decimal_divide
 from hybrid_shuffle.sparkplan.operators.basic import named_output
+from hybrid_shuffle.sparkplan.operators.pivot import (
+    pivot_labels,
+    pivot_merge,
+    pivot_output,
+    pivot_partial,
+    pivot_result,
+)
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
 from hybrid_shuffle.sparkplan.operators.sums import (
     average_sum_type,
@@ -77,9 +84,13 @@ class _Function:
     #: ``first``/``last``: the FILTER clause's condition (Partial, Complete); the other
     #: functions skip nulls, so their arguments carry it instead (``_filtered``)
     condition: str | None = None
+    #: ``PivotFirst``: its slots' names (the pivot values', ``operators.pivot``)
+    pivot: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def buffers(self) -> int:
+        if self.name == "PivotFirst":
+            return len(self.pivot)
         if self.name == "Sum":
             return 2 if self.arg_type.is_decimal else 1
         count = _BUFFERS.get(self.name)
@@ -101,6 +112,8 @@ def _partial(f: _Function) -> list[str]:
         return [f"CAST({_count(f)} AS BIGINT)"]
     if f.name in ("Min", "Max"):
         return [f"{f.name.lower()}({x})"]
+    if f.name == "PivotFirst":
+        return pivot_partial(f.args, f.pivot)
     if f.name in ("First", "Last"):
         return [_first_last(f), f"(count({x if f.ignore_nulls else '*'}){_where(f)} > 0)"]
     if f.name in ("StddevSamp", "StddevPop", "VarianceSamp", "VariancePop"):
@@ -159,6 +172,8 @@ def _merge(f: _Function, b: list[str]) -> list[str]:
         return [f"CAST(coalesce(sum({b[0]}), 0) AS BIGINT)"]
     if f.name in ("Min", "Max"):
         return [f"{f.name.lower()}({b[0]})"]
+    if f.name == "PivotFirst":
+        return pivot_merge(b)
     if f.name in ("First", "Last"):
         fn = "first" if f.name == "First" else "last"
         return [f"{fn}({b[0]}) FILTER (WHERE {b[1]})", f"bool_or({b[1]})"]
@@ -198,6 +213,8 @@ def decimal_average(total: str, count: str, kind: SparkType) -> tuple[str, Spark
 
 def _evaluate(f: _Function, b: list[str]) -> tuple[str, SparkType]:
     """Merged buffers (aggregate SQL) -> the result value and its type."""
+    if f.name == "PivotFirst":
+        return pivot_result(b, f.args[1].type)
     merged = _merge(f, b)
     if f.name == "Sum":
         return merged[0], sum_type(f.arg_type)
@@ -254,7 +271,8 @@ def _complete(f: _Function) -> tuple[str, SparkType]:
     support="partial",
     note=(
         "sum, avg, count (distinct of one column too), min, max, first/last, stddev and "
-        "variance (sample and population), with FILTER; any other aggregate function, a "
+        "variance (sample and population), with FILTER; PIVOT's PivotFirst over an "
+        "integral, boolean or string pivot column; any other aggregate function, a "
         "final aggregate over buffers Spark laid out otherwise (try_sum's) and one "
         "mixing partial and final modes fall back"
     ),
@@ -269,7 +287,8 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
     ]
     typing_scope = dataclasses.replace(scope, types_only=True)
     functions: list[_Function] = []
-    for e in node.exprs("aggregateExpressions"):
+    aggregates = node.exprs("aggregateExpressions")
+    for e in aggregates:
         fn = e.children[0]
         mode = e.object("mode")
         raw = mode in ("Partial", "Complete")
@@ -296,6 +315,14 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
                 condition,
             )
         )
+        if fn.cls == "PivotFirst":
+            if len(e.children) > 1 or mode not in ("Partial", "Final"):
+                raise Unsupported("a PivotFirst with FILTER, or in one step")
+            buffers = node.exprs("resultExpressions")[len(grouping) :] if raw else []
+            names = [_attr(r).name for r in buffers] or [
+                c.name for c in child.columns[int(node.get("initialInputBufferOffset", 0) or 0) :]
+            ]
+            functions[-1].pivot = pivot_labels(names, len(functions) - 1, len(aggregates))
     offset = int(node.get("initialInputBufferOffset", 0) or 0)
     inputs = [c.ref for c in child.columns[offset:]]
     modes = {f.mode for f in functions}
@@ -349,7 +376,8 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
     if not functions and not group_refs:
         raise Unsupported("an aggregate with neither keys nor functions")
     inner = Rel(f"SELECT {select} FROM ({child.sql}) AS t{group_by}", group_columns + agg_columns)
-    out_items, out_columns = named_output(tr, results, inner)
+    pivots = any(f.name == "PivotFirst" for f in functions)
+    out_items, out_columns = (pivot_output if pivots else named_output)(tr, results, inner)
     return Rel(f"SELECT {out_items} FROM ({inner.sql}) AS t", out_columns)
 
 
