@@ -157,14 +157,13 @@ def test_array_filter(session: hs.Session, spark: Any) -> None:
 
 
 def test_pivot_sql_and_dataframe(session: hs.Session, spark: Any) -> None:
-    """PIVOT reads its pivoted values with ``GetArrayItem``; equal to Spark (its
-    aggregate's ``PivotFirst`` has no translation yet, so that part runs in Spark)."""
+    """PIVOT reads its pivoted values with ``GetArrayItem``; equal to Spark, all in the
+    engine (its aggregate's ``PivotFirst`` too)."""
     check_sql(
         session,
         spark,
         "SELECT * FROM (SELECT g, i % 3 AS m, l FROM nums) "
         "PIVOT (sum(l) AS s, count(l) AS c FOR m IN (0, 1, 2))",
-        in_engine=False,
     )
     df = spark.table("nums").groupBy("g").pivot("j", [1, 3, 5]).agg({"i": "max"})
     stream = session.from_dataframe(df)
@@ -172,3 +171,4 @@ def test_pivot_sql_and_dataframe(session: hs.Session, spark: Any) -> None:
     assert got.column_names == df.columns
     want = pa.Table.from_batches(df._collect_as_arrow())
     assert _rows(got) == _rows(want)
+    assert stream.explain_data()["spark_subtrees"] == []
