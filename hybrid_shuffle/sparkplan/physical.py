@@ -20,6 +20,8 @@ from typing import Any
 
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.sparkplan.expressions._zones import mark_session_zone
+from hybrid_shuffle.sparkplan.expressions.arithmetic import EVAL_MODE_FIELD
+from hybrid_shuffle.sparkplan.expressions.collections import ELEMENTS_FIELD
 from hybrid_shuffle.sparkplan.expressions.predicates import IN_SET_FIELD
 from hybrid_shuffle.sparkplan.expressions.strings import ESCAPE_FIELD
 from hybrid_shuffle.sparkplan.shim import shim_for
@@ -171,31 +173,38 @@ _LITERAL = "org.apache.spark.sql.catalyst.expressions.Literal"
 def mark_jvm_fields(raw: Any, jvm_plan: Any, text: str) -> None:
     """Fill in what the plan's JSON (``raw``, ``text`` its text) writes as null, read from
     the JVM: a ``Like``'s escape character (``ESCAPE_FIELD``: ``a LIKE b ESCAPE '/'``
-    matched with the default backslash is a wrong answer), and an ``InSet``'s values
-    (``IN_SET_FIELD``: each as a ``Literal``'s JSON, as Spark writes literals).
+    matched with the default backslash is a wrong answer), an ``InSet``'s values
+    (``IN_SET_FIELD``) and an array literal's elements (``ELEMENTS_FIELD``), each as a
+    ``Literal``'s JSON, as Spark writes literals, and integer arithmetic's evaluation
+    mode (``EVAL_MODE_FIELD``: ``try_add`` is null on overflow where ``+`` wraps).
 
     An operator's expressions of that class are read from its JVM expressions in
     pre-order, the order ``toJSON`` writes them; where the two counts differ (one inside
     a subquery's plan), the JSON's are left unmarked and their translation falls back.
     Only a plan holding one of these classes pays for the calls into the JVM."""
-    readers = {
-        cls: read
-        for cls, read in ((_LIKE, _escape_of), (_IN_SET, _values_of))
-        if f'"{cls}"' in text
-    }
+    readers = [
+        (match, read)
+        for match, read, present in (
+            (_Match(_LIKE), _escape_of, f'"{_LIKE}"' in text),
+            (_Match(_IN_SET), _values_of, f'"{_IN_SET}"' in text),
+            (_Match(_LITERAL, kind="array"), _elements_of, '"type":"array"' in text),
+            (_Match(*_ARITHMETIC), _eval_mode_of, _integral_arithmetic(text)),
+        )
+        if present
+    ]
     if not readers or not isinstance(raw, list):
         return
     jvm_operators = _pre_order(jvm_plan)
     if len(jvm_operators) != len(raw):
         return
     for node, jvm in zip(raw, jvm_operators, strict=True):
-        for cls, read in readers.items():
-            marked = _json_expressions(node, cls, [])
+        for match, read in readers:
+            marked = _json_expressions(node, match, [])
             if not marked:
                 continue
             found: list[Any] = []
             for expression in _seq(jvm.expressions()):
-                _jvm_expressions(expression, cls, found)
+                _jvm_expressions(expression, match, found)
             if len(found) != len(marked):
                 continue
             for entry, expression in zip(marked, found, strict=True):
@@ -205,36 +214,95 @@ def mark_jvm_fields(raw: Any, jvm_plan: Any, text: str) -> None:
                     continue
 
 
+class _Match:
+    """Expressions of one of the classes ``classes`` (of the type named ``kind`` where
+    given)."""
+
+    def __init__(self, *classes: str, kind: str | None = None) -> None:
+        self.classes = frozenset(classes)
+        self.kind = kind
+
+    def json(self, value: dict[str, Any]) -> bool:
+        if value.get("class") not in self.classes:
+            return False
+        kind = value.get("dataType")
+        return self.kind is None or (isinstance(kind, dict) and kind.get("type") == self.kind)
+
+    def jvm(self, expression: Any) -> bool:
+        if str(expression.getClass().getName()) not in self.classes:
+            return False
+        return self.kind is None or str(expression.dataType().typeName()) == self.kind
+
+
+#: the arithmetic whose ``evalMode`` (``try_add``: TRY) the JSON writes as null
+_ARITHMETIC = tuple(
+    f"org.apache.spark.sql.catalyst.expressions.{name}" for name in ("Add", "Subtract", "Multiply")
+)
+_INTEGRAL = ('"dataType":"integer"', '"dataType":"long"', '"dataType":"short"', '"dataType":"byte"')
+
+
+def _integral_arithmetic(text: str) -> bool:
+    """Whether a plan may hold integer arithmetic, whose ``try_`` form (null on overflow)
+    differs from the default (it wraps): the only case the evaluation mode changes."""
+    return any(f'"{c}"' in text for c in _ARITHMETIC) and any(t in text for t in _INTEGRAL)
+
+
+def _eval_mode_of(arithmetic: Any) -> dict[str, Any]:
+    return {EVAL_MODE_FIELD: str(arithmetic.evalMode().toString())}
+
+
 def _escape_of(like: Any) -> dict[str, Any]:
     return {ESCAPE_FIELD: str(like.escapeChar())}
 
 
 def _values_of(in_set: Any) -> dict[str, Any]:
-    """An ``InSet``'s values as the JSON of ``Literal``s of its child's type (a value as
-    ``Literal`` writes it: its ``toString``, a date or timestamp formatted)."""
+    """An ``InSet``'s values as the JSON of ``Literal``s of its child's type."""
     kind = in_set.child().dataType()
-    name = str(kind.typeName())
-    type_json = json.loads(str(kind.json()))
-    values: list[list[dict[str, Any]]] = []
+    values = []
     iterator = in_set.hset().iterator()
     while iterator.hasNext():
-        value = iterator.next()
-        if value is None:
-            text = None
-        elif isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, int | float):
-            text = repr(value)
-        elif name.startswith("decimal"):
-            exact = value.toJavaBigDecimal()  # py4j gives a BigDecimal as a Python Decimal
-            text = format(exact, "f") if isinstance(exact, Decimal) else str(exact.toPlainString())
-        elif name == "string":
-            text = str(value.toString())
-        else:  # a date or a timestamp, as its literal prints it; anything else: unmarked
-            raise _Unreadable(name)
-        literal = {"class": _LITERAL, "num-children": 0, "value": text, "dataType": type_json}
-        values.append([literal])
+        values.append([_literal_json(iterator.next(), kind)])
     return {IN_SET_FIELD: values}
+
+
+def _elements_of(literal: Any) -> dict[str, Any]:
+    """An array literal's elements as the JSON of ``Literal``s of its element type (the
+    JSON writes the array as its ``toString``, which does not say where a string ends)."""
+    kind = literal.dataType().elementType()
+    array = literal.value()
+    if array is None:
+        return {}
+    elements = []
+    for i in range(int(array.numElements())):
+        value = None if array.isNullAt(i) else array.get(i, kind)
+        elements.append([_literal_json(value, kind)])
+    return {ELEMENTS_FIELD: elements}
+
+
+def _literal_json(value: Any, kind: Any) -> dict[str, Any]:
+    """The JSON ``Literal`` writes of a Catalyst ``value`` of the type ``kind`` (its
+    ``toString``); ``_Unreadable`` for a type whose text this does not reproduce (a date,
+    a timestamp: Spark formats those)."""
+    name = str(kind.typeName())
+    if value is None:
+        text = None
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, int | float) and name not in ("date", "timestamp", "timestamp_ntz"):
+        text = repr(value)
+    elif name.startswith("decimal"):
+        exact = value.toJavaBigDecimal()  # py4j gives a BigDecimal as a Python Decimal
+        text = format(exact, "f") if isinstance(exact, Decimal) else str(exact.toPlainString())
+    elif name == "string":
+        text = str(value.toString())
+    else:
+        raise _Unreadable(name)
+    return {
+        "class": _LITERAL,
+        "num-children": 0,
+        "value": text,
+        "dataType": json.loads(str(kind.json())),
+    }
 
 
 class _Unreadable(Exception):
@@ -248,25 +316,25 @@ def _pre_order(jvm: Any) -> list[Any]:
     return found
 
 
-def _json_expressions(value: Any, cls: str, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The JSON nodes of class ``cls`` in ``value``, in the order written."""
+def _json_expressions(value: Any, match: _Match, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The JSON nodes ``match`` takes in ``value``, in the order written."""
     if isinstance(value, dict):
-        if value.get("class") == cls:
+        if match.json(value):
             out.append(value)
         for v in value.values():
-            _json_expressions(v, cls, out)
+            _json_expressions(v, match, out)
     elif isinstance(value, list):
         for v in value:
-            _json_expressions(v, cls, out)
+            _json_expressions(v, match, out)
     return out
 
 
-def _jvm_expressions(expression: Any, cls: str, out: list[Any]) -> list[Any]:
-    """The JVM expressions of class ``cls`` in ``expression``'s tree, in pre-order."""
-    if str(expression.getClass().getName()) == cls:
+def _jvm_expressions(expression: Any, match: _Match, out: list[Any]) -> list[Any]:
+    """The JVM expressions ``match`` takes in ``expression``'s tree, in pre-order."""
+    if match.jvm(expression):
         out.append(expression)
     for child in _seq(expression.children()):
-        _jvm_expressions(child, cls, out)
+        _jvm_expressions(child, match, out)
     return out
 
 

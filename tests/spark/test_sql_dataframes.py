@@ -523,3 +523,31 @@ def test_a_scalar_subquery_reused_in_two_stages(session: hs.Session, spark: Any)
     )
     edges = [e for e in stream.explain_data()["spark_exchanges"] if e.startswith("subquery_")]
     assert len(edges) == len(set(edges))
+
+
+def test_array_literals_spark_folds_run_in_the_engine(session: hs.Session, spark: Any) -> None:
+    """``array(...)`` of constants is folded into an array literal, which the JSON writes
+    as text (``[a, b,c, d]`` does not say where a string ends): its elements are read
+    from the JVM."""
+    stream = check_sql(
+        session,
+        spark,
+        "SELECT id, element_at(array(10, 20, NULL), CAST(1 + id % 3 AS INT)) AS e, "
+        "array('a', 'b, c', 'd''') AS s, size(array(1.50, 2.25)) AS n, "
+        "array_contains(array(CAST(1 AS BIGINT), 7), id % 9) AS c FROM t",
+    )
+    assert subtrees(stream) == []
+    exploded = check_sql(session, spark, "SELECT explode(array(1, 2, 3)) AS x")
+    assert subtrees(exploded) == []
+
+
+def test_try_arithmetic_is_null_where_integers_would_wrap(session: hs.Session, spark: Any) -> None:
+    """``try_add`` is ``Add`` in TRY mode, which the JSON writes as null: read from the JVM,
+    it gives null on overflow where ``+`` wraps."""
+    stream = check_sql(
+        session,
+        spark,
+        "SELECT id, try_add(k, 2147483640) AS a, try_subtract(-2147483640, k) AS b, "
+        "try_multiply(id, 92233720368547758) AS c, try_add(id, 1) AS d FROM t",
+    )
+    assert subtrees(stream) == []

@@ -34,6 +34,7 @@ from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import LONG, SparkType, decimal
 
 __all__ = [
+    "EVAL_MODE_FIELD",
     "adjusted",
     "bits",
     "bounded",
@@ -41,6 +42,11 @@ __all__ = [
     "decimal_result",
     "precision_loss",
 ]
+
+#: the field an ``Add``/``Subtract``/``Multiply`` of the plan's JSON gets its evaluation
+#: mode in (``physical.mark_jvm_fields``; the JSON writes ``evalMode`` as null): ``TRY``
+#: for ``try_add`` and the rest, which give null where integer arithmetic would wrap
+EVAL_MODE_FIELD = "_evalMode"
 
 MAX = 38
 MIN_ADJUSTED_SCALE = 6
@@ -192,6 +198,10 @@ def _binary(op: str) -> object:
             else:
                 text = f"{a.text} % {b.text}"
             return Sql(f"(CASE WHEN {b.text} = 0 THEN NULL ELSE {text} END)", a.type)
+        if a.type.is_integral and node.get(EVAL_MODE_FIELD) == "TRY":
+            # ``try_add``, ``try_subtract``, ``try_multiply``: null where ``+`` would wrap
+            exact = f"CAST({a.text} AS HUGEINT) {op} {b.text}"
+            return Sql(f"TRY_CAST({exact} AS {a.type.duck})", a.type, True)
         if a.type.is_integral:
             wrapped = _exact.wrap(f"CAST({a.text} AS HUGEINT) {op} {b.text}", bits(a.type))
             return Sql(f"CAST({wrapped} AS {a.type.duck})", a.type, a.nullable or b.nullable)

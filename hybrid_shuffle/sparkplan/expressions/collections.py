@@ -21,10 +21,14 @@ from hybrid_shuffle.sparkplan.expressions.core import (
     compile_expression,
     register,
 )
-from hybrid_shuffle.sparkplan.tree import Node
-from hybrid_shuffle.sparkplan.types import BOOLEAN, INT, SparkType, array_of
+from hybrid_shuffle.sparkplan.tree import Node, parse
+from hybrid_shuffle.sparkplan.types import BOOLEAN, INT, SparkType, array_of, spark_type
 
-__all__: list[str] = []
+__all__ = ["ELEMENTS_FIELD", "array_literal"]
+
+#: the field an array ``Literal`` of the plan's JSON gets its elements in, each a
+#: ``Literal``'s JSON (``physical.mark_jvm_fields``: Spark writes the array as text)
+ELEMENTS_FIELD = "_elements"
 
 
 def _operand(node: Node, scope: Scope) -> Sql:
@@ -90,6 +94,18 @@ def _create_array(node: Node, scope: Scope) -> Sql:
         raise Unsupported(f"an array of {element.name}")
     text = ", ".join(cast(item, element).text for item in items)
     return Sql(f"CAST([{text}] AS {element.duck}[])", array_of(element), False)
+
+
+def array_literal(node: Node, scope: Scope) -> Sql:
+    """An array ``Literal`` (what Spark folds ``array(1, 2)`` into), from the elements
+    ``physical`` read from the JVM; one it could not read falls back."""
+    raw = node.get(ELEMENTS_FIELD)
+    kind = node.get("dataType")
+    if not isinstance(raw, list) or not isinstance(kind, dict):
+        raise Unsupported("an array literal whose elements the plan does not give")
+    element = spark_type(kind.get("elementType"))
+    items = [cast(compile_expression(parse(e), scope), element).text for e in raw]
+    return Sql(f"CAST([{', '.join(items)}] AS {element.duck}[])", array_of(element), False)
 
 
 @register("ArrayContains")

@@ -17,7 +17,7 @@ import datetime as dt
 import re
 import zoneinfo
 
-from hybrid_shuffle.sparkplan.expressions import _exact, _zones, misc
+from hybrid_shuffle.sparkplan.expressions import _exact, _zones, collections, misc
 from hybrid_shuffle.sparkplan.expressions.arithmetic import bits
 from hybrid_shuffle.sparkplan.expressions.core import (
     Scope,
@@ -63,6 +63,8 @@ def _local(a: Sql, node: Node) -> str:
 def _literal(node: Node, scope: Scope) -> Sql:
     kind = node.get("dataType")
     value = node.get("value")
+    if isinstance(kind, dict) and kind.get("type") == "array" and value is not None:
+        return collections.array_literal(node, scope)
     if kind not in ("timestamp", "timestamp_ntz") or value is None:
         return misc.literal(value, kind)
     if kind == "timestamp_ntz":  # the JSON writes its microseconds
