@@ -6,22 +6,27 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import io
-import math
-import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 import hybrid_shuffle as hs
-from hybrid_shuffle.config import load_config
+
+from .oracle import (
+    BASE_YAML,
+    check,
+    check_sql,
+    configured,
+    exchange_ids,
+    parquet_views,
+    rows,
+    spark_rows,
+    subtrees,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -68,69 +73,7 @@ def _u_table() -> pa.Table:
 def spark(session: hs.Session, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Spark with two Parquet views, ``t`` (200 rows) and ``u`` (60), nulls in every key."""
     root = tmp_path_factory.mktemp("sql_dataframes")
-    spark = session.spark
-    for name, table in (("t", _t_table()), ("u", _u_table())):
-        path = root / f"{name}.parquet"
-        pq.write_table(table, path)
-        spark.read.parquet(str(path)).createOrReplaceTempView(name)
-    return spark
-
-
-# -- comparing with Spark ---------------------------------------------------------------
-
-
-def _value(v: Any) -> Any:
-    if isinstance(v, float):
-        return "NaN" if math.isnan(v) else float(f"{v:.9g}")
-    return v
-
-
-def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    columns = [c.to_pylist() for c in table.columns]
-    return [tuple(_value(v) for v in row) for row in zip(*columns, strict=True)]
-
-
-def _key(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((v is None, str(v)) for v in row)
-
-
-def spark_rows(df: Any) -> list[tuple[Any, ...]]:
-    batches = df._collect_as_arrow()
-    return _rows(pa.Table.from_batches(batches)) if batches else []
-
-
-def check(session: hs.Session, stream: hs.Stream, df: Any, ordered: bool = False) -> pa.Table:
-    """``stream``'s result equals Spark's own for ``df``: rows, names and schema."""
-    got = stream.to_arrow()
-    want = spark_rows(df)
-    assert got.column_names == df.columns
-    rows = _rows(got)
-    if ordered:
-        assert rows == want
-    else:
-        assert sorted(rows, key=_key) == sorted(want, key=_key)
-    back = session.bridge.to_dataframe(got)  # what stream.to_spark() returns
-    assert back.schema.simpleString() == df.schema.simpleString()
-    return got
-
-
-def check_sql(session: hs.Session, spark: Any, query: str, ordered: bool = False) -> hs.Stream:
-    stream = session.sql(query)
-    check(session, stream, spark.sql(query), ordered)
-    return stream
-
-
-def exchange_ids(spark: Any, build: Callable[[], Any]) -> list[int]:
-    """The ids ``build()``'s ``explain(mode="formatted")`` gives its exchanges, as the user
-    sees them (the session's settings: adaptive execution on)."""
-    printed = io.StringIO()
-    with redirect_stdout(printed):
-        build().explain(mode="formatted")
-    return [int(m) for m in re.findall(r"^\((\d+)\) Exchange$", printed.getvalue(), re.M)]
-
-
-def subtrees(stream: hs.Stream) -> list[dict[str, str]]:
-    return list(stream.explain_data()["spark_subtrees"])
+    return parquet_views(session.spark, root, {"t": _t_table(), "u": _u_table()})
 
 
 # -- 1. windows --------------------------------------------------------------------------
@@ -362,7 +305,7 @@ def test_limit_without_order_returns_n_input_rows(session: hs.Session, spark: An
     t = spark.table("t")
     everything = set(spark_rows(t))
     for stream in (session.from_dataframe(t.limit(7)), session.sql("SELECT * FROM t LIMIT 7")):
-        got = _rows(stream.to_arrow())
+        got = rows(stream.to_arrow())
         assert len(got) == 7
         assert set(got) <= everything
 
@@ -394,27 +337,7 @@ def test_generate_falls_back_to_spark(session: hs.Session, spark: Any) -> None:
 # -- 6. YAML modes on exchange_<id> --------------------------------------------------------
 
 
-@contextmanager
-def configured(session: hs.Session, tmp_path: Path, yaml: str) -> Iterator[None]:
-    """The session planning with ``yaml`` on top of its config, for the block."""
-    before = session.config
-    path = tmp_path / "job.yaml"
-    path.write_text(yaml)
-    session.config = load_config(path)
-    try:
-        yield
-    finally:
-        session.config = before
-
-
 AGGREGATE = "SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k"
-
-BASE_YAML = """\
-parallelism: 2
-ray: {num_cpus: 4, object_store_memory: 500 MiB}
-shuffle: {buffer_size: 1 MiB, memory_budget: 64 MiB%s}
-spark: {executors: 1, executor_cores: 1, executor_memory: 1 GiB}
-"""
 
 
 def test_yaml_mode_on_an_exchange_edge(session: hs.Session, spark: Any, tmp_path: Path) -> None:

@@ -16,14 +16,14 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from decimal import Context, Decimal
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import hybrid_shuffle as hs
+
+from .oracle import parquet_views, same_schema
 
 pytestmark = pytest.mark.spark
 
@@ -102,10 +102,7 @@ def generated(
         [*arrays, pa.array(range(ROWS), pa.int32())],
         schema=pa.schema([*fields, ("rid", pa.int32())]),
     )
-    path = Path(tmp_path_factory.mktemp("decimals")) / "dec.parquet"
-    pq.write_table(table, path)
-    spark = session.spark
-    spark.read.parquet(str(path)).createOrReplaceTempView("dec")
+    spark = parquet_views(session.spark, tmp_path_factory.mktemp("decimals"), {"dec": table})
     yield spark, _expressions(types, rng)
     spark.conf.unset(_CONF)
 
@@ -122,7 +119,7 @@ def _check(session: hs.Session, spark: Any, query: str) -> None:
     df = spark.sql(query)
     want = pa.Table.from_batches(df._collect_as_arrow())
     assert got.column_names == df.columns
-    assert session.bridge.to_dataframe(got).schema.simpleString() == df.schema.simpleString()
+    same_schema(session, got, df)
     expected = {row[0]: row for row in _rows(want)}
     for row in _rows(got):
         spark_row = expected[row[0]]

@@ -5,14 +5,14 @@ schema ``to_spark()`` gives back; and that each of these runs in the engine
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import hybrid_shuffle as hs
+
+from .oracle import check_sql, parquet_views, rows, same_rows, spark_rows
 
 pytestmark = pytest.mark.spark
 
@@ -20,7 +20,6 @@ pytestmark = pytest.mark.spark
 @pytest.fixture(scope="module")
 def spark(session: hs.Session, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A Parquet view ``g``: arrays with a null array, an empty one and a null element."""
-    path = tmp_path_factory.mktemp("generators") / "g.parquet"
     table = pa.table(
         {
             "id": pa.array([1, 2, 3, 4, 5], pa.int32()),
@@ -29,41 +28,7 @@ def spark(session: hs.Session, tmp_path_factory: pytest.TempPathFactory) -> Any:
             "s": pa.array(["a", "b", None, "d", "e"], pa.string()),
         }
     )
-    pq.write_table(table, path)
-    spark = session.spark
-    spark.read.parquet(str(path)).createOrReplaceTempView("g")
-    return spark
-
-
-def _value(v: Any) -> Any:
-    if isinstance(v, float):
-        return "NaN" if math.isnan(v) else float(f"{v:.9g}")
-    return v
-
-
-def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    columns = [c.to_pylist() for c in table.columns]
-    return sorted(
-        (tuple(_value(v) for v in row) for row in zip(*columns, strict=True)),
-        key=lambda row: tuple((v is None, str(v)) for v in row),
-    )
-
-
-def check_sql(session: hs.Session, spark: Any, query: str, engine: bool = True) -> hs.Stream:
-    """``query``'s result in the engine equals Spark's: rows, names and schema; and it ran
-    wholly in the engine (unless not ``engine``)."""
-    stream = session.sql(query)
-    got = stream.to_arrow()
-    df = spark.sql(query)
-    batches = df._collect_as_arrow()
-    want = _rows(pa.Table.from_batches(batches)) if batches else []
-    assert got.column_names == df.columns
-    assert _rows(got) == want
-    back = session.bridge.to_dataframe(got)  # what stream.to_spark() returns
-    assert back.schema.simpleString() == df.schema.simpleString()
-    if engine:
-        assert stream.explain_data()["spark_subtrees"] == []
-    return stream
+    return parquet_views(session.spark, tmp_path_factory.mktemp("generators"), {"g": table})
 
 
 GENERATORS = [
@@ -84,7 +49,7 @@ GENERATORS = [
 
 @pytest.mark.parametrize("query", GENERATORS)
 def test_generators(session: hs.Session, spark: Any, query: str) -> None:
-    check_sql(session, spark, query)
+    check_sql(session, spark, query, in_engine=True)
 
 
 VOID = [
@@ -99,12 +64,12 @@ VOID = [
 
 @pytest.mark.parametrize("query", VOID)
 def test_void_columns(session: hs.Session, spark: Any, query: str) -> None:
-    check_sql(session, spark, query)
+    check_sql(session, spark, query, in_engine=True)
 
 
 def test_assert_true_over_a_column_is_void(session: hs.Session, spark: Any) -> None:
     """Its ``RaiseError`` branch runs in Spark; the void result keeps Spark's type."""
-    check_sql(session, spark, "SELECT id, assert_true(id > 0) AS r FROM g", engine=False)
+    check_sql(session, spark, "SELECT id, assert_true(id > 0) AS r FROM g")
 
 
 def test_void_through_to_spark(session: hs.Session, spark: Any) -> None:
@@ -119,8 +84,7 @@ def test_generators_that_fall_back_still_answer(session: hs.Session, spark: Any)
     query = "SELECT stack(2, id, s, id + 10, s) FROM g"
     stream = session.sql(query)
     got = stream.to_arrow()
-    batches = spark.sql(query)._collect_as_arrow()
-    assert _rows(got) == _rows(pa.Table.from_batches(batches))
+    same_rows(rows(got), spark_rows(spark.sql(query)))
     reasons = [t["reason"] for t in stream.explain_data()["spark_subtrees"]]
     assert any("Stack" in r for r in reasons)
 
@@ -128,7 +92,6 @@ def test_generators_that_fall_back_still_answer(session: hs.Session, spark: Any)
 @pytest.fixture(scope="module")
 def binary_view(session: hs.Session, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A Parquet view ``bv``: a binary column with an empty value, a null and UTF-8 bytes."""
-    path = tmp_path_factory.mktemp("binary") / "b.parquet"
     table = pa.table(
         {
             "id": pa.array([1, 2, 3, 4], pa.int64()),
@@ -138,9 +101,7 @@ def binary_view(session: hs.Session, spark: Any, tmp_path_factory: pytest.TempPa
             "l": pa.array([bytes(range(120)), b"a" * 57, b"a" * 58, None], pa.binary()),
         }
     )
-    pq.write_table(table, path)
-    spark.read.parquet(str(path)).createOrReplaceTempView("bv")
-    return spark
+    return parquet_views(spark, tmp_path_factory.mktemp("binary"), {"bv": table})
 
 
 BINARY = [
@@ -157,4 +118,4 @@ BINARY = [
 
 @pytest.mark.parametrize("query", BINARY)
 def test_binary(session: hs.Session, binary_view: Any, query: str) -> None:
-    check_sql(session, binary_view, query)
+    check_sql(session, binary_view, query, in_engine=True)

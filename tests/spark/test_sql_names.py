@@ -5,7 +5,6 @@ by the value counted distinctly), each against Spark itself: the same rows, and 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pyarrow as pa
@@ -14,6 +13,8 @@ import pytest
 
 import hybrid_shuffle as hs
 from hybrid_shuffle.errors import PlanError
+
+from .oracle import parquet_views, rows, same_rows, spark_rows, subtrees
 
 pytestmark = pytest.mark.spark
 
@@ -64,36 +65,10 @@ def _tables() -> dict[str, pa.Table]:
 
 @pytest.fixture(scope="module")
 def spark(session: hs.Session, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    root = tmp_path_factory.mktemp("sql_names")
-    spark = session.spark
-    for name, table in _tables().items():
-        path = root / f"{name}.parquet"
-        pq.write_table(table, path)
-        spark.read.parquet(str(path)).createOrReplaceTempView(name)
-    return spark
+    return parquet_views(session.spark, tmp_path_factory.mktemp("sql_names"), _tables())
 
 
 # -- comparing with Spark ---------------------------------------------------------------
-
-
-def _value(v: Any) -> Any:
-    if isinstance(v, float):
-        return "NaN" if math.isnan(v) else float(f"{v:.9g}")
-    return v
-
-
-def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    columns = [c.to_pylist() for c in table.columns]
-    return [tuple(_value(v) for v in row) for row in zip(*columns, strict=True)]
-
-
-def _key(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((v is None, str(v)) for v in row)
-
-
-def _spark_rows(df: Any) -> list[tuple[Any, ...]]:
-    batches = df._collect_as_arrow()
-    return _rows(pa.Table.from_batches(batches)) if batches else []
 
 
 def check(
@@ -103,16 +78,13 @@ def check(
     schema included, when ``spark_too``)."""
     got = stream.to_arrow()
     assert got.column_names == df.columns
-    rows, want = _rows(got), _spark_rows(df)
-    if ordered:
-        assert rows == want
-    else:
-        assert sorted(rows, key=_key) == sorted(want, key=_key)
+    want = spark_rows(df)
+    same_rows(rows(got), want, ordered)
     if spark_too:
         back = stream.to_spark()
         assert back.columns == df.columns
         assert back.schema.simpleString() == df.schema.simpleString()
-        assert sorted(_spark_rows(back), key=_key) == sorted(want, key=_key)
+        same_rows(spark_rows(back), want)
     return got
 
 
@@ -122,10 +94,6 @@ def check_sql(
     stream = session.sql(query)
     check(session, stream, spark.sql(query), ordered, spark_too)
     return stream
-
-
-def subtrees(stream: hs.Stream) -> list[dict[str, str]]:
-    return list(stream.explain_data()["spark_subtrees"])
 
 
 # -- 1. two output columns with one name --------------------------------------------------
@@ -268,7 +236,7 @@ def test_year_month_interval_as_months(session: hs.Session, spark: Any) -> None:
     query = "SELECT interval '1-2' year to month AS ym, interval '-3' month AS m"
     got = session.sql(query).to_arrow()
     assert got.column_names == ["ym", "m"]
-    assert _rows(got) == [tuple(r) for r in spark.sql(query).collect()] == [(14, -3)]
+    assert rows(got) == [tuple(r) for r in spark.sql(query).collect()] == [(14, -3)]
 
 
 def test_calendar_interval_as_spark_prints_it(session: hs.Session, spark: Any) -> None:
@@ -276,4 +244,4 @@ def test_calendar_interval_as_spark_prints_it(session: hs.Session, spark: Any) -
     got = session.sql("SELECT make_interval(1, 2, 3, 4, 5, 6, 7.5) AS i, 1 AS n").to_arrow()
     want = spark.sql("SELECT CAST(make_interval(1, 2, 3, 4, 5, 6, 7.5) AS STRING) AS i, 1 AS n")
     assert got.column_names == ["i", "n"]
-    assert _rows(got) == _spark_rows(want)
+    assert rows(got) == spark_rows(want)

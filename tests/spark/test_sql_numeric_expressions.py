@@ -3,15 +3,15 @@ functions in the engine against Spark: the same rows and schema, and no fallback
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import hybrid_shuffle as hs
+
+from . import oracle
+from .oracle import exact_value, parquet_views, rows, same_rows, spark_rows
 
 pytestmark = pytest.mark.spark
 
@@ -54,45 +54,13 @@ def _tables() -> dict[str, pa.Table]:
 
 @pytest.fixture(scope="module")
 def spark(session: hs.Session, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    root = Path(tmp_path_factory.mktemp("numeric_expressions"))
-    spark = session.spark
-    for name, table in _tables().items():
-        path = root / f"{name}.parquet"
-        pq.write_table(table, path)
-        spark.read.parquet(str(path)).createOrReplaceTempView(name)
-    return spark
+    return parquet_views(session.spark, tmp_path_factory.mktemp("numeric_expressions"), _tables())
 
 
-def _value(v: Any) -> Any:
-    if isinstance(v, float):
-        return "NaN" if math.isnan(v) else v
-    if isinstance(v, list):
-        return tuple(_value(x) for x in v)
-    return v
-
-
-def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    rows = [tuple(_value(v) for v in r.values()) for r in table.to_pylist()]
-    return sorted(rows, key=lambda row: tuple((v is None, str(v)) for v in row))
-
-
-def check_sql(
-    session: hs.Session, spark: Any, query: str, in_engine: bool = True
-) -> list[dict[str, str]]:
-    """``query`` in the engine equals Spark (rows, names, schema); with ``in_engine``
-    nothing fell back.  Returns what ran in Spark."""
-    stream = session.sql(query)
-    subtrees = list(stream.explain_data()["spark_subtrees"])
-    if in_engine:
-        assert subtrees == [], subtrees
-    got = stream.to_arrow()
-    df = spark.sql(query)
-    batches = df._collect_as_arrow()
-    want = pa.Table.from_batches(batches) if batches else pa.table({})
-    assert got.column_names == df.columns
-    assert _rows(got) == _rows(want)
-    assert session.bridge.to_dataframe(got).schema.simpleString() == df.schema.simpleString()
-    return subtrees
+def check_sql(session: hs.Session, spark: Any, query: str) -> None:
+    """``query`` in the engine equals Spark (rows, floats exactly; names; schema), and
+    nothing fell back."""
+    oracle.check_sql(session, spark, query, in_engine=True, value=exact_value)
 
 
 # -- NormalizeNaNAndZero ----------------------------------------------------------------
@@ -169,6 +137,5 @@ def test_pivot_sql_and_dataframe(session: hs.Session, spark: Any) -> None:
     stream = session.from_dataframe(df)
     got = stream.to_arrow()
     assert got.column_names == df.columns
-    want = pa.Table.from_batches(df._collect_as_arrow())
-    assert _rows(got) == _rows(want)
+    same_rows(rows(got, exact_value), spark_rows(df, exact_value))
     assert stream.explain_data()["spark_subtrees"] == []

@@ -6,13 +6,14 @@ counts.  Every one runs in the engine (no Spark subtree)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
 import hybrid_shuffle as hs
+
+from .oracle import check_sql
 
 pytestmark = pytest.mark.spark
 
@@ -35,34 +36,6 @@ def spark(session: hs.Session, tmp_path_factory: pytest.TempPathFactory) -> Any:
     spark.read.parquet(str(root / "pt")).createOrReplaceTempView("pt")
     spark.read.parquet(str(root / "ps")).createOrReplaceTempView("ps")
     return spark
-
-
-def _value(v: Any) -> Any:
-    if isinstance(v, float):
-        return "NaN" if math.isnan(v) else float(f"{v:.9g}")
-    return v
-
-
-def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    columns = [c.to_pylist() for c in table.columns]
-    return [tuple(_value(v) for v in row) for row in zip(*columns, strict=True)]
-
-
-def _key(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((v is None, str(v)) for v in row)
-
-
-def check_sql(session: hs.Session, spark: Any, query: str) -> hs.Stream:
-    stream = session.sql(query)
-    df = spark.sql(query)
-    got = stream.to_arrow()
-    batches = df._collect_as_arrow()
-    want = _rows(pa.Table.from_batches(batches)) if batches else []
-    assert got.column_names == df.columns
-    assert sorted(_rows(got), key=_key) == sorted(want, key=_key)
-    back = session.bridge.to_dataframe(got)
-    assert back.schema.simpleString() == df.schema.simpleString()
-    return stream
 
 
 QUERIES = [

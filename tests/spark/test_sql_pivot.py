@@ -6,14 +6,14 @@ string value named ``null``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import hybrid_shuffle as hs
+
+from .oracle import check, check_sql, exact_value, parquet_views
 
 pytestmark = pytest.mark.spark
 
@@ -33,37 +33,17 @@ def _table() -> pa.Table:
 
 @pytest.fixture(scope="module")
 def spark(session: hs.Session, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    path = Path(tmp_path_factory.mktemp("pivot")) / "pv.parquet"
-    pq.write_table(_table(), path)
-    spark = session.spark
-    spark.read.parquet(str(path)).createOrReplaceTempView("pv")
-    return spark
-
-
-def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    rows = [tuple(r.values()) for r in table.to_pylist()]
-    return sorted(rows, key=lambda row: tuple((v is None, str(v)) for v in row))
-
-
-def _check(session: hs.Session, stream: hs.Stream, df: Any, in_engine: bool) -> None:
-    """``stream`` equals Spark's ``df`` (rows, names, schema); with ``in_engine`` nothing
-    fell back, else something did."""
-    got = stream.to_arrow()
-    want = pa.Table.from_batches(df._collect_as_arrow())
-    assert got.column_names == df.columns
-    assert _rows(got) == _rows(want)
-    back = session.bridge.to_dataframe(got)
-    assert back.schema.simpleString() == df.schema.simpleString()
-    fell_back = list(stream.explain_data()["spark_subtrees"])
-    assert (fell_back == []) == in_engine, fell_back
+    return parquet_views(session.spark, tmp_path_factory.mktemp("pivot"), {"pv": _table()})
 
 
 def _sql(session: hs.Session, spark: Any, query: str, in_engine: bool = True) -> None:
-    _check(session, session.sql(query), spark.sql(query), in_engine)
+    """``query`` equals Spark's (rows, names, schema); with ``in_engine`` nothing fell
+    back, else something did."""
+    check_sql(session, spark, query, in_engine=in_engine, value=exact_value)
 
 
 def _frame(session: hs.Session, df: Any, in_engine: bool = True) -> None:
-    _check(session, session.from_dataframe(df), df, in_engine)
+    check(session, session.from_dataframe(df), df, in_engine=in_engine, value=exact_value)
 
 
 @pytest.mark.parametrize(

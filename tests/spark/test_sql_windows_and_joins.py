@@ -11,31 +11,21 @@ unique key, so Spark's result is defined."""
 from __future__ import annotations
 
 import decimal
-import io
-import math
-import re
 from collections.abc import Iterator
-from contextlib import contextmanager, redirect_stdout
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 import hybrid_shuffle as hs
-from hybrid_shuffle.config import load_config
+
+from .oracle import BASE_YAML, check, configured, exchange_ids, parquet_views
 
 pytestmark = pytest.mark.spark
-
-BASE_YAML = """\
-parallelism: 2
-ray: {num_cpus: 4, object_store_memory: 500 MiB}
-shuffle: {buffer_size: 1 MiB, memory_budget: 64 MiB%s}
-spark: {executors: 1, executor_cores: 1, executor_memory: 1 GiB}
-"""
 
 
 def _w_table() -> pa.Table:
@@ -70,59 +60,16 @@ def _b_table() -> pa.Table:
 def spark(session: hs.Session, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Spark with the Parquet views ``w`` (30 rows) and ``b`` (12; nulls in ``b.k``)."""
     root = tmp_path_factory.mktemp("windows_and_joins")
-    for name, table in (("w", _w_table()), ("b", _b_table())):
-        path = root / f"{name}.parquet"
-        pq.write_table(table, path)
-        session.spark.read.parquet(str(path)).createOrReplaceTempView(name)
-    return session.spark
+    return parquet_views(session.spark, root, {"w": _w_table(), "b": _b_table()})
 
 
-# -- comparing with Spark (as test_sql_dataframes does) -------------------------------------
-
-
-def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    def value(v: Any) -> Any:
-        if isinstance(v, float):
-            return "NaN" if math.isnan(v) else float(f"{v:.9g}")
-        return v
-
-    columns = [c.to_pylist() for c in table.columns]
-    return [tuple(value(v) for v in row) for row in zip(*columns, strict=True)]
-
-
-def _key(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((v is None, str(v)) for v in row)
-
-
-def check(session: hs.Session, stream: hs.Stream, df: Any) -> None:
-    """``stream``'s result equals Spark's own for ``df``: rows, names and schema."""
-    got = stream.to_arrow()
-    batches = df._collect_as_arrow()
-    want = _rows(pa.Table.from_batches(batches)) if batches else []
-    assert got.column_names == df.columns
-    assert sorted(_rows(got), key=_key) == sorted(want, key=_key)
-    back = session.bridge.to_dataframe(got)  # what stream.to_spark() returns
-    assert back.schema.simpleString() == df.schema.simpleString()
-
-
-@contextmanager
-def configured(session: hs.Session, tmp_path: Path, yaml: str) -> Iterator[None]:
-    """The session planning with ``yaml`` as its config, for the block."""
-    before = session.config
-    path = tmp_path / "job.yaml"
-    path.write_text(yaml)
-    session.config = load_config(path)
-    try:
-        yield
-    finally:
-        session.config = before
+# -- comparing with Spark ---------------------------------------------------------------
 
 
 def in_engine(session: hs.Session, df: Any) -> hs.Stream:
     """``df`` run in the engine, all of it, with Spark's rows and schema."""
     stream = session.from_dataframe(df)
-    assert stream.explain_data()["spark_subtrees"] == []
-    check(session, stream, df)
+    check(session, stream, df, in_engine=True)
     return stream
 
 
@@ -146,10 +93,7 @@ def spark_conf(spark: Any, **settings: str) -> Iterator[None]:
 def in_modes(session: hs.Session, spark: Any, tmp_path: Path, query: str, mode: str) -> None:
     """``query`` in the engine with every exchange edge in ``mode`` (set in YAML by the
     ids of ``explain(mode="formatted")``, kept against the output-on-EOF rule)."""
-    printed = io.StringIO()
-    with redirect_stdout(printed):
-        spark.sql(query).explain(mode="formatted")
-    ids = re.findall(r"^\((\d+)\) Exchange$", printed.getvalue(), re.M)
+    ids = exchange_ids(spark, lambda: spark.sql(query))
     assert ids
     entries = "".join(f"  exchange_{i}: {{mode: {mode}, keep: true}}\n" for i in ids)
     with configured(session, tmp_path, BASE_YAML % "" + "edges:\n" + entries):

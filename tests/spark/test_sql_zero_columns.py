@@ -15,17 +15,17 @@ each against Spark itself (issue 33).
 from __future__ import annotations
 
 import datetime
-import math
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import hybrid_shuffle as hs
 from hybrid_shuffle.sparkplan.operators import OPERATORS
 from hybrid_shuffle.sparkplan.relation import Rel
+
+from .oracle import check_sql, parquet_views, rows, spark_rows, subtrees
 
 pytestmark = pytest.mark.spark
 
@@ -48,52 +48,7 @@ def spark(session: hs.Session, tmp_path_factory: pytest.TempPathFactory) -> Any:
             "k": pa.array([None if i % 4 == 0 else i % 6 for i in range(12)], pa.int32()),
         }
     )
-    for name, table in (("t", t), ("u", u)):
-        path = root / f"{name}.parquet"
-        pq.write_table(table, path)
-        session.spark.read.parquet(str(path)).createOrReplaceTempView(name)
-    return session.spark
-
-
-def _value(v: Any) -> Any:
-    if isinstance(v, float):
-        return "NaN" if math.isnan(v) else float(f"{v:.9g}")
-    return v
-
-
-def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    columns = [c.to_pylist() for c in table.columns]
-    return [tuple(_value(v) for v in row) for row in zip(*columns, strict=True)]
-
-
-def _key(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((v is None, str(v)) for v in row)
-
-
-def _spark_rows(df: Any) -> list[tuple[Any, ...]]:
-    batches = df._collect_as_arrow()
-    return _rows(pa.Table.from_batches(batches)) if batches else []
-
-
-def check_sql(session: hs.Session, spark: Any, query: str, ordered: bool = False) -> hs.Stream:
-    """``query`` in the engine gives Spark's rows, names and schema."""
-    stream = session.sql(query)
-    df = spark.sql(query)
-    got = stream.to_arrow()
-    want = _spark_rows(df)
-    assert got.column_names == df.columns
-    rows = _rows(got)
-    if ordered:
-        assert rows == want
-    else:
-        assert sorted(rows, key=_key) == sorted(want, key=_key)
-    back = session.bridge.to_dataframe(got)
-    assert back.schema.simpleString() == df.schema.simpleString()
-    return stream
-
-
-def subtrees(stream: hs.Stream) -> list[dict[str, str]]:
-    return list(stream.explain_data()["spark_subtrees"])
+    return parquet_views(session.spark, root, {"t": t, "u": u})
 
 
 # -- zero columns ---------------------------------------------------------------------------
@@ -171,10 +126,10 @@ def test_unordered_offset_keeps_spark_count(session: hs.Session, spark: Any, que
     """Without ``ORDER BY``, Spark skips the first rows of its own partition order: the
     number of rows is Spark's, and each row is one of the input's."""
     stream = session.sql(query)
-    got = _rows(stream.to_arrow())
-    want = _spark_rows(spark.sql(query))
+    got = rows(stream.to_arrow())
+    want = spark_rows(spark.sql(query))
     assert len(got) == len(want)
-    every = _spark_rows(spark.sql(query.split(" OFFSET")[0].split(" LIMIT")[0]))
+    every = spark_rows(spark.sql(query.split(" OFFSET")[0].split(" LIMIT")[0]))
     assert all(row in every for row in got)
     assert subtrees(stream) == []
 
