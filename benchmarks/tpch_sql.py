@@ -66,6 +66,7 @@ import pyarrow as pa
 
 import hybrid_shuffle as hs
 from benchmarks import tpch_data
+from benchmarks.corpus_compare import spark_type
 from benchmarks.harness import print_targets, target
 from benchmarks.tpch import SLOTS, SPARK, session_config
 
@@ -83,30 +84,6 @@ REL = 1e-9
 SYSTEMS = ("spark", "duckdb", "engine")
 
 # -- checking ----------------------------------------------------------------------------
-
-
-def spark_type(t: pa.DataType) -> str:
-    """The name Spark's ``simpleString`` gives the type an Arrow column of type ``t`` holds."""
-    if pa.types.is_decimal(t):
-        return f"decimal({t.precision},{t.scale})"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return "binary"
-    if pa.types.is_timestamp(t):
-        return "timestamp" if t.tz else "timestamp_ntz"
-    names = {
-        pa.bool_(): "boolean",
-        pa.int8(): "tinyint",
-        pa.int16(): "smallint",
-        pa.int32(): "int",
-        pa.int64(): "bigint",
-        pa.float32(): "float",
-        pa.float64(): "double",
-        pa.date32(): "date",
-        pa.null(): "void",
-    }
-    return names.get(t, str(t))
 
 
 def compare(got: pa.Table, want: pa.Table, ordered: bool) -> str | None:

@@ -15,7 +15,7 @@ from hybrid_shuffle.sparkplan.expressions.core import (
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import DATE, INT
 
-__all__: list[str] = []
+__all__ = ["TRUNC_LEVELS"]
 
 
 def _date(sql: Sql, what: str) -> Sql:
@@ -94,7 +94,7 @@ def _last_day(node: Node, scope: Scope) -> Sql:
 
 
 #: ``trunc(d, fmt)``'s formats (``DateTimeUtils.parseTruncLevel``) -> DuckDB's part
-_TRUNC = {
+TRUNC_LEVELS = {
     "year": "year",
     "yyyy": "year",
     "yy": "year",
@@ -113,7 +113,7 @@ def _trunc_date(node: Node, scope: Scope) -> Sql:
     fmt = node.children[1]
     if fmt.cls != "Literal":
         raise Unsupported("trunc to a format that is not a literal")
-    part = _TRUNC.get(str(fmt.get("value") or "").lower())
+    part = TRUNC_LEVELS.get(str(fmt.get("value") or "").lower())
     if part is None:  # Spark: null for any other format
         return Sql("CAST(NULL AS DATE)", DATE)
     return Sql(f"CAST(date_trunc('{part}', {a.text}) AS DATE)", DATE)

@@ -17,7 +17,7 @@ import datetime as dt
 import re
 import zoneinfo
 
-from hybrid_shuffle.sparkplan.expressions import _exact, _zones, collections, misc
+from hybrid_shuffle.sparkplan.expressions import _exact, _zones, collections, datetime, misc
 from hybrid_shuffle.sparkplan.expressions.arithmetic import bits
 from hybrid_shuffle.sparkplan.expressions.core import (
     Scope,
@@ -151,16 +151,10 @@ def _field(part: str) -> object:
 for _cls, _part in (("Hour", "hour"), ("Minute", "minute"), ("Second", "second")):
     register(_cls)(_field(_part))  # type: ignore[arg-type]
 
-#: ``date_trunc``'s formats (``DateTimeUtils.parseTruncLevel``) -> DuckDB's part
+#: ``date_trunc``'s formats (``DateTimeUtils.parseTruncLevel``) -> DuckDB's part: a
+#: date's levels and the day's and time's
 _TRUNC = {
-    "year": "year",
-    "yyyy": "year",
-    "yy": "year",
-    "quarter": "quarter",
-    "month": "month",
-    "mon": "month",
-    "mm": "month",
-    "week": "week",
+    **datetime.TRUNC_LEVELS,
     "day": "day",
     "dd": "day",
     "hour": "hour",
