@@ -162,6 +162,7 @@ def _local(path: str) -> str:
     "InMemoryTableScanExec",
     "LocalTableScanExec",
     "RDDScanExec",
+    "OneRowRelationExec",  # Spark 4's own operator for a SELECT without FROM
     "RangeExec",
     "RowDataSourceScanExec",
     "BatchScanExec",
@@ -185,11 +186,15 @@ def _spark_leaf(tr: Translator, node: Node, stage: Stage) -> Rel:
 
 def _local_rows(tr: Translator, node: Node, columns: list[Column]) -> pa.Table | None:
     """The rows of a leaf the engine makes itself: ``OneRowRelation`` (a ``SELECT``
-    without ``FROM``: one row of no column), a ``LocalTableScan`` of no row (what the
+    without ``FROM``: one row of no column; Spark 3.5's ``RDDScanExec`` of that name,
+    Spark 4's ``OneRowRelationExec``), a ``LocalTableScan`` of no row (what the
     optimizer leaves of ``WHERE false``) or of no column (only its row count is read);
     ``None`` for any other leaf (Spark computes it).  A table of no column is a
     placeholder column of nulls, one per row (``EMPTY_COLUMN``)."""
-    if node.cls == "RDDScanExec" and node.get("name") == "OneRowRelation" and not columns:
+    one_row = node.cls == "OneRowRelationExec" or (
+        node.cls == "RDDScanExec" and node.get("name") == "OneRowRelation"
+    )
+    if one_row and not columns:
         return pa.table({EMPTY_COLUMN: pa.nulls(1)})
     if node.cls != "LocalTableScanExec":
         return None
