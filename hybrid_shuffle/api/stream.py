@@ -23,6 +23,7 @@ import pandas as pd
 import pyarrow as pa
 
 from hybrid_shuffle.api._validate import partition_count, positive_count
+from hybrid_shuffle.empty_column import EMPTY_COLUMN
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators import (
     CoGroup,
@@ -501,7 +502,7 @@ class Stream:
         names = self.spark_names
         if names is None or names == table.column_names:
             return None
-        if not names and table.column_names == ["__hs_empty"]:
+        if not names and table.column_names == [EMPTY_COLUMN]:
             return names
         return names if len(names) == table.num_columns else None
 

@@ -56,6 +56,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from hybrid_shuffle.empty_column import EMPTY_COLUMN, placeholder
 from hybrid_shuffle.errors import PlanError, summary
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.context import OperatorContext
@@ -112,11 +113,6 @@ def _operators(plan: Any) -> Iterator[str]:
         yield from _operators(node.get("children", []))
 
 
-#: the column a table of rows but no column gets before DuckDB sees it (it takes no Arrow
-#: table of no column): one null per row
-EMPTY_COLUMN = "__hs_empty"
-
-
 def _countable(schema: pa.Schema) -> pa.Schema:
     """``schema``, or the placeholder column's if it has no column."""
     return schema if schema.names else pa.schema([(EMPTY_COLUMN, pa.null())])
@@ -126,7 +122,7 @@ def _with_rows(table: pa.Table) -> pa.Table:
     """``table``, or its rows as the placeholder column if it has no column."""
     if table.num_columns:
         return table
-    return pa.table({EMPTY_COLUMN: pa.nulls(table.num_rows)})
+    return placeholder(table.num_rows)
 
 
 def input_name(index: int) -> str:

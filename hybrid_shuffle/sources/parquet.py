@@ -27,17 +27,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from hybrid_shuffle.empty_column import placeholder
 from hybrid_shuffle.errors import PlanError, summary
 
-__all__ = ["EMPTY_COLUMN", "ParquetSource", "ParquetSplit", "deal_splits"]
-
-#: the column a read of no column yields instead (null, one per row): an Arrow table of
-#: no column cannot be handed to DuckDB, and the rows must still be counted
-EMPTY_COLUMN = "__hs_empty"
-
-
-def _placeholder(rows: int) -> pa.Table:
-    return pa.table({EMPTY_COLUMN: pa.nulls(rows)})
+__all__ = ["ParquetSource", "ParquetSplit", "deal_splits"]
 
 
 def deal_splits(rows: Sequence[int], parallelism: int) -> list[list[int]]:
@@ -79,7 +72,7 @@ class ParquetSplit:
         of no column (``columns=()``) yields ``EMPTY_COLUMN`` instead, one null per row."""
         columns = None if self.columns is None else list(self.columns)
         if columns == []:
-            yield _placeholder(sum(self._rows(f) for f in self.fragments))
+            yield placeholder(sum(self._rows(f) for f in self.fragments))
             return
         emitted = False
         for fragment in self.fragments:
@@ -131,7 +124,7 @@ class ParquetSource:
         #: column: ``EMPTY_COLUMN``)
         self.schema = full if columns is None else pa.schema([full.field(c) for c in columns])
         if columns is not None and not columns:
-            self.schema = _placeholder(0).schema
+            self.schema = placeholder(0).schema
         self.fragments = [
             rg
             for fragment in self.dataset.get_fragments(filter=filter)

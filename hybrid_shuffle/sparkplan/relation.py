@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from hybrid_shuffle.empty_column import EMPTY_SELECT
 from hybrid_shuffle.sparkplan.expressions import Scope, Sql, quote
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import SparkType, column_type
@@ -114,11 +115,11 @@ class Rel:
 
     def select_list(self) -> str:
         # no column: a placeholder that keeps the rows (DuckDB has no SELECT of nothing)
-        return ", ".join(c.ref for c in self.columns) or "NULL AS __hs_empty"
+        return ", ".join(c.ref for c in self.columns) or EMPTY_SELECT
 
     def renamed(self, names: list[str]) -> str:
         """The final SELECT: ``names`` (``engine_names``: unique) instead of ``c<id>``."""
         items = ", ".join(
             f"{c.ref} AS {quote(n)}" for c, n in zip(self.columns, names, strict=True)
         )
-        return f"SELECT {items or 'NULL AS __hs_empty'} FROM ({self.sql}) AS t"
+        return f"SELECT {items or EMPTY_SELECT} FROM ({self.sql}) AS t"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hybrid_shuffle.empty_column import EMPTY_SELECT
 from hybrid_shuffle.operators.sql import SqlQuery, input_name
 from hybrid_shuffle.plan.logical import ExchangeSpec
 from hybrid_shuffle.shuffle.routing import PartitionerKind
@@ -92,4 +93,4 @@ def _same(a: ExchangeSpec | None, b: ExchangeSpec | None) -> bool:
 
 
 def _list(columns: list[Column]) -> str:
-    return ", ".join(c.ref for c in columns) or "NULL AS __hs_empty"
+    return ", ".join(c.ref for c in columns) or EMPTY_SELECT

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hybrid_shuffle.empty_column import EMPTY_COLUMN
 from hybrid_shuffle.errors import HybridShuffleError, PlanError, UnsupportedPlanError, summary
 from hybrid_shuffle.operators.sql import rejection
 from hybrid_shuffle.plan.logical import ExchangeSpec
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
-from hybrid_shuffle.sources.parquet import EMPTY_COLUMN
 from hybrid_shuffle.spark import SIZE_HINT
 from hybrid_shuffle.spark.bridge import handover_types
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported

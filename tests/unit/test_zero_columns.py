@@ -8,8 +8,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hybrid_shuffle.empty_column import EMPTY_COLUMN
 from hybrid_shuffle.operators.sql import SqlQuery, rejection
-from hybrid_shuffle.sources.parquet import EMPTY_COLUMN, ParquetSource
+from hybrid_shuffle.sources.parquet import ParquetSource
 from hybrid_shuffle.sparkplan.translate import _sentence
 
 

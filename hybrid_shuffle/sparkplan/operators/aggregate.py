@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hybrid_shuffle.empty_column import EMPTY_SELECT
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.expressions.arithmetic import _result, decimal_divide
 from hybrid_shuffle.sparkplan.operators.basic import named_output
@@ -347,7 +348,7 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
             raise Unsupported("an aggregate whose buffers the engine does not lay out as Spark")
         items += [f"{v} AS {c.ref}" for v, c in zip(values, buffer_cols, strict=True)]
         group_by = f" GROUP BY {', '.join(group_refs)}" if group_refs else ""
-        select = ", ".join(items) or "NULL AS __hs_empty"
+        select = ", ".join(items) or EMPTY_SELECT
         return Rel(f"SELECT {select} FROM ({child.sql}) AS t{group_by}", out_columns)
     if "Partial" in modes or "PartialMerge" in modes:
         raise Unsupported("an aggregate mixing partial and final modes")
@@ -372,7 +373,7 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
         agg_columns.append(col)
         items.append(f"{value} AS {col.ref}")
     group_by = f" GROUP BY {', '.join(group_refs)}" if group_refs else ""
-    select = ", ".join(items) or "NULL AS __hs_empty"
+    select = ", ".join(items) or EMPTY_SELECT
     if not functions and not group_refs:
         raise Unsupported("an aggregate with neither keys nor functions")
     inner = Rel(f"SELECT {select} FROM ({child.sql}) AS t{group_by}", group_columns + agg_columns)

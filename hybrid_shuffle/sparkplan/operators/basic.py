@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hybrid_shuffle.empty_column import EMPTY_SELECT
 from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
 from hybrid_shuffle.sparkplan.relation import Column, Rel, distinct
@@ -48,7 +49,7 @@ def named_output(tr: Translator, exprs: list[Node], child: Rel) -> tuple[str, li
             else f"{sql.text} AS {col.ref}"
         )
         columns.append(col)
-    return ", ".join(items) or "NULL AS __hs_empty", columns
+    return ", ".join(items) or EMPTY_SELECT, columns
 
 
 @register_operator("ProjectExec")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hybrid_shuffle.empty_column import EMPTY_SELECT
 from hybrid_shuffle.sparkplan.expressions import Scope, Sql, Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
 from hybrid_shuffle.sparkplan.relation import Column, Rel, attribute_column, distinct
@@ -72,7 +73,7 @@ def _generate(tr: Translator, node: Node, stage: Stage) -> Rel:
     for value, column in zip(values, columns[len(required) :], strict=True):
         items.append(_value(value, column, scope))
     return Rel(
-        f"SELECT {', '.join(items) or 'NULL AS __hs_empty'} FROM (SELECT *, "
+        f"SELECT {', '.join(items) or EMPTY_SELECT} FROM (SELECT *, "
         f"UNNEST(range(CAST({times.text} AS BIGINT))) AS __hs_copy FROM ({child.sql}) AS t) AS t",
         columns,
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hybrid_shuffle.empty_column import EMPTY_SELECT
 from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
 from hybrid_shuffle.sparkplan.relation import Column, Rel
@@ -87,7 +88,7 @@ def join_sql(tr: Translator, node: Node, left: Rel, right: Rel) -> Rel:
             columns = _nullable(left.columns) + right.columns
         if kind in ("LeftOuter", "FullOuter"):
             columns = columns[: len(left.columns)] + _nullable(right.columns)
-        select = ", ".join(c.ref for c in columns) or "NULL AS __hs_empty"
+        select = ", ".join(c.ref for c in columns) or EMPTY_SELECT
         return Rel(f"SELECT {select} FROM {l_sql} {_SQL_JOINS[kind]} {r_sql} ON {on}", columns)
     exists = f"EXISTS (SELECT 1 FROM {r_sql} WHERE {on})"
     left_list = left.select_list()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from hybrid_shuffle.sources.parquet import EMPTY_COLUMN
+from hybrid_shuffle.empty_column import placeholder
 from hybrid_shuffle.sparkplan.expressions import Unsupported
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
 from hybrid_shuffle.sparkplan.physical import jvm_node, partition_files
@@ -190,18 +190,18 @@ def _local_rows(tr: Translator, node: Node, columns: list[Column]) -> pa.Table |
     Spark 4's ``OneRowRelationExec``), a ``LocalTableScan`` of no row (what the
     optimizer leaves of ``WHERE false``) or of no column (only its row count is read);
     ``None`` for any other leaf (Spark computes it).  A table of no column is a
-    placeholder column of nulls, one per row (``EMPTY_COLUMN``)."""
+    placeholder column of nulls, one per row (``empty_column``)."""
     one_row = node.cls == "OneRowRelationExec" or (
         node.cls == "RDDScanExec" and node.get("name") == "OneRowRelation"
     )
     if one_row and not columns:
-        return pa.table({EMPTY_COLUMN: pa.nulls(1)})
+        return placeholder(1)
     if node.cls != "LocalTableScanExec":
         return None
     if not columns:
         rows = node.get("rows")
         count = len(rows) if isinstance(rows, list) else int(jvm_node(tr.plan, node).rows().size())
-        return pa.table({EMPTY_COLUMN: pa.nulls(count)})
+        return placeholder(count)
     if node.get("rows") == [] and not any(c.type.opaque for c in columns):
         return pa.schema([pa.field(c.ref, c.type.arrow) for c in columns]).empty_table()
     return None
