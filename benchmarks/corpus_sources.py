@@ -31,7 +31,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SKIP_RULES", "UNFOLDED", "Case", "docstring_cases", "function_examples", "skip_reason"]
+__all__ = [
+    "SKIP_RULES",
+    "UNFOLDED",
+    "Case",
+    "docstring_cases",
+    "function_examples",
+    "restore_conf",
+    "skip_reason",
+]
 
 
 @dataclass
@@ -195,11 +203,7 @@ def docstring_cases(spark: Any) -> Iterator[Case]:
                 if case is not None:
                     yield Case(f"doc:{qualname}#{n}", "pyspark docstrings", source, df=case)
         finally:
-            for key, value in changed.items():
-                if value is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, value)
+            restore_conf(spark, changed)
 
 
 def _run_example(spark: Any, scope: dict[str, Any], source: str, changed: dict[str, Any]) -> Any:
@@ -227,3 +231,12 @@ def _run_example(spark: Any, scope: dict[str, Any], source: str, changed: dict[s
     except Exception:
         return None
     return value if isinstance(value, DataFrame) else None
+
+
+def restore_conf(spark: Any, before: dict[str, Any]) -> None:
+    """Put Spark's session settings back as ``before`` had them (``None``: unset)."""
+    for key, value in before.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)

@@ -48,7 +48,13 @@ import pyarrow as pa
 import hybrid_shuffle as hs
 from benchmarks import corpus_own
 from benchmarks.corpus_compare import rows_of, spark_rows, verdict
-from benchmarks.corpus_sources import Case, docstring_cases, function_examples, skip_reason
+from benchmarks.corpus_sources import (
+    Case,
+    docstring_cases,
+    function_examples,
+    restore_conf,
+    skip_reason,
+)
 from benchmarks.report_files import write_report
 
 __all__ = ["CONFIG", "main", "report_lines", "run_case"]
@@ -180,11 +186,7 @@ def run_case(session: hs.Session, spark: Any, case: Case, timeout: float) -> dic
     try:
         return _run_case(session, spark, case, timeout)
     finally:
-        for k, old in before.items():
-            if old is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, old)
+        restore_conf(spark, before)
 
 
 def _run_case(session: hs.Session, spark: Any, case: Case, timeout: float) -> dict[str, Any]:

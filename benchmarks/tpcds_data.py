@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from benchmarks.tpch_data import generate_tables
 
 __all__ = [
     "CACHE",
@@ -54,30 +55,20 @@ def ensure(scale: float, root: Path = CACHE) -> Path:
     target = directory(scale, root)
     if all((target / f"{t}.parquet").is_file() for t in TABLES):
         return target
-    scratch = target.with_name(target.name + ".partial")
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
-    cmd = [
-        _tool(),
-        "tpcds",
-        "parquet",
-        "--scale-factor",
-        f"{scale:g}",
-        "--output-dir",
-        str(scratch),
-    ]
-    print(f"[bench] generating TPC-DS SF{scale:g}: {' '.join(cmd)}", file=sys.stderr, flush=True)
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise RuntimeError(
-            f"tpcgen-cli failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
-        )
-    target.mkdir(parents=True, exist_ok=True)
-    for t in TABLES:
-        if not (target / f"{t}.parquet").is_file():
-            (scratch / f"{t}.parquet").rename(target / f"{t}.parquet")
-    shutil.rmtree(scratch, ignore_errors=True)
+    generate_tables(
+        lambda scratch: [
+            _tool(),
+            "tpcds",
+            "parquet",
+            "--scale-factor",
+            f"{scale:g}",
+            "--output-dir",
+            str(scratch),
+        ],
+        target,
+        TABLES,
+        f"TPC-DS SF{scale:g}",
+    )
     return target
 
 

@@ -20,10 +20,20 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ALL_TABLES", "CACHE", "TABLES", "duckdb_connection", "ensure", "query", "table_paths"]
+__all__ = [
+    "ALL_TABLES",
+    "CACHE",
+    "TABLES",
+    "duckdb_connection",
+    "ensure",
+    "generate_tables",
+    "query",
+    "table_paths",
+]
 
 CACHE = Path(__file__).resolve().parent / ".data"
 #: the tables Q1, Q3 and Q6 read
@@ -43,6 +53,31 @@ def table_paths(
     return {t: str(directory(scale, root) / f"{t}.parquet") for t in tables}
 
 
+def generate_tables(
+    command: Callable[[Path], list[str]], target: Path, tables: Sequence[str], what: str
+) -> None:
+    """Run a generator (``command(scratch)``, writing ``<table>.parquet`` files into
+    ``scratch``) in a scratch folder beside ``target``, then move ``tables`` into
+    ``target`` one rename each, so each file is in place whole or not at all (a killed
+    run leaves only the scratch folder, removed by the next)."""
+    scratch = target.with_name(target.name + ".partial")
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    cmd = command(scratch)
+    print(f"[bench] generating {what}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise RuntimeError(
+            f"{Path(cmd[0]).name} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    for t in tables:
+        if not (target / f"{t}.parquet").is_file():
+            (scratch / f"{t}.parquet").rename(target / f"{t}.parquet")
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
 def ensure(scale: float, root: Path = CACHE, tables: tuple[str, ...] = TABLES) -> Path:
     """The cache directory at ``scale``, its missing ``tables`` generated with
     ``tpchgen-cli`` first (the tables already there are kept as they are)."""
@@ -50,24 +85,22 @@ def ensure(scale: float, root: Path = CACHE, tables: tuple[str, ...] = TABLES) -
     missing = [t for t in tables if not (target / f"{t}.parquet").is_file()]
     if not missing:
         return target
-    scratch = target.with_name(target.name + ".partial")
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
-    cmd = [
-        _tpchgen(), "parquet", "--scale-factor", f"{scale:g}", "--tables", ",".join(missing),
-        "--output-dir", str(scratch), "--quiet",
-    ]  # fmt: skip
-    print(f"[bench] generating TPC-H SF{scale:g}: {' '.join(cmd)}", file=sys.stderr, flush=True)
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise RuntimeError(
-            f"tpchgen-cli failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
-        )
-    target.mkdir(parents=True, exist_ok=True)
-    for t in missing:  # one rename per file: each is in place whole or not at all
-        (scratch / f"{t}.parquet").rename(target / f"{t}.parquet")
-    shutil.rmtree(scratch, ignore_errors=True)
+    generate_tables(
+        lambda scratch: [
+            _tpchgen(),
+            "parquet",
+            "--scale-factor",
+            f"{scale:g}",
+            "--tables",
+            ",".join(missing),
+            "--output-dir",
+            str(scratch),
+            "--quiet",
+        ],
+        target,
+        missing,
+        f"TPC-H SF{scale:g}",
+    )
     return target
 
 
