@@ -107,9 +107,11 @@ def spark_dialect(text: str) -> str:
     return re.sub(r'\bAS\s+"([^"]+)"', r"AS `\1`", text, flags=re.IGNORECASE)
 
 
-def query(con: Any, number: int) -> str:
-    """TPC-DS query ``number`` as Spark SQL, without the ``;``."""
+def query(con: Any, number: int, dialect: str = "spark") -> str:
+    """TPC-DS query ``number`` as Spark SQL (or, ``dialect="duckdb"``, the extension's
+    own text), without the ``;``."""
     row = con.execute("SELECT query FROM tpcds_queries() WHERE query_nr = ?", [number]).fetchone()
     if row is None:
         raise ValueError(f"the tpcds extension has no query {number}")
-    return spark_dialect(str(row[0]).strip().rstrip(";"))
+    text = str(row[0]).strip().rstrip(";")
+    return text if dialect == "duckdb" else spark_dialect(text)
