@@ -77,7 +77,7 @@ def _vertex(
 
 def _vertex_text(v: VertexProfile) -> str:
     region = f" [{v.region}]" if v.region else ""
-    hop = f", {v.hop_seconds:.3f} s of it before its start" if v.hop_seconds >= 0.0005 else ""
+    hop = f"; hop {v.hop_seconds:.3f} s" if v.hop_seconds >= 0.0005 else ""
     critical = (
         f", critical {v.critical_seconds:.3f} s ({100 * v.critical_share:.0f}%{hop})"
         if v.critical_seconds
@@ -99,10 +99,12 @@ def _vertex_detail(v: VertexProfile) -> str:
 
 
 def _edge_text(e: EdgeProfile) -> str:
-    spilled = f", spilled {_size(e.spilled_bytes)}" if e.spilled_bytes else ""
+    extra = f", spilled {_size(e.spilled_bytes)}" if e.spilled_bytes else ""
+    if e.blocked_seconds >= 0.0005:
+        extra += f", blocked {e.blocked_seconds:.3f} s"
     return (
         f"{e.name} ({e.mode}, {e.partitioner}): {e.rows:,} {plural(e.rows, 'row')}, "
-        f"{_size(e.bytes)}, {e.partitions} {plural(e.partitions, 'partition')}{spilled}"
+        f"{_size(e.bytes)}, {e.partitions} {plural(e.partitions, 'partition')}{extra}"
     )
 
 

@@ -30,7 +30,8 @@ on it adds the time from its latest-finishing input's end (its own first start,
 for a vertex with no input) to its own end, hops between stages included;
 ``critical_seconds`` is that, ``critical_share`` it over the ``tasks`` phase.
 
-**Edges**: mode, partitioner, rows, bytes, spilled bytes, consumer partitions.
+**Edges**: mode, partitioner, rows, bytes, spilled bytes, consumer partitions, the
+producers' time blocked on backpressure and a partition's peak memory.
 """
 
 from __future__ import annotations
@@ -153,6 +154,10 @@ class EdgeProfile:
     bytes: int
     spilled_bytes: int
     partitions: int
+    #: the producers' time waiting for credit (pipelined backpressure), summed
+    blocked_seconds: float = 0.0
+    #: most bytes one of its partitions held in memory at once
+    peak_memory_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -234,6 +239,8 @@ def build_profile(result: JobResult) -> QueryProfile:
             bytes=e.bytes,
             spilled_bytes=e.spilled_bytes,
             partitions=e.partitions,
+            blocked_seconds=e.blocked_seconds,
+            peak_memory_bytes=e.peak_memory_bytes,
         )
         for e in result.edges.values()
     )

@@ -45,6 +45,7 @@ def result() -> JobResult:
     }
     edges["by_key"].rows, edges["by_key"].bytes = 200, 4096
     edges["to_sink"].spilled_bytes = 3 << 20
+    edges["to_sink"].blocked_seconds = 0.25
     times = RunTimes(
         job="q",
         started_at=T0,
@@ -122,7 +123,11 @@ def test_the_text_is_a_tree_from_the_sink_with_the_phases_above() -> None:
     assert any(line.split()[:2] == ["tasks", "1.300"] for line in lines)
     tree = lines[lines.index(next(x for x in lines if x.startswith("sink"))) :]
     assert tree[0].startswith("sink [R2]: 1 subtask, wall 0.150 s, CPU 0.250 s, critical")
-    assert tree[2] == "└─ to_sink (pipelined, round-robin): 0 rows, 0 B, 1 partition, spilled 3 MiB"
+    assert tree[0].endswith("critical 0.200 s (15%; hop 0.050 s)")
+    assert tree[2] == (
+        "└─ to_sink (pipelined, round-robin): 0 rows, 0 B, 1 partition, spilled 3 MiB, "
+        "blocked 0.250 s"
+    )
     assert tree[3].startswith("   join [R1]: 1 subtask")
     assert tree[5].startswith("   ├─ by_key (blocking, hash(k)): 200 rows, 4 KiB, 1 partition")
     assert tree[6].startswith("   │  big [R0]: 2 subtasks, wall 0.800 s, CPU 0.500 s")
