@@ -23,8 +23,9 @@ rows in and out, operators' spills and peak memory, and the vertex's share of th
 critical path.  ``cpu_seconds`` is the executor processes' CPU time over each
 subtask (``runtime.process_cpu``: DuckDB's and pyarrow's reader threads
 included; a subtask that shared its executor with others gets a share of it in
-proportion to its thread's CPU); ``thread_cpu_seconds`` is what the task's
-thread and its streamed DuckDB queries' threads counted alone.
+proportion to its thread's CPU; where no executor reported that figure, the
+thread figure); ``thread_cpu_seconds`` is what the task's thread and its
+streamed DuckDB queries' threads counted alone.
 The critical path is walked back from the vertex that finished last: each vertex
 on it adds the time from its latest-finishing input's end (its own first start,
 for a vertex with no input) to its own end, hops between stages included;
@@ -74,8 +75,6 @@ class RunTimes:
     translate_seconds: float = 0.0
     #: edge name -> (producer vertex, consumer vertex)
     edge_ends: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
-    #: vertex name -> the vertex's subtasks that ran (the plan's parallelism)
-    parallelism: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def run_times(
@@ -105,7 +104,6 @@ def run_times(
         edge_ends={
             str(e.name): (g.vertices[e.source].name, g.vertices[e.target].name) for e in g.edges
         },
-        parallelism={v.name: v.parallelism for v in g.vertices.values()},
     )
 
 
@@ -274,13 +272,14 @@ def _phases(times: RunTimes, total: float, first: float, last: float) -> tuple[P
     phases.append(Phase("sources", times.sources_seconds, "lazy sources fetched"))
     if times.executed_at and first:
         reading = max(times.result_read_at - times.tasks_done_at, 0.0)
+        releasing = max(times.returned_at - times.result_read_at, 0.0)
         phases += [
             Phase("deploy", max(first - times.executed_at, 0.0), "to the first task's start"),
             Phase("tasks", max(last - first, 0.0), "first task's start to last task's end"),
             Phase(
                 "hand-back",
                 max(times.finished_at - max(last, times.executed_at), 0.0),
-                f"to the result in hand (result read {reading:.3f} s)",
+                f"to the result in hand (read {reading:.3f} s, released {releasing:.3f} s)",
             ),
         ]
     counted = sum(p.seconds for p in phases)

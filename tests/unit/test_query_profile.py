@@ -121,6 +121,9 @@ def test_the_text_is_a_tree_from_the_sink_with_the_phases_above() -> None:
     lines = text.splitlines()
     assert lines[0] == "Profile of job q: 2.100 s"
     assert any(line.split()[:2] == ["tasks", "1.300"] for line in lines)
+    assert lines[9].endswith(
+        "hand-back     0.100   4.8%  to the result in hand (read 0.020 s, released 0.010 s)"
+    )
     tree = lines[lines.index(next(x for x in lines if x.startswith("sink"))) :]
     assert tree[0].startswith("sink [R2]: 1 subtask, wall 0.150 s, CPU 0.250 s, critical")
     assert tree[0].endswith("critical 0.200 s (15%; hop 0.050 s)")
