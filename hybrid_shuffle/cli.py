@@ -8,7 +8,8 @@ session (embedded Ray, or ``--address``), makes the inputs and runs the job.
 ``explain`` and ``validate --pipeline`` plan a file with ``SCHEMAS`` on the stand-ins
 in a ``hybrid_shuffle.planning.PlanningSession``: no Ray, no Spark, no data.  ``sql``
 runs a Spark SQL query (text or a ``.sql`` file) in the engine (``Session.sql``) over
-Parquet registered as temp views with ``--view NAME=PATH``.
+Parquet registered as temp views with ``--view NAME=PATH``; with ``--analyze`` it
+prints, after the result, where the query's time went (``JobResult.profile()``).
 Errors are one sentence and a non-zero exit: 2 for a bad command line,
 pipeline file or config (checked before Ray starts), and for anything ``validate``
 finds, 1 for a failed job.
@@ -153,6 +154,9 @@ def _sql(args: argparse.Namespace) -> int:
             )
             rows = result.table.num_rows
             print(f"\n{rows} {plural(rows, 'row')} in {elapsed:.2f} s{more}")
+        if args.analyze:
+            print()
+            print(result.profile().render())
     return 0
 
 
@@ -272,10 +276,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     q.add_argument("--config", help="the job's YAML config (edges: exchange_<id>: {mode: ...})")
     q.add_argument("--address", help="join this Ray cluster instead of an embedded one")
-    q.add_argument(
+    shown = q.add_mutually_exclusive_group()  # the plan without running, or with the run's
+    shown.add_argument(
         "--explain",
         action="store_true",
         help="print the engine's plan and the Spark exchanges its edges replace; run nothing",
+    )
+    shown.add_argument(
+        "--analyze",
+        action="store_true",
+        help="run the query, print its rows, then where its time went: the phases outside "
+        "the tasks and, per vertex and edge, wall, CPU, rows, bytes and spills",
     )
     q.add_argument(
         "--limit", type=_count, default=20, metavar="N", help="rows to print (default 20)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
@@ -13,6 +13,9 @@ import pyarrow as pa
 from hybrid_shuffle._words import plural
 from hybrid_shuffle.runtime.task import TaskReport
 from hybrid_shuffle.shuffle.metrics import PartitionVolume
+
+if TYPE_CHECKING:
+    from hybrid_shuffle.query_profile import QueryProfile, RunTimes
 
 __all__ = ["EdgeMetrics", "JobResult", "VertexMetrics"]
 
@@ -60,7 +63,7 @@ class VertexMetrics:
     rows_out: int = 0
     #: from the first subtask's start to the last one's end
     wall_seconds: float = 0.0
-    #: summed over subtasks
+    #: summed over subtasks: the tasks' threads and their streamed DuckDB queries'
     cpu_seconds: float = 0.0
     spilled_bytes: int = 0
     peak_memory_bytes: int = 0
@@ -68,6 +71,9 @@ class VertexMetrics:
     #: a sink's (``write_parquet``): rows and files written, summed over subtasks
     rows_written: int = 0
     files_written: int = 0
+    #: summed over subtasks: the executor processes' CPU over them, DuckDB's and the
+    #: Parquet readers' threads included (``TaskReport.process_cpu_seconds``)
+    process_cpu_seconds: float = 0.0
 
 
 @dataclass
@@ -96,6 +102,21 @@ class JobResult:
     #: second attempts of slow subtasks launched (``failover.speculation``; 0 when off);
     #: a task whose copy won has ``TaskReport.speculative`` set
     speculative_attempts: int = 0
+    #: the run's time points outside its tasks, for ``profile()`` (None: a result made
+    #: by hand)
+    times: RunTimes | None = None
+
+    def profile(self) -> QueryProfile:
+        """Where the run's time went, as data (``hybrid_shuffle.query_profile``): the
+        phases outside the tasks (Spark's planning and the translation for a job from
+        Spark, the engine's planning, sources, deployment, the tasks, the hand-back),
+        then per vertex wall, CPU (DuckDB's and the readers' threads included), rows,
+        spills, peak memory and critical-path share, and per edge mode, rows, bytes,
+        spills and partitions.  ``str()`` of it is what ``hybrid-shuffle sql
+        --analyze`` prints; ``.to_dict()`` is plain data."""
+        from hybrid_shuffle.query_profile import build_profile
+
+        return build_profile(self)
 
     @property
     def spilled_bytes(self) -> int:
@@ -176,6 +197,7 @@ def vertex_metrics(reports: Sequence[TaskReport], order: Sequence[str]) -> dict[
         v.rows_in += r.rows_in
         v.rows_out += r.rows_out
         v.cpu_seconds += r.cpu_seconds
+        v.process_cpu_seconds += r.process_cpu_seconds
         v.spilled_bytes += sum(op.spilled_bytes for op in r.operators)
         v.rows_written += sum(op.rows_written for op in r.operators)
         v.files_written += sum(op.files_written for op in r.operators)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -170,6 +171,7 @@ class Session:
                 f"sql: the query must be a non-empty string of Spark SQL, got {query!r}"
             )
         spark = self.spark
+        started = time.perf_counter()  # for JobResult.profile(): Spark's share
         try:
             df = spark.sql(query)
         except Exception as e:
@@ -177,7 +179,9 @@ class Session:
             if message is None:  # not a rejection Spark names: still one sentence
                 raise PlanError(f"Spark cannot run the query: {summary(e)}") from e
             raise PlanError(f"Spark rejects the query: {message}") from None
-        return self.from_dataframe(df, name, fallback)
+        stream = self.from_dataframe(df, name, fallback)
+        stream.job.spark_total_seconds = time.perf_counter() - started
+        return stream
 
     def from_dataframe(self, df: Any, name: str | None = None, fallback: str = "spark") -> Stream:
         """Run a PySpark DataFrame's pipeline in the engine, as written: its physical plan
@@ -192,6 +196,7 @@ class Session:
         from hybrid_shuffle.sparkplan.translate import FALLBACKS, Translator
 
         self.check_open()
+        started = time.perf_counter()
         if fallback not in FALLBACKS:
             raise PlanError(
                 f"fallback={fallback!r} is not a fallback; use 'spark' (run what the engine "
@@ -219,6 +224,7 @@ class Session:
                 f"the Spark plan cannot be translated ({type(e).__name__}: {summary(e)})"
             ) from e
         job.spark_plan = translator.info
+        job.spark_total_seconds = time.perf_counter() - started
         try:
             stream.spark_schema = df.schema
         except Exception:  # a type PySpark cannot parse (a calendar interval): none then

@@ -27,6 +27,7 @@ from hybrid_shuffle.plan.cache import Cache, CacheLayout
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
 from hybrid_shuffle.plan.partitioning import vertex_partitioning
 from hybrid_shuffle.plan.planner import Plan, plan_job, reachable
+from hybrid_shuffle.query_profile import run_times
 from hybrid_shuffle.result import JobResult, edge_metrics, vertex_metrics
 from hybrid_shuffle.runtime.progress import JobProgress, NoProgress, guarded
 
@@ -50,6 +51,10 @@ class Job:
         #: set when the job is a translated Spark plan (``Session.sql``): its exchanges
         #: and fallbacks, for ``explain``
         self.spark_plan: SparkPlanInfo | None = None
+        #: for ``JobResult.profile()``: the seconds ``Session.sql`` (or
+        #: ``from_dataframe``) took to make this job, and the seconds spent in ``plan``
+        self.spark_total_seconds: float | None = None
+        self.planning_seconds = 0.0
 
     def _node(
         self,
@@ -268,7 +273,11 @@ class Job:
         for n in reachable(node):  # an empty cache read in explain(): planned from its lineage
             if n.reads_cache and n.cache is not None and n.cache.filled is None:
                 n.cache.expected = n.cache.expected or _expected_layout(n.cache)
-        return plan_job(self.name, node, self.session.config, self.session.slots)
+        started = time.perf_counter()
+        try:
+            return plan_job(self.name, node, self.session.config, self.session.slots)
+        finally:
+            self.planning_seconds += time.perf_counter() - started
 
     def explain(self, stream: Stream | None = None) -> str:
         """Every edge with its effective mode, partitioner, partitions and region."""
@@ -354,6 +363,7 @@ class Job:
 
         session = self.session
         started = time.perf_counter()
+        began, planned_before = time.time(), self.planning_seconds
         statuses: dict[str, str] = {}
         sources_seconds = 0.0
         attempts = max(session.config.failover.max_attempts, 1)
@@ -418,6 +428,15 @@ class Job:
             {plan.graph.vertices[v].name: r for v, r in plan.vertex_region.items()},
             executed.blocks,
             executed.speculative_attempts,
+            times=run_times(
+                plan,
+                began,
+                self.planning_seconds - planned_before,
+                sources_seconds,
+                executed.times,
+                self.spark_plan,
+                self.spark_total_seconds,
+            ),
         )
 
     # -- caches --------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,9 @@ class Executed:
     blocks: list[Any] | None = None
     #: speculative attempts launched (``JobResult.speculative_attempts``)
     speculative_attempts: int = 0
+    #: epoch seconds of ``executed`` (entered), ``tasks_done``, ``result_read`` and
+    #: ``returned``, for ``JobResult.profile()`` (``query_profile.RunTimes``)
+    times: dict[str, float] = field(default_factory=dict)
 
 
 def execute(
@@ -75,6 +79,7 @@ def execute(
     """Run ``plan`` on the pool's executors and return its result (see the module
     docstring); ``timeout`` bounds the whole job (``JobTimeoutError``); ``progress``
     is told what the tasks do (``runtime.progress``: the scheduler calls it)."""
+    times = {"executed": time.time()}
     shuffle = plan.config.shuffle
     job_id = f"{plan.graph.job_name}-{uuid.uuid4().hex[:8]}"
     # the memory budgets of the executors are whole again before this job writes
@@ -96,6 +101,7 @@ def execute(
     blocks = None
     try:
         reports = scheduler.run()
+        times["tasks_done"] = time.time()
         if plan.collect and plan.keep_blocks:
             blocks = _result_blocks(tracker, job_id, plan)
         for attempt in range(
@@ -110,12 +116,15 @@ def execute(
                 if attempt + 1 == plan.config.failover.max_attempts:
                     raise
                 reports = scheduler.recover(e)
+        times["result_read"] = time.time()
         caches = _promote_caches(plan, job_id, tracker)
     finally:
         tracker.release_job(job_id)
-    return Executed(
+    executed = Executed(
         job_id, table, reports, scheduler.restarts, caches, blocks, scheduler.speculative_attempts
     )
+    executed.times = {**times, "returned": time.time()}
+    return executed
 
 
 def _result_blocks(tracker: PartitionTracker, job_id: str, plan: Plan) -> list[Any] | None:

@@ -40,6 +40,7 @@ from hybrid_shuffle.operators.columns import project
 from hybrid_shuffle.operators.context import OperatorContext, OperatorMetrics
 from hybrid_shuffle.operators.duck.database import TaskDatabase
 from hybrid_shuffle.runtime.failures import TaskFailure, describe_failure
+from hybrid_shuffle.runtime.process_cpu import LEDGER
 from hybrid_shuffle.shuffle.api import (
     HandedOver,
     InputGate,
@@ -121,6 +122,9 @@ class TaskReport:
     #: CPU time of the task's thread and of its streamed DuckDB queries' threads (the rest
     #: of started..finished is waiting or contention)
     cpu_seconds: float = 0.0
+    #: the executor process's CPU time over the task, shared with the tasks that ran
+    #: beside it (``runtime.process_cpu``): DuckDB's and pyarrow's threads included
+    process_cpu_seconds: float = 0.0
     #: rows into the head of the chain (read from its inputs, or a source's split)
     rows_in: int = 0
     rows_out: int = 0
@@ -268,6 +272,7 @@ def run_task(
     )
     contexts = operator_contexts(deployment, database)
     report.operators = [c.metrics for c in contexts.values()]
+    cpu = LEDGER.enter()
     try:
         writers = env.create_result_partition_writers(deployment.outputs, cancelled)
         gates = env.create_input_gates(deployment.gates)
@@ -290,6 +295,7 @@ def run_task(
         database.close()
         if task_dir is not None:
             shutil.rmtree(task_dir, ignore_errors=True)
+        report.process_cpu_seconds = LEDGER.leave(cpu)
     return report
 
 

@@ -148,3 +148,41 @@ def test_cli_timeline_with_another_suffix_exits_2_before_running(
 def test_nothing_is_left_behind(session: hs.Session, result: hs.JobResult) -> None:
     assert isinstance(result.table, pa.Table)
     assert_no_leaks(session)
+
+
+def test_profile_has_every_vertex_and_edge_with_consistent_numbers(result: hs.JobResult) -> None:
+    p = result.profile()
+    assert p.job == "timeline"
+    assert [v.name for v in p.vertices] == list(result.vertices)
+    assert [e.name for e in p.edges] == list(result.edges)
+    for v in p.vertices:
+        metrics = result.vertices[v.name]
+        assert (v.subtasks, v.rows_in, v.rows_out) == (
+            metrics.subtasks,
+            metrics.rows_in,
+            metrics.rows_out,
+        )
+        assert v.cpu_seconds > 0 and v.wall_seconds > 0
+        assert v.region == result.regions[v.name]
+    vertices = {v.name: v for v in p.vertices}
+    for e in p.edges:
+        assert e.rows == result.edges[e.name].rows and e.bytes == result.edges[e.name].bytes
+        assert e.name in vertices[e.target].inputs and e.source in vertices
+    for v in p.vertices:  # a vertex reads what its input edges carried
+        if v.inputs:
+            assert v.rows_in == sum(result.edges[e].rows for e in v.inputs)
+    # no Spark: the run alone; the measured phases fit in it, and "other" is the rest
+    assert p.total_seconds == result.wall_seconds
+    assert [ph.name for ph in p.phases] == [
+        "plan",
+        "sources",
+        "deploy",
+        "tasks",
+        "hand-back",
+        "other",
+    ]
+    assert all(ph.seconds >= 0 for ph in p.phases)
+    assert sum(ph.seconds for ph in p.phases if ph.name != "other") <= p.total_seconds + 1e-3
+    assert p.critical_path[-1] == "ranked" and p.critical_path[0] in {"orders", "customers"}
+    assert sum(v.critical_seconds for v in p.vertices) <= p.phase("tasks") + 1e-6
+    assert "Critical path: " in p.render()

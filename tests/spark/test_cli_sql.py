@@ -110,6 +110,26 @@ def test_explain_names_the_spark_exchanges_and_runs_nothing(table_path: Path, co
     assert "rows in" not in out.stdout
 
 
+def test_analyze_prints_the_rows_then_where_the_time_went(table_path: Path, config: str) -> None:
+    out = run("sql", QUERY, "--view", f"t={table_path}", "--analyze", "--config", config)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert printed_rows(out.stdout) == expected_rows(table_path, QUERY)
+    profile = out.stdout[out.stdout.index("Profile of job sql: ") :]
+    phases = {line.split()[0] for line in profile.splitlines() if line.startswith("  ")}
+    assert {"spark", "translate", "plan", "deploy", "tasks", "hand-back", "total"} <= phases
+    # the tree holds the group-by's and the ORDER BY's exchanges, and the scan under them
+    assert len(set(re.findall(r"^[ │├└─]*(exchange_\d+) \(", profile, re.M))) == 2, profile
+    assert re.search(r"^ *scan_\d+.*: 2 subtasks?, wall [\d.]+ s, CPU [\d.]+ s", profile, re.M)
+    assert "rows 2,000 in -> " in profile  # the scan's stage read the whole table
+    assert profile.rstrip().splitlines()[-1].startswith("Critical path: ")
+
+
+def test_explain_and_analyze_together_exit_2_before_anything_starts() -> None:
+    out = run("sql", "SELECT 1", "--explain", "--analyze")
+    assert out.returncode == 2
+    assert "argument --analyze: not allowed with argument --explain" in out.stderr
+
+
 def test_unknown_table_exits_non_zero_with_spark_s_message(table_path: Path, config: str) -> None:
     out = run("sql", "SELECT * FROM nope", "--view", f"t={table_path}", "--config", config)
     assert out.returncode == 1

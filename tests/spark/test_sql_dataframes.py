@@ -24,6 +24,7 @@ from .oracle import (
     exchange_ids,
     parquet_views,
     rows,
+    same_rows,
     spark_rows,
     subtrees,
 )
@@ -474,3 +475,19 @@ def test_try_arithmetic_is_null_where_integers_would_wrap(session: hs.Session, s
         "try_multiply(id, 92233720368547758) AS c, try_add(id, 1) AS d FROM t",
     )
     assert subtrees(stream) == []
+
+
+def test_profile_of_a_dataframe_counts_spark_s_planning(session: hs.Session, spark: Any) -> None:
+    """``JobResult.profile()`` of a translated DataFrame: Spark's planning and the
+    translation come first, and the total is theirs plus the run's."""
+    df = spark.table("t").groupBy("k").agg(F.count("*").alias("n"))
+    stream = session.from_dataframe(df)
+    result = stream.collect()
+    same_rows(rows(result.table), spark_rows(df))
+    p = result.profile()
+    assert [ph.name for ph in p.phases][:3] == ["spark", "translate", "plan"]
+    assert p.phase("spark") > 0 and p.phase("translate") > 0
+    spent = stream.job.spark_total_seconds
+    assert spent is not None and abs(p.total_seconds - (spent + result.wall_seconds)) < 1e-9
+    assert abs(sum(ph.seconds for ph in p.phases) - p.total_seconds) < 1e-6
+    assert p.critical_path[-1] == p.vertices[-1].name
