@@ -43,6 +43,14 @@ two sides, a broadcast build side, a scalar subquery's value): input 0 is
 they arrive; input 0 streams through the query once every other input has
 ended (a broadcast build side is read first), or is staged too if it arrives
 earlier.  Such a query is always classified as needing its inputs' end.
+
+**Input 0 read by DuckDB** (``read_input_from``): a source task whose split DuckDB
+can read itself (a Parquet split: ``sources.duck_scan``) hands the query that
+split as a ``DuckRelation`` instead of pushing batches.  At ``finish`` input 0 is
+a view over the relation's SQL and the query runs once over it, whatever its
+class (per-row or not, one scan of ``input`` or several): decoding, the query's
+filter (pushed into the scan) and its operators are one DuckDB pipeline, whose
+output streams out in batches.  Inputs 1.. are staged first, as always.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -68,7 +76,7 @@ from hybrid_shuffle.operators.duck.streamed_query import (
 )
 from hybrid_shuffle.operators.duck.twin import conform
 
-__all__ = ["SqlBinding", "SqlQuery", "bind", "rejection"]
+__all__ = ["DuckRelation", "SqlBinding", "SqlQuery", "bind", "rejection"]
 
 #: the physical operators of a per-row query (``EXPLAIN``'s names; a filter is often
 #: pushed into the scan)
@@ -91,6 +99,19 @@ class SqlBinding:
     per_row: bool
     #: how many times the plan scans ``input``
     input_scans: int
+
+
+class DuckRelation(Protocol):
+    """Rows DuckDB reads itself (``SqlQuery.read_input_from``): a ``SELECT`` over files."""
+
+    def sql(self) -> str:
+        """The ``SELECT`` whose rows are the input."""
+        ...
+
+    def read_error(self, error: BaseException) -> Exception | None:
+        """The error to raise for a DuckDB error reading the rows (a file gone or
+        corrupt), or ``None`` if ``error`` is the query's own."""
+        ...
 
 
 def _connection() -> duckdb.DuckDBPyConnection:
@@ -186,6 +207,7 @@ class SqlQuery(Operator):
     # per-task state (``open``); set here too so that ``close`` works before ``open``
     _cursor: duckdb.DuckDBPyConnection | None = None
     _query: StreamedQuery | None = None
+    _relation: DuckRelation | None = None
     _own_context = False
 
     def __init__(self, query: str, name: str, inputs: int = 1) -> None:
@@ -242,6 +264,7 @@ class SqlQuery(Operator):
         self.context = context if context is not None else OperatorContext.unbounded()
         self._cursor = None
         self._query = None
+        self._relation = None
         self._staged: set[int] = set()
         self._ended: set[int] = set()
         self._schemas: dict[int, pa.Schema] = {}
@@ -252,6 +275,20 @@ class SqlQuery(Operator):
             self._cursor = self.context.database.cursor()
             _no_python_scans(self._cursor)
         return self._cursor
+
+    @property
+    def reads_relations(self) -> bool:
+        """``read_input_from`` may be called: the query was bound when planned (on the
+        schema the relation has)."""
+        return self.binding is not None
+
+    def read_input_from(self, relation: DuckRelation) -> None:
+        """Input 0 is ``relation``, read by the query's DuckDB, instead of pushed batches
+        (see the module docstring); call after ``open``, before any batch of input 0,
+        and only if ``reads_relations``.  ``finish`` runs the query over it."""
+        if self.binding is None:
+            raise PlanError(f"{self.what}: its input's schema was not known when planned")
+        self._relation = relation
 
     def _bound(self, schema: pa.Schema) -> SqlBinding:
         if self.binding is None:  # the planner did not know the input schema
@@ -313,6 +350,8 @@ class SqlQuery(Operator):
         return self._recorded(self._run_staged())
 
     def finish(self) -> Iterable[pa.Table]:
+        if self._relation is not None:
+            return self._recorded(self._run_over(self._relation))
         if self.num_inputs > 1:
             return self._finish_many()
         binding = self.binding
@@ -365,6 +404,21 @@ class SqlQuery(Operator):
                 yield self._conform(pa.Table.from_batches([batch]))
         except duckdb.Error as e:
             raise query_error(e, self.what) from e
+
+    def _run_over(self, relation: DuckRelation) -> Iterator[pa.Table]:
+        """The query over ``relation`` as ``input`` (inputs 1.. staged, an empty table for
+        one that had no batch), its output streamed as DuckDB makes it."""
+        for i in range(1, self.num_inputs):
+            if i not in self._staged:
+                self._stage((self._schemas.get(i) or self._planned[i]).empty_table(), i)
+        cursor = self.cursor
+        try:
+            cursor.execute(f"CREATE TEMP VIEW input AS {relation.sql()}")
+            # a relation streams its result (``execute`` would make all of it first)
+            for batch in cursor.sql(self.query).to_arrow_reader(OUTPUT_ROWS):
+                yield self._conform(pa.Table.from_batches([batch]))
+        except duckdb.Error as e:
+            raise (relation.read_error(e) or query_error(e, self.what)) from e
 
     def _conform(self, table: pa.Table) -> pa.Table:
         assert self.binding is not None

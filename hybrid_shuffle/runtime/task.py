@@ -6,7 +6,9 @@ environment's writers and gates.  The chain is driven in the call order
 ``operators.base`` documents.  A source task reads its split (fetched through
 the ``fetch`` the executor passes in: this module does not import Ray) and cuts
 it into buffer-sized batches so that its consumers can start on the first batch
-(pipelining needs granularity).
+(pipelining needs granularity).  A Parquet split whose chain starts with a
+``sql`` query is not read here at all when DuckDB can read it as pyarrow would
+(``ParquetSplit.scan``): the query's own DuckDB reads it (``_duckdb_scan``).
 
 ``run_task`` does not raise for a failure or a cancellation: either is written
 into the report (``TaskState``, ``TaskFailure``), which is what keeps Ray from
@@ -39,6 +41,7 @@ from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import project
 from hybrid_shuffle.operators.context import OperatorContext, OperatorMetrics
 from hybrid_shuffle.operators.duck.database import TaskDatabase
+from hybrid_shuffle.operators.sql import SqlQuery
 from hybrid_shuffle.runtime.failures import TaskFailure, describe_failure
 from hybrid_shuffle.runtime.process_cpu import LEDGER
 from hybrid_shuffle.shuffle.api import (
@@ -51,6 +54,7 @@ from hybrid_shuffle.shuffle.api import (
     ShuffleEnvironment,
 )
 from hybrid_shuffle.shuffle.metrics import ReadMetrics, WriteMetrics
+from hybrid_shuffle.sources.duck_scan import DuckScan
 
 __all__ = ["SourceSplit", "TaskDeployment", "TaskReport", "TaskState", "attempt_key", "run_task"]
 
@@ -125,8 +129,13 @@ class TaskReport:
     #: the executor process's CPU time over the task, shared with the tasks that ran
     #: beside it (``runtime.process_cpu``): DuckDB's and pyarrow's threads included
     process_cpu_seconds: float = 0.0
-    #: rows into the head of the chain (read from its inputs, or a source's split)
+    #: rows into the head of the chain (read from its inputs, or a source's split: the
+    #: rows of its row groups)
     rows_in: int = 0
+    #: the source's Parquet split was read by the head ``sql`` query's DuckDB
+    #: (``read_parquet``: decoding, the query's filter and its operators one pipeline on
+    #: the task's DuckDB), not decoded by pyarrow and pushed in
+    source_in_duckdb: bool = False
     rows_out: int = 0
     #: what each stateful operator (``uses_memory``) did: memory given, spilled, peak held
     operators: list[OperatorMetrics] = field(default_factory=list)
@@ -361,7 +370,15 @@ def _run(
         # a source's chain may hold a broadcast join: its build side is read whole first
         # (it is the small side, and a source depends on no other task, so nothing waits)
         _read_inputs(env, gates, cancelled, chain)
-        _read_source(deployment, chain, fetch)
+        scan = _duckdb_scan(deployment)
+        if scan is None:
+            _read_source(deployment, chain, fetch)
+        else:
+            head = deployment.operators[0]
+            assert isinstance(head, SqlQuery)
+            head.read_input_from(scan)
+            chain.rows_in += scan.rows
+            report.source_in_duckdb = True
         chain.end_input(0)
     else:
         _read_inputs(env, gates, cancelled, chain)
@@ -421,6 +438,19 @@ def _split_tables(
     if isinstance(ref, SourceSplit):
         return ref.read()
     return [fetch(ref, deployment.wait_timeout)]
+
+
+def _duckdb_scan(deployment: TaskDeployment) -> DuckScan | None:
+    """What the head ``sql`` query's DuckDB reads in place of the source's split: the
+    split's ``scan`` when the split is one Parquet split DuckDB reads as pyarrow would
+    (the driver said so) and the chain starts with a query bound on its schema; else
+    ``None`` (pyarrow reads the split and pushes it, as for any other source)."""
+    refs = deployment.source_refs or []
+    head = deployment.operators[0] if deployment.operators else None
+    if len(refs) != 1 or not isinstance(head, SqlQuery) or not head.reads_relations:
+        return None
+    scan = getattr(refs[0], "scan", None)
+    return scan if isinstance(scan, DuckScan) else None
 
 
 def _read_source(

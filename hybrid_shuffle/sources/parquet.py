@@ -14,6 +14,12 @@ like a from_arrow source's ObjectRefs, and read inside the executor
 Pushdown is pyarrow's: the columns read are ``columns`` (or, left out, the ones
 the plan needs: ``plan.pruning``), and the filter is applied by the scan (row
 groups skipped on statistics, rows filtered exactly).
+
+A split also says how DuckDB would read it (``ParquetSplit.scan``, a ``DuckScan``)
+when DuckDB reads the same types pyarrow does; a task whose chain starts with a
+``sql`` query then lets the query read the split itself (``sources.duck_scan``).
+No such description for a source with a filter, a dataset opened by the caller, a
+read of no column, files that are not local, or an empty split.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+from pyarrow.fs import LocalFileSystem
 
 from hybrid_shuffle.empty_column import placeholder
 from hybrid_shuffle.errors import PlanError, summary
+from hybrid_shuffle.sources.duck_scan import DuckScan, reads_like_pyarrow, row_ranges
 
 __all__ = ["ParquetSource", "ParquetSplit", "deal_splits"]
 
@@ -65,6 +73,8 @@ class ParquetSplit:
     schema: pa.Schema  # the dataset's (partition columns included)
     columns: tuple[str, ...] | None
     filter: pc.Expression | None
+    #: the same rows as DuckDB reads them, where it reads the same types (else None)
+    scan: DuckScan | None = None
 
     def read(self) -> Iterator[pa.Table]:
         """The split's rows, one table per row group (runs in the executor); a zero-row
@@ -118,8 +128,17 @@ class ParquetSource:
                 )
         if filter is not None:
             _check_filter(filter, full, what, path)
+        self.name = name
         self.columns = None if columns is None else tuple(columns)
         self.filter = filter
+        #: DuckDB may read the splits (``sources.duck_scan``): the files' own columns, as
+        #: pyarrow would read them, local and unfiltered
+        self.duckdb_readable = (
+            filter is None
+            and not isinstance(path, ds.FileSystemDataset)
+            and isinstance(self.dataset.filesystem, LocalFileSystem)
+        )
+        self._reads_like_pyarrow: dict[tuple[str, ...], bool] = {}
         #: the stream's schema: the columns asked for, in the files' order of them (no
         #: column: ``EMPTY_COLUMN``)
         self.schema = full if columns is None else pa.schema([full.field(c) for c in columns])
@@ -136,12 +155,38 @@ class ParquetSource:
         """``parallelism`` splits reading ``columns`` (``None``: the stream's own), one per
         subtask in subtask order."""
         keep = self.columns if columns is None else tuple(columns)
-        return [
-            ParquetSplit(
-                tuple(self.fragments[i] for i in group), self.read_schema, keep, self.filter
-            )
-            for group in deal_splits(self.rows, parallelism)
-        ]
+        fuse = self._fusable(keep)
+        splits = []
+        for group in deal_splits(self.rows, parallelism):
+            fragments = tuple(self.fragments[i] for i in group)
+            scan = None
+            if fuse and fragments:
+                read = tuple(self.read_schema.names) if keep is None else keep
+                scan = DuckScan(self.name, row_ranges(fragments, self._file_rows()), read)
+            splits.append(ParquetSplit(fragments, self.read_schema, keep, self.filter, scan))
+        return splits
+
+    def _fusable(self, keep: tuple[str, ...] | None) -> bool:
+        """DuckDB reads ``keep`` (``None``: every column) as pyarrow does (asked once per
+        column set: it reads the files' footers)."""
+        if not self.duckdb_readable or keep == ():
+            return False
+        read = tuple(self.read_schema.names) if keep is None else keep
+        if read not in self._reads_like_pyarrow:
+            files = list(dict.fromkeys(f.path for f in self.fragments))
+            self._reads_like_pyarrow[read] = reads_like_pyarrow(files, read, self.read_schema)
+        return self._reads_like_pyarrow[read]
+
+    def _file_rows(self) -> dict[str, list[int]]:
+        """Path -> its row groups' row counts (from the footers read when opened)."""
+        if not hasattr(self, "_rows_per_file"):
+            self._rows_per_file: dict[str, list[int]] = {}
+            for fragment in self.fragments:
+                if fragment.path not in self._rows_per_file:
+                    meta = fragment.metadata
+                    counts = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+                    self._rows_per_file[fragment.path] = counts
+        return self._rows_per_file
 
 
 #: Arrow's view types and the plain type each is read as
