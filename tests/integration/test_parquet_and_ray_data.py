@@ -78,6 +78,7 @@ def test_from_parquet_reads_every_row_in_splits(session: hs.Session, files: Path
     assert sorted_rows(result.table).equals(sorted_rows(ds.dataset(files).to_table()))
     reads = [t for t in result.tasks if t.vertex == "facts"]
     assert sorted(t.rows_in for t in reads) == [ROWS // 2, ROWS // 2]  # row groups dealt evenly
+    assert not any(t.source_in_duckdb for t in reads)  # no sql query to read them
     assert result.sources_seconds >= 0
     assert_no_leaks(session)
 
@@ -132,6 +133,83 @@ def test_from_parquet_errors_name_the_problem(
     with pytest.raises(hs.PlanError, match=named) as error:
         session.job("parquet_bad").from_parquet(**args)  # type: ignore[arg-type]
     assert "\n" not in str(error.value)
+
+
+# -- Parquet read by a sql query's own DuckDB (issue 34) ------------------------------------
+
+
+def sql_over_parquet(
+    session: hs.Session, path: object, query: str, parallelism: int = 5
+) -> hs.JobResult:
+    """``query`` chained after ``from_parquet`` (by default 5 splits of the 12 row groups,
+    cut inside files and across them)."""
+    job = session.job("parquet_sql")
+    stream = job.from_parquet(path, name="facts", parallelism=parallelism)
+    return stream.sql(query).collect()
+
+
+def scans(result: hs.JobResult) -> list[bool]:
+    """Per source task: whether DuckDB read its split."""
+    return [t.source_in_duckdb for t in result.tasks if t.vertex.startswith("facts")]
+
+
+def test_sql_over_parquet_reads_the_files_in_duckdb(session: hs.Session, files: Path) -> None:
+    """An aggregate with a filter DuckDB pushes into its Parquet scan: the partials of the
+    5 subtasks add up to pyarrow's answer, every split was read by DuckDB, and the rows in
+    are the split's row groups."""
+    query = "SELECT k, sum(amount) AS amount, count(*) AS n FROM input WHERE k < 10 GROUP BY k"
+    result = sql_over_parquet(session, files, query)
+    assert scans(result) == [True] * 5
+    assert sum(t.rows_in for t in result.tasks) == ROWS
+    partials = result.table.group_by("k").aggregate([("amount", "sum"), ("n", "sum")])
+    want = aggregate(ds.dataset(files).to_table(filter=pc.field("k") < 10))
+    assert sorted_rows(partials).to_pylist() == [
+        {"k": r["k"], "amount_sum": r["amount_sum"], "n_sum": r["amount_count"]}
+        for r in want.to_pylist()
+    ]
+    assert_no_leaks(session)
+
+
+def test_sql_over_parquet_per_row_query_in_duckdb(session: hs.Session, files: Path) -> None:
+    query = "SELECT label, k, amount * 2 AS twice FROM input WHERE label = 'l3' AND k > 40"
+    result = sql_over_parquet(session, str(files), query)
+    assert scans(result) == [True] * 5
+    data = ds.dataset(files).to_table(filter=(pc.field("label") == "l3") & (pc.field("k") > 40))
+    want = pa.table(
+        {"label": data["label"], "k": data["k"], "twice": pc.multiply(data["amount"], 2)}
+    )
+    assert sorted_rows(result.table).equals(sorted_rows(want))
+
+
+def test_sql_over_parquet_of_a_type_duckdb_reads_differently(
+    session: hs.Session, tmp_path: Path
+) -> None:
+    """A dictionary column (pyarrow restores it from the file's Arrow schema; DuckDB reads
+    plain strings): pyarrow reads the split, and the answer is the same."""
+    tags = pa.array(["a", "b", "c"] * 2_000).dictionary_encode()
+    data = facts(6_000).append_column("tag", tags)
+    pq.write_table(data, tmp_path / "d.parquet", row_group_size=1_000)
+    query = "SELECT k, tag, amount FROM input WHERE k = 5"
+    result = sql_over_parquet(session, tmp_path / "d.parquet", query, parallelism=2)
+    assert scans(result) == [False, False]
+    want = ds.dataset(tmp_path / "d.parquet").to_table(columns=["k", "tag", "amount"])
+    plain = pa.schema([("k", pa.int64()), ("tag", pa.string()), ("amount", pa.float64())])
+    want = want.filter(pc.field("k") == 5).cast(plain)
+    assert sorted_rows(result.table.cast(plain)).equals(sorted_rows(want))
+
+
+def test_sql_over_parquet_names_a_file_removed_after_planning(
+    session: hs.Session, files: Path
+) -> None:
+    """Removed before the run made its splits: pyarrow reads them and names the file (one
+    removed after, while DuckDB reads it: ``tests/unit/test_parquet_splits.py``)."""
+    job = session.job("parquet_gone")
+    stream = job.from_parquet(files, name="facts", parallelism=2).sql("SELECT k FROM input")
+    os.remove(files / "f1.parquet")
+    with pytest.raises(hs.JobFailedError, match=r"f1\.parquet") as error:
+        stream.collect()
+    assert "\n" not in str(error.value)
+    assert_no_leaks(session)
 
 
 # -- Parquet out ---------------------------------------------------------------------------

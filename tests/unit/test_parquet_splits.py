@@ -7,10 +7,13 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from hybrid_shuffle.sources.parquet import ParquetSource, deal_splits
+from hybrid_shuffle.operators.sql import SqlQuery
+from hybrid_shuffle.sources.parquet import ParquetSource, ParquetSplit, deal_splits
 
 
 def test_equal_row_groups_deal_evenly() -> None:
@@ -62,3 +65,109 @@ def test_view_columns_are_read_as_plain_strings_duckdb_can_filter(tmp_path: Path
     connection.register("probe", pa.table({"s": pa.array(["a", "q"])}))
     found = connection.sql("SELECT r.s FROM read r JOIN probe p ON r.s = p.s").fetchall()
     assert found == [("a",)]
+
+
+# -- what DuckDB reads of a split (``sources.duck_scan``) -----------------------------------
+
+
+def _files(tmp_path: Path, table: pa.Table, files: int = 2, **write: object) -> Path:
+    """``table`` in ``files`` files of row groups of 10 rows."""
+    root = tmp_path / "in"
+    root.mkdir()
+    each = table.num_rows // files
+    for n in range(files):
+        part = table.slice(n * each, each)
+        pq.write_table(part, root / f"f{n}.parquet", row_group_size=10, **write)  # type: ignore[arg-type]
+    return root
+
+
+def _duck_rows(split: ParquetSplit) -> pa.Table:
+    assert split.scan is not None
+    return duckdb.connect().sql(split.scan.sql()).to_arrow_table()
+
+
+def test_duckdb_reads_each_split_as_its_row_groups(tmp_path: Path) -> None:
+    """Splits cut inside files and across them: DuckDB's rows are pyarrow's, one row
+    range per file, and a whole file needs no range."""
+    table = pa.table({"i": pa.array(range(80)), "s": pa.array([f"v{i % 7}" for i in range(80)])})
+    source = ParquetSource(str(_files(tmp_path, table)), "facts", None, None)
+    splits = source.splits(3, ["s", "i"])
+    for split in splits:
+        assert split.scan is not None and split.scan.columns == ("s", "i")
+        assert [r.path for r in split.scan.ranges] == sorted({r.path for r in split.scan.ranges})
+        pyarrow_rows = pa.concat_tables(split.read())
+        assert _duck_rows(split).equals(pyarrow_rows)
+        assert split.scan.rows == pyarrow_rows.num_rows
+    assert sum(s.scan.rows for s in splits if s.scan) == 80
+    whole = source.splits(1, None)[0].scan
+    assert whole is not None and all(r.whole for r in whole.ranges)
+    assert "file_row_number" not in whole.sql()
+
+
+@pytest.mark.parametrize(
+    ("column", "write", "fuses"),
+    [
+        (pa.array(range(40), pa.int64()), {}, True),
+        (pa.array([f"x{i}" for i in range(40)], pa.string_view()), {}, True),
+        (pa.array(range(40), pa.uint32()), {}, True),
+        (pa.array(range(40), pa.int64()).cast(pa.decimal128(25, 3)), {}, True),
+        (pa.array([f"x{i % 3}" for i in range(40)]).dictionary_encode(), {}, False),
+        (pa.array(range(40), pa.timestamp("ns")), {"use_deprecated_int96_timestamps": True}, False),
+        (pa.array(range(40), pa.timestamp("us", tz="UTC")), {}, False),
+        (pa.array([f"x{i}" for i in range(40)], pa.large_string()), {}, False),
+    ],
+    ids=["int64", "string_view", "uint32", "decimal", "dictionary", "int96", "tz", "large"],
+)
+def test_duckdb_reads_a_split_only_as_pyarrow_types_it(
+    tmp_path: Path, column: pa.Array, write: dict[str, object], fuses: bool
+) -> None:
+    table = pa.table({"a": column, "n": pa.array(range(40))})
+    source = ParquetSource(str(_files(tmp_path, table, **write)), "typed", None, None)
+    split = source.splits(1, None)[0]
+    assert (split.scan is not None) is fuses
+    if fuses:
+        assert _duck_rows(split).equals(pa.concat_tables(split.read()))
+
+
+def test_no_duckdb_scan_for_a_filter_a_dataset_no_column_or_other_files(tmp_path: Path) -> None:
+    table = pa.table({"i": pa.array(range(40)), "j": pa.array(range(40))})
+    root = _files(tmp_path, table)
+    assert ParquetSource(str(root), "x", None, None).splits(2, None)[0].scan is not None
+    filtered = ParquetSource(str(root), "x", None, pc.field("i") > 3)
+    assert all(s.scan is None for s in filtered.splits(2, None))
+    opened = ParquetSource(ds.dataset(str(root)), "x", None, None)
+    assert all(s.scan is None for s in opened.splits(2, None))
+    assert all(s.scan is None for s in ParquetSource(str(root), "x", [], None).splits(2, None))
+    # files whose Parquet schemas differ (a column's type) are read by pyarrow
+    other = pa.table({"i": pa.array(range(5), pa.int32()), "j": range(5)})
+    pq.write_table(other, root / "z.parquet")
+    assert all(s.scan is None for s in ParquetSource(str(root), "x", None, None).splits(2, None))
+    # a split of no row group has nothing for DuckDB to read
+    assert ParquetSource(str(root / "f0.parquet"), "x", None, None).splits(9, None)[-1].scan is None
+
+
+@pytest.mark.parametrize("damage", ["removed", "truncated"])
+def test_a_file_gone_after_the_splits_were_made_is_named(tmp_path: Path, damage: str) -> None:
+    """The split's ``sql`` query reads it in DuckDB: one sentence naming the source and the
+    file, not the query's error."""
+    table = pa.table({"i": pa.array(range(40))})
+    source = ParquetSource(str(_files(tmp_path, table)), "facts", None, None)
+    split = source.splits(1, None)[0]
+    gone = tmp_path / "in" / "f1.parquet"
+    if damage == "removed":
+        gone.unlink()
+    else:
+        gone.write_bytes(b"PAR1 not a footer")
+    query = SqlQuery("SELECT sum(i) AS s FROM input", "agg")
+    query.output_schema([source.schema])
+    query.open()
+    assert split.scan is not None
+    query.read_input_from(split.scan)
+    try:
+        with pytest.raises(
+            OSError, match=r"^from_parquet 'facts': cannot read .*f1\.parquet \("
+        ) as e:
+            list(query.finish())
+    finally:
+        query.close()
+    assert "\n" not in str(e.value)
