@@ -23,6 +23,7 @@ time zone, a view type: anything differing keeps the pyarrow path).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -123,38 +124,41 @@ def row_ranges(fragments: Sequence[Any], file_rows: dict[str, list[int]]) -> tup
     )
 
 
-def reads_like_pyarrow(files: Sequence[str], columns: Sequence[str], schema: pa.Schema) -> bool:
-    """DuckDB's ``read_parquet`` of ``columns`` of ``files`` gives the types pyarrow reads
-    them as (``schema``, the split's read schema): every file has the same Parquet schema
-    (then DuckDB reads each the same way), each column is one of the files' own, and the
-    Arrow schema of ``read_parquet(...) LIMIT 0`` has ``columns``' names and types."""
-    if not files or not columns:
+_CHECKER: duckdb.DuckDBPyConnection | None = None
+_CHECKER_LOCK = threading.Lock()
+
+
+def _checker() -> duckdb.DuckDBPyConnection:
+    """A cursor on the process's one DuckDB for reading footers (a connection costs
+    milliseconds, and the driver asks once per scan of every query)."""
+    global _CHECKER
+    with _CHECKER_LOCK:
+        if _CHECKER is None:
+            _CHECKER = duckdb.connect(":memory:", config={"threads": 1})
+        return _CHECKER.cursor()
+
+
+def reads_like_pyarrow(fragments: Sequence[Any], columns: Sequence[str], schema: pa.Schema) -> bool:
+    """DuckDB's ``read_parquet`` of ``columns`` of the files of ``fragments`` (pyarrow's,
+    their footers read) gives the types pyarrow reads them as (``schema``, the split's read
+    schema): every file has the same Parquet schema (then DuckDB reads each the same way),
+    each column is one of the files' own, and the Arrow schema of DuckDB's
+    ``read_parquet(...) LIMIT 0`` of the first file has ``columns``' names and types."""
+    if not fragments or not columns:
         return False
     names = [n.lower() for n in schema.names]
     if len(set(names)) != len(names) or _ROW_NUMBER in names:
         return False  # DuckDB's names are case-insensitive; a column of its virtual name
-    connection = duckdb.connect(":memory:", config={"threads": 1})
+    files = {f.path: f.metadata.schema for f in fragments}
+    first = next(iter(files.values()))
+    if not all(first.equals(other) for other in files.values()):
+        return False
+    items = ", ".join(_identifier(c) for c in columns)
+    path = _literal(os.path.abspath(fragments[0].path))
+    connection = _checker()
     try:
-        rows = connection.execute(
-            "SELECT file_name, name, type, type_length, repetition_type, num_children, "
-            "converted_type, scale, precision, logical_type, duckdb_type "
-            "FROM parquet_schema(?)",
-            [[os.path.abspath(f) for f in files]],
-        ).fetchall()
-        per_file: dict[str, list[tuple[Any, ...]]] = {}
-        for row in rows:
-            per_file.setdefault(row[0], []).append(row[1:])
-        if len({tuple(s) for s in per_file.values()}) != 1:
-            return False
-        first = os.path.abspath(files[0])
-        items = ", ".join(_identifier(c) for c in columns)
-        got = (
-            connection.execute(
-                f"SELECT {items} FROM read_parquet({_literal(first)}, {_OPTIONS}) LIMIT 0"
-            )
-            .to_arrow_table()
-            .schema
-        )
+        query = f"SELECT {items} FROM read_parquet({path}, {_OPTIONS}) LIMIT 0"
+        got = connection.execute(query).to_arrow_table().schema
     except duckdb.Error:
         return False  # a column DuckDB does not have or cannot read: pyarrow reads it
     finally:

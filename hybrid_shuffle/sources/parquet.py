@@ -173,8 +173,8 @@ class ParquetSource:
             return False
         read = tuple(self.read_schema.names) if keep is None else keep
         if read not in self._reads_like_pyarrow:
-            files = list(dict.fromkeys(f.path for f in self.fragments))
-            self._reads_like_pyarrow[read] = reads_like_pyarrow(files, read, self.read_schema)
+            fits = reads_like_pyarrow(self.fragments, read, self.read_schema)
+            self._reads_like_pyarrow[read] = fits
         return self._reads_like_pyarrow[read]
 
     def _file_rows(self) -> dict[str, list[int]]:
