@@ -263,3 +263,13 @@ def test_joins_are_the_kind_the_configuration_asks_for(
         assert sum("hashpartitioning" in s for s in exchanges) >= 2 * len(planned)
     else:
         assert len(broadcasts) >= len(planned)
+
+
+def test_each_scan_is_read_by_its_stages_duckdb(tpch: Tpch, queries: dict[int, str]) -> None:
+    """Issue 34: a table scan's split is read by its stage's own DuckDB (``read_parquet``
+    of its row groups, the stage's filter pushed into it), not decoded by pyarrow and
+    pushed in (Q3 scans customer, orders and lineitem)."""
+    result = tpch.session.sql(queries[3], fallback="error").collect()
+    scans = [t for t in result.tasks if t.vertex.startswith("scan_")]
+    assert len({t.vertex for t in scans}) == 3
+    assert all(t.source_in_duckdb for t in scans), [t.name for t in scans]
