@@ -3,7 +3,9 @@
 A ``FileSourceScanExec`` over Parquet becomes ``from_parquet`` on the files
 Spark listed for it (after partition pruning), reading only the columns Spark
 requires; Spark's pushed data filters stay in the plan's ``Filter`` above the
-scan, which the stage runs.  A partitioned table's partition columns come from its
+scan, which the stage runs.  The stage's DuckDB reads the files itself where it
+reads them as pyarrow would (``sources.duck_scan``), which pushes that filter into
+the Parquet scan.  A partitioned table's partition columns come from its
 ``key=value`` folders (``_partitioned``).  ``OneRowRelation`` (a ``SELECT`` without
 ``FROM``) and local tables of no row or no column are made in the engine
 (``_local_rows``).  Any other leaf (a cached relation, a local table, ``range``, an
