@@ -135,8 +135,11 @@ def physical_plan(df: Any) -> PhysicalPlan:
     for k, v in settings.items():
         conf.setConfString(k, v)
     try:
-        logical = df._jdf.queryExecution().logical()
-        fresh = shim.dataset_of_rows(spark, logical)
+        # the plan Spark analysed when the DataFrame was made: planned afresh without
+        # parsing or analysing again (an analysed plan skips the analyser), and as the
+        # DataFrame means it (a view replaced since is not looked up again)
+        analysed = df._jdf.queryExecution().analyzed()
+        fresh = shim.dataset_of_rows(spark, analysed)
         execution = fresh.queryExecution()
         jvm_plan = execution.executedPlan()
         text = str(jvm_plan.toJSON())
