@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -135,8 +136,11 @@ def physical_plan(df: Any) -> PhysicalPlan:
     for k, v in settings.items():
         conf.setConfString(k, v)
     try:
-        logical = df._jdf.queryExecution().logical()
-        fresh = shim.dataset_of_rows(spark, logical)
+        # the plan Spark analysed when the DataFrame was made: planned afresh without
+        # parsing or analysing again (an analysed plan skips the analyser), and as the
+        # DataFrame means it (a view replaced since is not looked up again)
+        analysed = df._jdf.queryExecution().analyzed()
+        fresh = shim.dataset_of_rows(spark, analysed)
         execution = fresh.queryExecution()
         jvm_plan = execution.executedPlan()
         text = str(jvm_plan.toJSON())
@@ -188,7 +192,7 @@ def mark_jvm_fields(raw: Any, jvm_plan: Any, text: str) -> None:
             (_Match(_LIKE), _escape_of, f'"{_LIKE}"' in text),
             (_Match(_IN_SET), _values_of, f'"{_IN_SET}"' in text),
             (_Match(_LITERAL, kind="array"), _elements_of, '"type":"array"' in text),
-            (_Match(*_ARITHMETIC), _eval_mode_of, _integral_arithmetic(text)),
+            (_Match(*_ARITHMETIC), _eval_mode_of, _integral_arithmetic(raw, text)),
         )
         if present
     ]
@@ -241,10 +245,49 @@ _ARITHMETIC = tuple(
 _INTEGRAL = ('"dataType":"integer"', '"dataType":"long"', '"dataType":"short"', '"dataType":"byte"')
 
 
-def _integral_arithmetic(text: str) -> bool:
+def _integral_arithmetic(raw: Any, text: str) -> bool:
     """Whether a plan may hold integer arithmetic, whose ``try_`` form (null on overflow)
-    differs from the default (it wraps): the only case the evaluation mode changes."""
-    return any(f'"{c}"' in text for c in _ARITHMETIC) and any(t in text for t in _INTEGRAL)
+    differs from the default (it wraps): the only case the evaluation mode changes.  An
+    ``Add``/``Subtract``/``Multiply`` is of its left operand's type; where every one's
+    is known from the JSON and is not an integer (TPC-H's decimal arithmetic), the plan
+    pays no call into the JVM for it."""
+    if not (any(f'"{c}"' in text for c in _ARITHMETIC) and any(t in text for t in _INTEGRAL)):
+        return False
+    return any(_integral_at(found, i) for found, i in _arithmetic_nodes(raw))
+
+
+def _arithmetic_nodes(value: Any) -> Iterator[tuple[list[Any], int]]:
+    """Each ``Add``/``Subtract``/``Multiply`` of the JSON: the expression list (written
+    in pre-order) it is in, and its index there."""
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _arithmetic_nodes(v)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if isinstance(v, dict) and v.get("class") in _ARITHMETIC:
+                yield value, i
+            yield from _arithmetic_nodes(v)
+
+
+def _integral_at(expressions: list[Any], index: int) -> bool:
+    """Whether the arithmetic at ``index`` may be of an integer type: its left operand
+    (the next expression in pre-order) followed through nested arithmetic to one whose
+    JSON names its type (an attribute, a literal, a cast); unknown counts as may."""
+    i = index + 1
+    while i < len(expressions):
+        node = expressions[i]
+        if not isinstance(node, dict):
+            return True
+        kind = node.get("dataType")
+        if isinstance(kind, str):
+            return kind in _INTEGRAL_NAMES
+        if node.get("class") not in _ARITHMETIC:
+            return True
+        i += 1
+    return True
+
+
+_INTEGRAL_NAMES = frozenset({"integer", "long", "short", "byte"})
 
 
 def _eval_mode_of(arithmetic: Any) -> dict[str, Any]:

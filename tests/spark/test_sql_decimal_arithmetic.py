@@ -111,8 +111,9 @@ def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
     return [tuple(r.values()) for r in table.to_pylist()]
 
 
-def _check(session: hs.Session, spark: Any, query: str) -> None:
-    """The engine runs ``query`` with no fallback and gives Spark's rows and types."""
+def _check(session: hs.Session, spark: Any, query: str, rows: int = ROWS) -> None:
+    """The engine runs ``query`` with no fallback and gives Spark's ``rows`` rows and
+    types (keyed by the first column)."""
     stream = session.sql(query)
     assert stream.explain_data()["spark_subtrees"] == []
     got = stream.to_arrow()
@@ -127,7 +128,7 @@ def _check(session: hs.Session, spark: Any, query: str) -> None:
             (name, g, s) for name, g, s in zip(df.columns, row, spark_row, strict=True) if g != s
         ]
         assert not wrong, f"rid {row[0]}: (column, engine, spark) {wrong[:5]}"
-    assert len(got) == len(want) == ROWS
+    assert len(got) == len(want) == rows
 
 
 @pytest.mark.parametrize("allow", ["true", "false"])
@@ -157,6 +158,37 @@ def test_literal_divisor_keeps_spark_scale(
             spark,
             "SELECT rid, c0 / 10 AS q, c0 * 10 AS m, c0 / 3 AS third, c0 * c0 AS sq, "
             "-c0 AS neg, abs(c0) AS a, c3 + 1.123456789123456789 AS s FROM dec",
+        )
+    finally:
+        spark.conf.unset(_CONF)
+
+
+@pytest.mark.parametrize("allow", ["true", "false"])
+def test_chained_arithmetic_and_sums(
+    session: hs.Session, generated: tuple[Any, list[str]], allow: str
+) -> None:
+    """Arithmetic over arithmetic and sums of it, as TPC-H's Q1 computes them
+    (``price * (1 - discount) * (1 + tax)``): the 64-bit form of each step, used where
+    the value fits 18 digits, and the 128-bit one where it does not (the types' largest
+    values overflow 64 bits), give Spark's values either way."""
+    spark, _ = generated
+    spark.conf.set(_CONF, allow)
+    try:
+        # c12 decimal(15,2), c6 (10,2), c11 (7,3), c10 (5,5), c17 (1,0)
+        _check(
+            session,
+            spark,
+            "SELECT rid, c12 * (1 - c6) * (1 + c12) AS q1, (c12 * c6) * c11 AS three, "
+            "c6 * c6 * c6 * c6 AS four, (c12 + c6) * c12 - c11 AS mixed, "
+            "c10 * c17 * c11 AS small, c12 * c12 + c6 AS sum_of_product FROM dec",
+        )
+        _check(
+            session,
+            spark,
+            "SELECT rid % 3 AS g, sum(c12 * (1 - c6) * (1 + c11)) AS charge, "
+            "sum(c12) AS total, avg(c6) AS mean, sum(c6 * c11) AS narrow, "
+            "count(c12 * c6) AS n FROM dec GROUP BY rid % 3",
+            rows=3,
         )
     finally:
         spark.conf.unset(_CONF)

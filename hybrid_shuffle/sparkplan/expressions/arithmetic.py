@@ -159,11 +159,59 @@ def _decimal(op: str, a: Sql, b: Sql) -> Sql:
         if da.precision + max(0, db.scale - da.scale) > MAX:
             raise Unsupported("a decimal % whose dividend needs more than 38 digits")
         return Sql(_exact.remainder(a, b, result), result)
+    exact = _decimal_exact(op, a, b, da, db, result, exact_scale)
+    narrow_a, narrow_b = _narrow(a), _narrow(b)
+    if (
+        narrow_a is None
+        or narrow_b is None
+        or exact_scale != result.scale
+        or exact_scale >= _NARROW
+        or len(exact.text) > _NARROW_TEXT
+    ):
+        return exact
+    if _duck_width(op, da, db) <= _NARROW and max(da.precision, db.precision) <= _NARROW:
+        # DuckDB's own type holds every exact result: 64 bits, no overflow to catch
+        return Sql(exact.text, result, narrow=f"({a.text} {op} {b.text})")
+    # the exact value in 64 bits where it fits (DuckDB raises past 18 digits, ``TRY``
+    # makes that null); the 128-bit form only for the rows where it does not.  A value
+    # of at most 18 digits at the result's scale fits the result's type (19 digits or
+    # more here), so the cast cannot overflow and the answer is Spark's either way.
+    fast = f"TRY({narrow_a} {op} {narrow_b})"
+    return Sql(f"COALESCE(CAST({fast} AS {result.duck}), {exact.text})", result, narrow=fast)
+
+
+#: DuckDB's decimals of at most this many digits are 64-bit integers
+_NARROW = 18
+#: the text of an expression above which its 64-bit form is not added (each level of
+#: arithmetic with one repeats its operands' text)
+_NARROW_TEXT = 4000
+
+
+def _narrow(sql: Sql) -> str | None:
+    """``sql``'s value as a decimal of at most 18 digits (null where it needs more):
+    its own text if its type is that narrow, else what its arithmetic computed."""
+    if sql.type.is_decimal and sql.type.precision <= _NARROW:
+        return sql.text
+    return sql.narrow
+
+
+def _duck_width(op: str, a: SparkType, b: SparkType) -> int:
+    """The digits DuckDB's own ``a op b`` of two decimals asks for (a product's is the
+    sum of the operands', one less than Spark's)."""
+    if op == "*":
+        return a.precision + b.precision
+    return _unadjusted_precision(op, a, b)
+
+
+def _decimal_exact(
+    op: str, a: Sql, b: Sql, da: SparkType, db: SparkType, result: SparkType, exact_scale: int
+) -> Sql:
+    """``a op b`` (``+ - *``) exactly as Spark computes it, on any operands."""
     if _unadjusted_precision(op, da, db) <= MAX:
         # the exact result fits Spark's type, and DuckDB's exact decimal arithmetic on the
         # operands' own types cannot overflow before it: no 38-digit widening, no TRY
         # (each costs DuckDB its fixed-width fast path; 4x on TPC-H's Q1)
-        if _unadjusted_precision(op, da, db) > 18 >= max(da.precision, db.precision):
+        if _duck_width(op, da, db) > _NARROW >= max(da.precision, db.precision):
             # DuckDB computes two decimals of up to 18 digits in 64 bits and raises past
             # 18 digits: one operand at 19 digits takes its 128-bit arithmetic
             a = Sql(f"CAST({a.text} AS DECIMAL(19,{da.scale}))", decimal(19, da.scale))

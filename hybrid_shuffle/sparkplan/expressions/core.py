@@ -38,11 +38,17 @@ class Support(enum.Enum):
 
 @dataclass(frozen=True)
 class Sql:
-    """A compiled expression: DuckDB text of the Spark type ``type``."""
+    """A compiled expression: DuckDB text of the Spark type ``type``.
+
+    ``narrow``, where set (decimal arithmetic), is DuckDB text of the same value as a
+    decimal of at most 18 digits at ``type``'s scale (DuckDB's 64-bit arithmetic), null
+    where the value is null or needs more digits: the form arithmetic above computes
+    in first (``arithmetic``), since 128-bit decimals cost DuckDB 4-10x per row."""
 
     text: str
     type: SparkType
     nullable: bool = True
+    narrow: str | None = None
 
 
 def quote(name: str) -> str:
