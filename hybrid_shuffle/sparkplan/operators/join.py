@@ -9,6 +9,13 @@ and the join itself is the same SQL join in every case.  Keys never match
 null, as in Spark (a ``<=>`` key is planned by Spark as ``coalesce`` and ``isnull``
 keys).
 
+A left semi and a (not null-aware) left anti join are DuckDB's ``SEMI JOIN`` and
+``ANTI JOIN``, whose meaning is ``EXISTS``'s and ``NOT EXISTS``'s: written as a
+correlated ``EXISTS`` with a non-equi condition (TPC-H Q21's ``l_suppkey <>``),
+DuckDB decorrelates it into a delim join, and a semi join feeding such a delim join
+could not spill within the task's ``memory_limit`` (Q21 at SF10 ran out of 512 MiB);
+as a join it is one hash join that spills.
+
 An existence join (Spark's plan of ``EXISTS``/``IN (subquery)`` under ``OR``, in a
 projection or in an aggregate's ``FILTER``) is the left side and a non-null boolean
 ``exists``: whether some right row meets the condition.  Spark already wrote the
@@ -93,11 +100,11 @@ def join_sql(tr: Translator, node: Node, left: Rel, right: Rel) -> Rel:
     exists = f"EXISTS (SELECT 1 FROM {r_sql} WHERE {on})"
     left_list = left.select_list()
     if kind == "LeftSemi":
-        return Rel(f"SELECT {left_list} FROM {l_sql} WHERE {exists}", left.columns)
+        return Rel(f"SELECT {left_list} FROM {l_sql} SEMI JOIN {r_sql} ON {on}", left.columns)
     if kind == "LeftAnti":
         if node.get("isNullAwareAntiJoin"):
             return _null_aware_anti(node, left, right, scope, l_sql, r_sql, on)
-        return Rel(f"SELECT {left_list} FROM {l_sql} WHERE NOT {exists}", left.columns)
+        return Rel(f"SELECT {left_list} FROM {l_sql} ANTI JOIN {r_sql} ON {on}", left.columns)
     if kind == "ExistenceJoin":
         col = _existence_flag(node)
         items = ", ".join([*(c.ref for c in left.columns), f"{exists} AS {col.ref}"])
