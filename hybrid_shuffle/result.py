@@ -96,6 +96,10 @@ class JobResult:
     #: second attempts of slow subtasks launched (``failover.speculation``; 0 when off);
     #: a task whose copy won has ``TaskReport.speculative`` set
     speculative_attempts: int = 0
+    #: what was changed at run time (``adaptive.broadcast_bytes``): one
+    #: ``plan.join_switch.AdaptiveChange`` per translated shuffled join decided, switched
+    #: to a broadcast join or not, with the bytes its build side wrote and the threshold
+    adaptive: list[Any] = field(default_factory=list)
 
     @property
     def spilled_bytes(self) -> int:
