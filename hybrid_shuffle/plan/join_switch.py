@@ -4,8 +4,9 @@
 The engine runs the physical plan Spark made with adaptive execution off, so a join
 Spark planned as a shuffled (sort-merge or shuffled hash) join on its size estimates
 hash-exchanges both sides even when one of them turns out small (a filtered
-dimension table).  Here, a join stage that reads exactly two hash edges, one per side
-(``SwitchableJoin``, found by the translation), is a *candidate*:
+dimension table).  Here, a join stage that reads two hash edges, one per side
+(``SwitchableJoin``, found by the translation), is a *candidate* (the stage may also
+read broadcast inputs, which go with the join):
 
 * **Plan time** (``find_candidates``): the side that may be built (Spark's rule: inner
   either, left outer/semi/anti/existence the right, right outer the left, full outer
@@ -38,7 +39,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hybrid_shuffle.operators.sql import SqlQuery
+from hybrid_shuffle.operators.sql import SqlQuery, input_name
 from hybrid_shuffle.shuffle.routing import PartitionerKind
 
 if TYPE_CHECKING:
@@ -218,9 +219,16 @@ def _ineligible(graph: JobGraph, vertex: JobVertex, join: SwitchableJoin) -> str
     """Why the join stage ``vertex`` cannot become a broadcast join (None: it can)."""
     if join.build_edge() is None:
         return f"a {join.join_type} join has no side a broadcast join may build"
-    names = {e.name for e in vertex.inputs}
-    if names != {join.left_edge, join.right_edge} or len(vertex.inputs) != 2:
-        return "its stage reads more than the join's two sides"
+    names = [e.name for e in vertex.inputs]
+    if sorted(set(names)) != sorted(names) or not {join.left_edge, join.right_edge} <= set(names):
+        return "its stage does not read the join's two sides once each"
+    for edge in vertex.inputs:
+        if edge.name in (join.left_edge, join.right_edge):
+            continue
+        if edge.partitioner.kind is not PartitionerKind.BROADCAST or edge.target_operator:
+            return f"its stage also reads '{edge.name}', which is not a broadcast input"
+        if not (edge.partition_type.is_blocking() and edge.partition_type.reconsumable):
+            return f"its broadcast input '{edge.name}' is {edge.mode}, not blocking"
     if vertex.cache_fill or vertex.cache_read or vertex.co_location:
         return "its stage fills or reads a cache, or is co-located"
     if vertex.adaptive is not None or len(vertex.operators) != 1:
@@ -229,7 +237,7 @@ def _ineligible(graph: JobGraph, vertex: JobVertex, join: SwitchableJoin) -> str
         return "its stage's query was not bound when planned"
     if not all(e.partitioner.is_all_to_all() for e in vertex.outputs):
         return "its stage feeds a forward edge"
-    for edge in vertex.inputs:
+    for edge in (graph.edge(join.left_edge), graph.edge(join.right_edge)):
         if edge.partitioner.kind is not PartitionerKind.HASH or edge.combiner is not None:
             return f"edge '{edge.name}' is not a plain hash exchange"
         if edge.partition_type.must_be_pipelined():
@@ -275,23 +283,33 @@ def switch(graph: JobGraph, candidate: JoinSwitch) -> None:
     producer = graph.vertices[probe.source]
     old = join_vertex.operators[0]
     assert isinstance(old, SqlQuery) and old.binding is not None
+    # the inputs anew: the probe side streamed in from the chain, the build side, then
+    # the stage's broadcast inputs, each read whole
+    others = sorted(
+        (e for e in join_vertex.inputs if e is not probe and e is not build),
+        key=lambda e: e.target_input,
+    )
+    order = [probe, build, *others]
     tokens = candidate.join.tokens
-    names = {tokens[probe.name]: "input", tokens[build.name]: "input1"}
-    query = _named(candidate.join.template, names)
-    operator = SqlQuery(query, old.name, inputs=2)
+    query = _named(
+        candidate.join.template, {tokens[e.name]: input_name(i) for i, e in enumerate(order)}
+    )
+    operator = SqlQuery(query, old.name, inputs=len(order))
     planned: list[Any] = list(getattr(old, "_planned", []))
-    if len(planned) == 2:
-        operator.output_schema([planned[probe.target_input], planned[build.target_input]])
+    if len(planned) == len(order):
+        operator.output_schema([planned[e.target_input] for e in order])
     # the probe producer's chain ends in the join; what the join fed now leaves it
     producer.operators.append(operator)
     producer.outputs.remove(probe)
     graph.edges.remove(probe)
-    consumers = join_vertex.parallelism
-    build.target, build.target_input = producer.id, 1
-    build.target_operator = len(producer.operators) - 1
-    build.reads_whole = consumers  # the subpartitions its producers write
+    build.reads_whole = join_vertex.parallelism  # the subpartitions its producers write
+    for index, edge in enumerate(order[1:], start=1):
+        edge.target, edge.target_input = producer.id, index
+        edge.target_operator = len(producer.operators) - 1
+        if edge is not build:
+            edge.reads_whole = 1  # a broadcast partition's one subpartition
+        producer.inputs.append(edge)
     join_vertex.inputs.clear()
-    producer.inputs.append(build)
     for edge in join_vertex.outputs:
         edge.source = producer.id
         producer.outputs.append(edge)

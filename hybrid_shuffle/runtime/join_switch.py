@@ -4,9 +4,10 @@
 A held probe producer's region does not deploy (``held``).  Once the region is the
 first in the queue and the build side's producer has finished (every subtask),
 ``decide_joins`` measures the bytes it wrote over the build edge and lets the
-candidate decide; a switched build edge is then read whole by every probe task, so
-its partitions (already registered, with the readers the join would have had) are
-given that many readers: the tracker counts channels as a set, never reaches the
+candidate decide; a switched build edge (and each broadcast input that went with the
+join) is then read whole by every probe task over reader 0, so its partitions
+(perhaps registered already, with the readers the join would have had) are given
+that many readers: the tracker counts channels as a set, never reaches the
 count, and keeps them until the job ends (a restarted probe task reads them again;
 ``runtime.deployment`` registers a re-run producer's partitions the same way).
 Plain Python, no Ray.
@@ -57,10 +58,11 @@ def decide_joins(
         written = sum(w.bytes for r in reports for w in r.writes if w.edge == candidate.build_edge)
         change = candidate.decide(graph, written)
         if change.switched:
-            edge = graph.edge(candidate.build_edge)
-            assert edge.reads_whole is not None
-            consumers = max(graph.vertices[edge.target].parallelism, 2)
-            tracker.readers_decided(job_id, edge.name, edge.reads_whole * consumers)
+            probe = graph.vertices[graph.edge(candidate.build_edge).target]
+            for edge in probe.inputs:
+                if edge.reads_whole is not None:
+                    readers = edge.reads_whole * max(probe.parallelism, 2)
+                    tracker.readers_decided(job_id, edge.name, readers)
         log.info("job %s: %s", job_id, change.describe())
         changes.append(change)
     return changes

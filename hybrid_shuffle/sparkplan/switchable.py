@@ -9,7 +9,9 @@ hash-partitioned on the join keys.  So the stage qualifies when it holds exactly
 shuffled join, each side of it arrives straight from an exchange (through Spark's
 sort and code-generation wrappers only), and every operator above the join is a
 projection, a filter, a broadcast join it streams through, or a partial aggregate
-(which Spark's final aggregate completes after its own exchange).  A final
+(which Spark's final aggregate completes after its own exchange).  The stage's other
+inputs may only be broadcast ones (a broadcast join's build side, a subquery's value):
+they go with the join.  A final
 aggregate, a window or a second join on the same partitioning would need the hash
 partitioning, and the stage is left as it is.  The stage's query is kept with its
 input tokens so that the engine can name its inputs again (``SwitchableJoin``).
@@ -68,7 +70,10 @@ def switchable_join(
     if len(edges) != 2:
         return None
     tokens = {i.spec.edge: i.token for i in stage.inputs if i.spec is not None and i.spec.edge}
-    if len(stage.inputs) != 2 or set(tokens) != set(edges) or edges[0] == edges[1]:
+    others = [i for i in stage.inputs if i.spec is None or i.spec.edge not in edges]
+    if len(tokens) != len(stage.inputs) or edges[0] == edges[1] or not set(edges) <= set(tokens):
+        return None
+    if not all(i.side for i in others):  # besides the join's sides, only broadcast inputs
         return None
     shown = plan.shown_id(join.op_id or -1)
     return SwitchableJoin(
@@ -111,8 +116,41 @@ def _exchange_below(node: Node) -> Node | None:
     return node if node.cls in _EXCHANGES else None
 
 
-def _estimate(plan: PhysicalPlan, node: Node) -> int | None:
-    """Spark's estimate of a join side's bytes (its logical plan's statistics)."""
+def _estimate(plan: PhysicalPlan, side: Node) -> int | None:
+    """How big a join side (its exchange) is likely to be, to choose which side to build
+    first when either may be.  Spark without cost-based optimisation estimates a filter
+    as its input and an inner join as the product of its sides, so: the estimate of
+    what the exchange reads when no join is below it (its columns pruned, as Spark
+    scales it), else the sum of the files scanned below; a quarter of that when a
+    filter other than ``IS NOT NULL`` is below (a filtered dimension table is the case
+    this is for)."""
+    exchange = _exchange_below(side)
+    below = exchange.children[0] if exchange is not None and exchange.children else side
+    nodes = list(below.walk())
+    joined = any(n.cls.endswith("JoinExec") or n.cls == "CartesianProductExec" for n in nodes)
+    size = None if joined else _statistics(plan, below)
+    if size is None:
+        scans = [_statistics(plan, n) for n in nodes if n.cls in _SCANS]
+        if not scans or any(s is None for s in scans):
+            return None
+        size = sum(s for s in scans if s is not None)
+    if any(n.cls == "FilterExec" and _selective(n) for n in nodes):
+        size //= 4
+    return size
+
+
+def _selective(node: Node) -> bool:
+    """A filter that keeps fewer rows than ``IS NOT NULL`` checks alone would."""
+    condition = node.expr("condition")
+    plain = {"And", "IsNotNull", "AttributeReference"}
+    return condition is not None and any(n.cls not in plain for n in condition.walk())
+
+
+_SCANS = frozenset({"FileSourceScanExec", "BatchScanExec", "InMemoryTableScanExec"})
+
+
+def _statistics(plan: PhysicalPlan, node: Node) -> int | None:
+    """Spark's estimate of ``node``'s bytes (its logical plan's statistics)."""
     from hybrid_shuffle.sparkplan.physical import jvm_node
 
     try:

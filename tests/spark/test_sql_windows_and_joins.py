@@ -479,6 +479,22 @@ def test_shuffled_join_becomes_broadcast_when_its_side_is_small(
         assert change.probe_edge not in {e for e in result.edges}  # its exchange left out
 
 
+def test_a_broadcast_join_in_the_stage_goes_with_the_switched_join(
+    session: hs.Session, spark: Any
+) -> None:
+    query = (
+        "SELECT /*+ BROADCAST(c) */ w.id, b.y, c.y AS cy FROM w JOIN b ON w.k = b.k "
+        "JOIN b AS c ON b.bid = c.bid + 1"
+    )
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        assert [c for c, _, _ in join_operators(spark, query)] == [
+            "BroadcastHashJoinExec",
+            "SortMergeJoinExec",
+        ]
+        result = _run_checked(session, spark, query)
+    assert [c.switched for c in result.adaptive] == [True]
+
+
 @pytest.mark.parametrize(("mode", "switches"), [("hybrid-full", True), ("hybrid-selective", False)])
 def test_shuffled_join_switch_in_hybrid_modes(
     session: hs.Session, spark: Any, tmp_path: Path, mode: str, switches: bool

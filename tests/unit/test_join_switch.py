@@ -10,7 +10,7 @@ import pytest
 
 from hybrid_shuffle.config import load_config
 from hybrid_shuffle.errors import ConfigError
-from hybrid_shuffle.operators.sql import SqlQuery
+from hybrid_shuffle.operators.sql import SqlQuery, input_name
 from hybrid_shuffle.plan.join_switch import SwitchableJoin, build_sides
 from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, Plan, plan_job
 from hybrid_shuffle.plan.regions import pipelined_regions
@@ -31,33 +31,42 @@ TEMPLATE = (
 )
 
 
-def joined(join_type: str = "Inner", sql_consumer: bool = True) -> LogicalNode:
+#: the same with a broadcast input (a broadcast join in the stage) read first
+BROADCAST_TEMPLATE = (
+    "SELECT l.customer, l.amount, r.amount AS other FROM (SELECT * FROM __hs_input_0__) AS l "
+    "JOIN (SELECT * FROM __hs_input_1__) AS r ON l.customer = r.customer "
+    "JOIN (SELECT * FROM __hs_input_2__) AS n ON n.customer = l.customer"
+)
+
+
+def joined(
+    join_type: str = "Inner", sql_consumer: bool = True, broadcast: bool = False
+) -> LogicalNode:
     """``orders`` (4 subtasks, left) joined with ``customers`` (2, right) on a hash exchange
-    of each into 3 join subtasks, as a translated sort-merge join's stage."""
+    of each into 3 join subtasks, as a translated sort-merge join's stage (with
+    ``broadcast``, also joined with ``nations`` over a broadcast edge)."""
     b = Builder()
     left, right = b.source("orders", 4), b.source("customers", 2)
+    template = BROADCAST_TEMPLATE if broadcast else TEMPLATE
+    tokens = {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"}
+    if broadcast:
+        tokens["nations_edge"] = "__hs_input_2__"
     hint = SwitchableJoin(
-        "SortMergeJoin (9)",
-        join_type,
-        "left_edge",
-        "right_edge",
-        1000,
-        10,
-        TEMPLATE,
-        {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"},
+        "SortMergeJoin (9)", join_type, "left_edge", "right_edge", 1000, 10, template, tokens
     )
-    query = TEMPLATE.replace("__hs_input_0__", "input").replace("__hs_input_1__", "input1")
+    query = template
+    for i, token in enumerate(tokens.values()):
+        query = query.replace(token, input_name(i))
     hash_of = Partitioner(PartitionerKind.HASH, ("customer",))
-    node = LogicalNode(
-        next(b.ids),
-        "stage_9",
-        SqlQuery(query, "stage_9", inputs=2),
-        [
-            (left, ExchangeSpec(hash_of, "left_edge", "blocking", 3)),
-            (right, ExchangeSpec(hash_of, "right_edge", "blocking", 3)),
-        ],
-        switchable=hint,
-    )
+    inputs: list[tuple[LogicalNode, ExchangeSpec | None]] = [
+        (left, ExchangeSpec(hash_of, "left_edge", "blocking", 3)),
+        (right, ExchangeSpec(hash_of, "right_edge", "blocking", 3)),
+    ]
+    if broadcast:
+        spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), "nations_edge", "blocking")
+        inputs.append((b.source("nations", 1), spec))
+    operator = SqlQuery(query, "stage_9", inputs=len(inputs))
+    node = LogicalNode(next(b.ids), "stage_9", operator, inputs, switchable=hint)
     if not sql_consumer:
         return node
     return b.agg(node, "totals", "by_customer", "blocking", 2)
@@ -127,14 +136,15 @@ def _finish_build_side(p: Plan, tracker: PartitionTracker, deployer: Deployer, b
     """Register and finish every ``customers`` task, as the scheduler does; their reports."""
     reports, finished = [], set()
     for vid, vertex in p.graph.vertices.items():
-        if vertex.name != "customers":
+        if vertex.name not in ("customers", "nations"):
             continue
         for i in range(vertex.parallelism):
             for partition in deployer.output_partitions((vid, i)):
                 tracker.register((vid, i), partition, ProducerDescriptor(0, None, "node"))
             tracker.producer_finished("job-1", (vid, i), {})
             report = TaskReport(f"customers[{i}]", "customers", i, 0, 0)
-            report.writes = [WriteMetrics(bytes=bytes_, edge="right_edge", subtask=i)]
+            edge = vertex.outputs[0].name
+            report.writes = [WriteMetrics(bytes=bytes_, edge=edge, subtask=i)]
             reports.append(report)
             finished.add((vid, i))
     return reports, finished
@@ -212,3 +222,28 @@ def test_broadcast_bytes_defaults_to_sparks_threshold_and_rejects_a_negative() -
     assert load_config(None).adaptive.broadcast_bytes == 10 << 20
     with pytest.raises(ConfigError, match=r"adaptive\.broadcast_bytes"):
         load_config({"adaptive": {"broadcast_bytes": -1}})
+
+
+def test_a_broadcast_input_of_the_stage_goes_with_the_join() -> None:
+    p = planned(joined(broadcast=True))
+    tracker = PartitionTracker(RecordingMaster())
+    deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
+    reports, finished = _finish_build_side(p, tracker, deployer, 100)
+    probe_region = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
+    (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
+    assert change.switched
+    g = p.graph
+    nations = g.edge("nations_edge")
+    orders = g.vertices[nations.target]
+    assert orders.name == "orders"
+    assert (nations.target_input, nations.target_operator, nations.reads_whole) == (2, 0, 1)
+    gate = deployer.gate((orders.id, 3), nations, 3)
+    assert [(c.producer_subtask, c.subpartition, c.reader) for c in gate.channels] == [(0, 0, 0)]
+    query = orders.operators[0]
+    assert isinstance(query, SqlQuery) and query.num_inputs == 3
+    assert "FROM input2) AS n" in query.query and "FROM input1) AS r" in query.query
+    # every probe task finishing its read releases nothing: the partitions go with the job
+    for i in range(4):
+        deployer.gate((orders.id, i), nations, i)
+        tracker.consumer_finished("job-1", (orders.id, i))
+    assert tracker.available("job-1", "nations_edge", 0)
