@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 def held(graph: JobGraph, region: Region) -> bool:
     """Whether a task of ``region`` is a probe producer waiting for a join's decision."""
+    if not graph.join_switches:
+        return False
     waiting = {big for _, big in graph.holds()}
     return bool(waiting) and any(vid in waiting for vid, _ in region.tasks)
 
@@ -45,6 +47,8 @@ def decide_joins(
 ) -> list[AdaptiveChange]:
     """Decide the joins holding ``region``'s vertices whose build side finished; the
     changes made (none: nothing to decide yet)."""
+    if not graph.join_switches:
+        return []
     vertices = {vid for vid, _ in region.tasks}
     changes: list[AdaptiveChange] = []
     for candidate in graph.join_switches:

@@ -313,9 +313,8 @@ class Scheduler:
     def _switched(self, region: Region) -> bool:
         """Whether a join holding ``region`` was just decided (``runtime.join_switch``):
         the regions not yet deployed are then computed again."""
-        changes = decide_joins(
-            self.graph, region, self.finished, self.reports, self.job_id, self.tracker
-        )
+        done, reports = self.finished, self._reports.values()
+        changes = decide_joins(self.graph, region, done, reports, self.job_id, self.tracker)
         if changes:
             self._recompute_regions()
             self.plan.vertex_region = vertex_regions(self.graph)  # the join's vertex is gone

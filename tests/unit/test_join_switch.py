@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hybrid_shuffle.config import load_config
+from hybrid_shuffle.config import FailoverConfig, load_config
 from hybrid_shuffle.errors import ConfigError
 from hybrid_shuffle.operators.sql import SqlQuery, input_name
 from hybrid_shuffle.plan.join_switch import SwitchableJoin, build_sides
@@ -17,13 +17,14 @@ from hybrid_shuffle.plan.regions import pipelined_regions
 from hybrid_shuffle.runtime.deployment import Deployer
 from hybrid_shuffle.runtime.join_switch import decide_joins, held
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
-from hybrid_shuffle.runtime.task import TaskReport
+from hybrid_shuffle.runtime.scheduler import Scheduler
+from hybrid_shuffle.runtime.task import TaskReport, TaskState
 from hybrid_shuffle.shuffle.api import ProducerDescriptor
 from hybrid_shuffle.shuffle.metrics import WriteMetrics
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 from .builders import Builder
-from .fakes import RecordingMaster
+from .fakes import FakePool, FakeTransport, RecordingMaster
 
 TEMPLATE = (
     "SELECT l.customer, l.amount, r.amount AS other FROM (SELECT * FROM __hs_input_0__) AS l "
@@ -247,3 +248,48 @@ def test_a_broadcast_input_of_the_stage_goes_with_the_join() -> None:
         deployer.gate((orders.id, i), nations, i)
         tracker.consumer_finished("job-1", (orders.id, i))
     assert tracker.available("job-1", "nations_edge", 0)
+
+
+def _scheduled(p: Plan, transport: FakeTransport) -> Scheduler:
+    scheduler = Scheduler(
+        p,
+        "job-1",
+        PartitionTracker(RecordingMaster()),
+        FakePool(list(range(4))),
+        transport,
+        1 << 20,
+        5.0,
+        FailoverConfig(max_attempts=2, backoff=0.0),
+    )
+    scheduler.run()
+    return scheduler
+
+
+def test_the_scheduler_runs_the_build_side_first_then_the_join_in_the_probe_tasks() -> None:
+    transport = FakeTransport()
+    _scheduled(planned(joined()), transport)
+    names = transport.names()
+    last_build = max(i for i, n in enumerate(names) if n.startswith("customers"))
+    first_probe = min(i for i, n in enumerate(names) if n.startswith("orders"))
+    assert last_build < first_probe
+    assert not any(n.startswith("stage_9") for n in names)  # the join ran in orders' tasks
+    orders = [s.deployment for s in transport.submitted if s.deployment.vertex == "orders"]
+    assert all(isinstance(d.operators[-1], SqlQuery) for d in orders)
+    assert all(len(d.gates[0].channels) == 2 * 3 for d in orders)  # every build subpartition
+
+
+def test_a_probe_task_that_fails_after_the_switch_reads_the_build_side_again() -> None:
+    def outcome(name: str, attempt: int) -> TaskState:
+        return (
+            TaskState.FAILED
+            if name.startswith("orders[1]") and attempt == 0
+            else (TaskState.FINISHED)
+        )
+
+    transport = FakeTransport(outcome)
+    scheduler = _scheduled(planned(joined()), transport)
+    assert scheduler.restarts == 1
+    again = [s.deployment for s in transport.submitted if s.deployment.name.startswith("orders[1]")]
+    assert [d.attempt for d in again] == [0, 1]
+    assert len(again[1].gates[0].channels) == 2 * 3
+    assert sum(n.startswith("customers") for n in transport.names()) == 2  # not run again
