@@ -10,24 +10,29 @@ read broadcast inputs, which go with the join):
 
 * **Plan time** (``find_candidates``): the side that may be built (Spark's rule: inner
   either, left outer/semi/anti/existence the right, right outer the left, full outer
-  never), the smaller by Spark's estimate when both may, is the *build* side.  The
+  never), the likely smaller when both may (``SwitchableJoin.build_edge``), is the
+  *build* side.  The
   other side's producer (the *probe* producer) is **held**: its regions come after
   the build side's producer's (``plan.regions``) and do not deploy before that
   producer finished.  Only joins whose stage can run in other tasks are candidates:
   the translation checked that nothing in the stage above the join relies on the
   hash partitioning (a final aggregate on the join keys would), and this module that
-  the graph allows it (both edges blocking or hybrid, the build edge re-readable, the
-  probe producer feeding only the join, the join stage no sink, no cache, no
-  co-location, no adaptive count, no cycle through the hold).
+  the graph allows it (both edges plain hash exchanges, not pipelined, the build edge
+  re-readable, any other input a blocking broadcast, the probe producer feeding only
+  the join, no cache, no co-location, no adaptive count, no cycle through the holds).
+  The join may be the job's last stage: the probe producer then writes the result.
 * **Run time** (``JoinSwitch.decide``, called by the scheduler once the build
   producer finished): if the bytes it wrote over the build edge are at most
   ``adaptive.broadcast_bytes``, the graph is rewritten (``switch``): the join stage's
   query is chained into the probe producer's tasks (its probe side streamed in from
   the chain, as a ``join(strategy="broadcast")``), the build edge feeds it there and
   every consumer task reads *all* subpartitions of every build producer
-  (``JobEdge.reads_whole``), the probe edge and the join vertex are gone, and the
-  join's outputs leave the probe producer.  Otherwise nothing changes but the hold.
-  Either way the hold ends, and the scheduler computes the regions again.
+  (``JobEdge.reads_whole``; the stage's broadcast inputs follow the same way), the
+  probe edge and the join vertex are gone, and the join's outputs leave the probe
+  producer.  The probe producer's chain, its name and its parallelism are kept: a
+  from_parquet scan's splits decide how many tasks run the join.  Otherwise nothing
+  changes but the hold.  Either way the hold ends, and the scheduler computes the
+  regions again.
 
 Every change is recorded as an ``AdaptiveChange`` (``JobResult.adaptive``,
 ``explain()`` after a run).  Plain Python, no Ray.
@@ -66,8 +71,9 @@ def build_sides(join_type: str) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class SwitchableJoin:
     """What the translation knows of a join stage that could run as a broadcast join:
-    its Spark join, the edge each side arrives over, Spark's size estimates, and the
-    stage's query with its inputs still as tokens (to name them again)."""
+    its Spark join, the edge each side arrives over, how big each side is likely to be
+    (``sparkplan.switchable``), and the stage's query with its inputs still as tokens
+    (to name them again)."""
 
     #: ``SortMergeJoin (12)``
     spark_join: str
@@ -75,7 +81,7 @@ class SwitchableJoin:
     join_type: str
     left_edge: str
     right_edge: str
-    #: Spark's estimate of each side's bytes (``None``: unknown)
+    #: how many bytes each side is likely to be (``None``: unknown)
     left_estimate: int | None
     right_estimate: int | None
     #: the stage's query with ``tokens[edge]`` where each input's table name goes
