@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hybrid_shuffle.plan.join_switch import SwitchableJoin
+from hybrid_shuffle.plan.join_switch import SwitchableJoin, build_sides
 from hybrid_shuffle.sparkplan.operators.join import join_type
 from hybrid_shuffle.sparkplan.relation import engine_names
 
@@ -76,13 +76,16 @@ def switchable_join(
     if not all(i.side for i in others):  # besides the join's sides, only broadcast inputs
         return None
     shown = plan.shown_id(join.op_id or -1)
+    kind = join_type(join)
+    # the estimates (calls into the JVM) only choose between two sides that may be built
+    either = len(build_sides(kind)) == 2
     return SwitchableJoin(
         f"{join.cls.removesuffix('Exec')} ({shown})",
-        join_type(join),
+        kind,
         edges[0],
         edges[1],
-        _estimate(plan, join.children[0]),
-        _estimate(plan, join.children[1]),
+        _estimate(plan, join.children[0]) if either else None,
+        _estimate(plan, join.children[1]) if either else None,
         rel.renamed(engine_names([c.name for c in rel.columns])) if final else rel.sql,
         tokens,
     )
