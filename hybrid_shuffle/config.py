@@ -122,12 +122,18 @@ class VertexConfig:
 
 @dataclass(frozen=True)
 class AdaptiveConfig:
-    """``partitions: auto`` (Spark's AQE partition coalescing, Flink's adaptive batch
+    """What is decided at run time, from the bytes tasks wrote (Spark's AQE).
+    ``partitions: auto`` (AQE's partition coalescing, Flink's adaptive batch
     scheduler): a consumer whose inputs are all blocking gets
     ``ceil(bytes its producers wrote / target_bytes)`` subtasks, clamped to
     ``min_partitions..max_partitions`` and to the session's slots.  Producers write
     ``max_partitions`` subpartitions of a hash or round-robin edge, and each consumer
-    reads a contiguous range of them."""
+    reads a contiguous range of them.  ``broadcast_bytes`` (AQE's
+    ``DynamicJoinSelection``): a shuffled join of a translated Spark plan whose build
+    side wrote at most this many bytes runs as a broadcast join instead, in the tasks
+    of its other side's producer, whose exchange is left out; that producer waits for
+    the build side to finish first.  ``explain()`` says which joins may switch and,
+    after a run, which did (``JobResult.adaptive``)."""
 
     #: one consumer subtask per this many bytes its producers wrote
     target_bytes: int = 64 * MiB
@@ -136,6 +142,10 @@ class AdaptiveConfig:
     #: the most subtasks an adaptive consumer gets; also the subpartitions its
     #: producers write
     max_partitions: int = 64
+    #: a shuffled join whose build side wrote at most this many bytes becomes a
+    #: broadcast join at run time (Spark's spark.sql.autoBroadcastJoinThreshold default;
+    #: 0 turns it off)
+    broadcast_bytes: int = 10 * MiB
 
 
 @dataclass(frozen=True)
@@ -307,7 +317,8 @@ class Config:
     shuffle: ShuffleConfig = field(default_factory=ShuffleConfig)
     #: Spark on Ray through RayDP, for ``from_spark`` and ``to_spark``
     spark: SparkConfig = field(default_factory=SparkConfig)
-    #: ``partitions: auto``: consumer parallelism from the bytes written
+    #: decided at run time: ``partitions: auto`` parallelism from the bytes written, and
+    #: shuffled joins of a small side made broadcast joins (``broadcast_bytes``)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     #: region failover: attempts, backoff, a bound on the whole job
     failover: FailoverConfig = field(default_factory=FailoverConfig)
@@ -601,6 +612,10 @@ def _adaptive(raw: Mapping[str, Any]) -> AdaptiveConfig:
     s: dict[str, Any] = {}
     if "target_bytes" in raw:
         s["target_bytes"] = parse_size(raw["target_bytes"], "adaptive.target_bytes")
+    if "broadcast_bytes" in raw:  # 0: off
+        value = raw["broadcast_bytes"]
+        zero = isinstance(value, int) and not isinstance(value, bool) and value == 0
+        s["broadcast_bytes"] = 0 if zero else parse_size(value, "adaptive.broadcast_bytes")
     for key in ("min_partitions", "max_partitions"):
         if key in raw:
             s[key] = _positive_int(raw[key], f"adaptive.{key}")

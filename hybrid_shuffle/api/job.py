@@ -428,6 +428,7 @@ class Job:
             {plan.graph.vertices[v].name: r for v, r in plan.vertex_region.items()},
             executed.blocks,
             executed.speculative_attempts,
+            adaptive=[s.change for s in plan.graph.join_switches if s.change is not None],
             times=run_times(
                 plan,
                 began,

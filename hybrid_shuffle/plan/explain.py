@@ -10,7 +10,8 @@ vertex the slot sharing group and the operator memory -- and ``Explanation.text`
 
 Contract of ``as_dict``: plain JSON types only (str, int, None, lists, dicts); keys are
 ``job``, ``slots_needed``, ``slots``, ``vertices``, ``edges``, ``notes``, ``warnings``,
-``speculation``.  ``speculation`` is ``{"enabled": bool, "vertices": [{"name",
+``speculation``, ``adaptive`` (lines: what ``adaptive.broadcast_bytes`` may change or
+changed at run time).  ``speculation`` is ``{"enabled": bool, "vertices": [{"name",
 "eligible", "reason"}]}``: which vertices ``failover.speculation`` may give a second
 attempt, and for the others why not (``runtime.speculation``); the text shows it as a
 section only when speculation is enabled.
@@ -33,7 +34,7 @@ from hybrid_shuffle.config import format_size
 from hybrid_shuffle.runtime.speculation import eligibility
 
 if TYPE_CHECKING:
-    from hybrid_shuffle.plan.graph import JobEdge, JobVertex
+    from hybrid_shuffle.plan.graph import JobEdge, JobGraph, JobVertex
     from hybrid_shuffle.plan.planner import Plan
 
 __all__ = [
@@ -199,6 +200,10 @@ class Explanation:
     warnings: tuple[str, ...]
     #: which vertices can be speculated, and why not the others
     speculation: SpeculationExplanation = SpeculationExplanation(False, ())
+    #: what is decided at run time (``adaptive.broadcast_bytes``): per translated shuffled
+    #: join, whether it may become a broadcast join and, after a run, whether it did;
+    #: then why the others may not
+    adaptive: tuple[str, ...] = ()
 
     def text(self) -> str:
         lines = [
@@ -211,6 +216,7 @@ class Explanation:
             "edges:",
             *(e.text() for e in self.edges),
             *self.speculation.text(),
+            *(f"adaptive: {a}" for a in self.adaptive),
             *(f"note: {n}" for n in self.notes),
             *(f"warning: {w}" for w in self.warnings),
         ]
@@ -226,6 +232,7 @@ class Explanation:
             "notes": list(self.notes),
             "warnings": list(self.warnings),
             "speculation": self.speculation.as_dict(),
+            "adaptive": list(self.adaptive),
         }
 
 
@@ -248,7 +255,14 @@ def explain_plan(plan: Plan) -> Explanation:
         tuple(plan.notes),
         tuple(plan.warnings),
         speculation,
+        _adaptive(g),
     )
+
+
+def _adaptive(g: JobGraph) -> tuple[str, ...]:
+    """Each candidate join's state (``plan.join_switch``), then the joins that are not."""
+    states = [s.change.describe() if s.change else s.describe() for s in g.join_switches]
+    return (*states, *g.join_notes)
 
 
 def _vertex(plan: Plan, v: JobVertex) -> VertexExplanation:
@@ -295,7 +309,7 @@ def _edge(plan: Plan, e: JobEdge) -> EdgeExplanation:
         name=e.name,
         source=g.vertices[e.source].name,
         target=dst.name,
-        partitioner=e.partitioner.describe(),
+        partitioner=e.partitioner.describe() + (", read whole" if e.reads_whole else ""),
         combiner=e.combiner.name if e.combiner is not None else None,
         mode=str(e.mode),
         mode_origin=str(e.mode_origin),

@@ -17,6 +17,7 @@ from hybrid_shuffle.shuffle.routing import Partitioner
 
 if TYPE_CHECKING:
     from hybrid_shuffle.plan.cache import Cache
+    from hybrid_shuffle.plan.join_switch import JoinSwitch
 
 __all__ = [
     "AdaptiveParallelism",
@@ -148,6 +149,10 @@ class JobEdge:
     #: which operator of the target's chain it feeds: the head (0), or a broadcast
     #: join chained into its probe side's producer (its place in the chain)
     target_operator: int = 0
+    #: the consumer reads every subpartition of every producer, which write this many
+    #: (a shuffled join's build side read whole once it became a broadcast join;
+    #: ``plan.join_switch``)
+    reads_whole: int | None = None
 
     @property
     def mode(self) -> Mode:
@@ -161,6 +166,15 @@ class JobGraph:
     edges: list[JobEdge]
     #: the vertex whose output the job returns to the driver
     sink: VertexId
+    #: shuffled joins that may become broadcast joins at run time (``plan.join_switch``)
+    join_switches: list[JoinSwitch] = field(default_factory=list)
+    #: why the other translated shuffled joins may not, for explain
+    join_notes: list[str] = field(default_factory=list)
+
+    def holds(self) -> list[tuple[VertexId, VertexId]]:
+        """(build producer, probe producer) of each join still to decide: the probe
+        producer's regions come after, and wait for, the build producer's."""
+        return [s.producers(self) for s in self.join_switches if s.holding]
 
     def edge(self, name: str) -> JobEdge:
         for e in self.edges:

@@ -20,6 +20,7 @@ from hybrid_shuffle.shuffle.routing import Partitioner
 
 if TYPE_CHECKING:
     from hybrid_shuffle.plan.cache import Cache
+    from hybrid_shuffle.plan.join_switch import SwitchableJoin
 
 __all__ = ["ExchangeSpec", "LogicalNode"]
 
@@ -68,6 +69,9 @@ class LogicalNode:
     #: a FLIP-44 local operator (``local_key_by``): it runs in its input's tasks, so the
     #: planner chains it there and refuses a parallelism or group that would not let it
     local: bool = False
+    #: a translated shuffled join's stage that may become a broadcast join at run time
+    #: (``plan.join_switch``)
+    switchable: SwitchableJoin | None = None
 
     @property
     def reads_cache(self) -> bool:

@@ -37,6 +37,7 @@ from hybrid_shuffle.plan.graph import (
     ModeOrigin,
     VertexId,
 )
+from hybrid_shuffle.plan.join_switch import find_candidates
 from hybrid_shuffle.plan.logical import ExchangeSpec, LogicalNode
 from hybrid_shuffle.plan.mode_advisor import MemoryBound, advise_modes
 from hybrid_shuffle.plan.output_on_eof import KeptModes, apply_output_on_eof
@@ -151,6 +152,12 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
         job_name, nodes, sink, config, overrides, needs, auto, elided, groups, slots
     )
     _check_co_locations(graph)
+    hints = {}
+    for node in nodes:
+        vertex = None if node.switchable is None else _vertex_of(graph, node)
+        if vertex is not None and node.switchable is not None:
+            hints[vertex.id] = node.switchable
+    find_candidates(graph, hints, config.adaptive.broadcast_bytes)
     names = [e.name for e in graph.edges]
     # an exchange left out is still an edge the YAML may name (it has no effect)
     config.check_job(job_name, names + [e.edge for e in elided.values() if e.edge])
@@ -166,6 +173,14 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
     plan.cache_schemas = {n.cache.name: schemas[n.id] for n in nodes if n.fills_cache and n.cache}
     check_slots(regions, vertex_region, graph, slots)
     return plan
+
+
+def _vertex_of(graph: JobGraph, node: LogicalNode) -> JobVertex | None:
+    """The vertex whose chain starts with ``node``'s operator, if any."""
+    for vertex in graph.vertices.values():
+        if vertex.operators and vertex.operators[0] is node.operator:
+            return vertex
+    return None
 
 
 def reachable(sink: LogicalNode) -> list[LogicalNode]:

@@ -93,7 +93,9 @@ class _UnionFind:
 
 
 def pipelined_regions(graph: JobGraph) -> list[Region]:
-    """Subtask-level pipelined regions, in deployment order (producers first)."""
+    """Subtask-level pipelined regions, in deployment order (producers first; a probe
+    producer held for a join's build side after that side's producer:
+    ``JobGraph.holds``)."""
     uf = _UnionFind()
     order = graph.topological_order()
     for vid in order:
@@ -117,6 +119,12 @@ def pipelined_regions(graph: JobGraph) -> list[Region]:
             ra, rb = uf.find(a), uf.find(b)
             if ra != rb:
                 reads_from[rb].add(ra)
+    for small, big in graph.holds():  # a held probe producer comes after the build side
+        for i in range(graph.vertices[small].parallelism):
+            for j in range(graph.vertices[big].parallelism):
+                ra, rb = uf.find((small, i)), uf.find((big, j))
+                if ra != rb:
+                    reads_from[rb].add(ra)
     groups = [members[root] for root in _producers_first(first, reads_from)]
     regions = []
     for n, tasks in enumerate(groups):

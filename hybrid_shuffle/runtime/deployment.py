@@ -145,6 +145,8 @@ class Deployer:
         )
         shared = edge.partitioner.shares_one_subpartition()
         forward = not edge.partitioner.is_all_to_all()
+        if edge.reads_whole is not None:  # a join's build side read whole by every consumer
+            return self._read_whole(edge, subtask, attempt, consumers)
         return PartitionDescriptor(
             self._id(edge.name, subtask, attempt),
             self.job_id,
@@ -152,6 +154,27 @@ class Deployer:
             subtask,
             num_subpartitions=1 if (shared or forward) else consumers,
             readers_per_subpartition=consumers if shared else 1,
+            partition_type=edge.partition_type,
+            partitioner=edge.partitioner,
+            service=edge.service,
+            attempt=attempt,
+        )
+
+    def _read_whole(
+        self, edge: JobEdge, subtask: int, attempt: int, consumers: int
+    ) -> PartitionDescriptor:
+        """A partition written hash-partitioned as planned (``reads_whole`` subpartitions)
+        and read whole by each of ``consumers`` over reader 0: its readers count
+        (subpartitions x consumers) is never reached by the tracker's distinct channels,
+        so it is kept until the job ends (a failed consumer can read it again)."""
+        assert edge.reads_whole is not None
+        return PartitionDescriptor(
+            self._id(edge.name, subtask, attempt),
+            self.job_id,
+            edge.name,
+            subtask,
+            num_subpartitions=edge.reads_whole,
+            readers_per_subpartition=max(consumers, 2),
             partition_type=edge.partition_type,
             partitioner=edge.partitioner,
             service=edge.service,
@@ -211,7 +234,10 @@ class Deployer:
         channels: list[ConsumerDescriptor] = []
         for _, producer in producers_of(self.graph, edge, consumer):
             descriptor = self.tracker.descriptor(self.job_id, edge.name, producer)
-            if shared:
+            if edge.reads_whole is not None:  # every subpartition, as a broadcast
+                n = descriptor.partition.num_subpartitions
+                reads = [(sub, 0) for sub in range(n)]
+            elif shared:
                 reads = [(0, consumer)]
             elif edge.partitioner.is_all_to_all():
                 n = descriptor.partition.num_subpartitions

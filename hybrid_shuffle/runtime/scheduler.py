@@ -11,7 +11,9 @@ for one that needs its slot.
 An adaptive vertex (``partitions: auto``) gets its parallelism when its region
 comes up and all its producers have finished: from the bytes their reports say
 they wrote (``AdaptiveParallelism.decide``, at most the session's slots).  The
-regions not yet deployed are then computed again, with the new subtask count.
+regions not yet deployed are then computed again, with the new subtask count.  A
+shuffled join's held probe producer is decided the same way when its region comes
+up and its build side's producer has finished (``runtime.join_switch``).
 
 Failover (``runtime.failover`` decides *what*, this loop *does* it): a failed
 task, an executor Ray reports dead (the pool's watch refs wake the loop at
@@ -72,7 +74,7 @@ from hybrid_shuffle.errors import (
 )
 from hybrid_shuffle.plan.graph import JobVertex, VertexId
 from hybrid_shuffle.plan.planner import Plan
-from hybrid_shuffle.plan.regions import Region, TaskKey, pipelined_regions
+from hybrid_shuffle.plan.regions import Region, TaskKey, pipelined_regions, vertex_regions
 from hybrid_shuffle.runtime.deployment import Deployer, producers_of
 from hybrid_shuffle.runtime.failover import (
     FailoverTopology,
@@ -81,6 +83,7 @@ from hybrid_shuffle.runtime.failover import (
     classify,
 )
 from hybrid_shuffle.runtime.failures import first_line, root_cause, to_error
+from hybrid_shuffle.runtime.join_switch import decide_joins, held
 from hybrid_shuffle.runtime.locality import Holder, Weight, input_weights, subpartition_bytes
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.placement import place, prefer_nodes
@@ -253,7 +256,7 @@ class Scheduler:
             self._check_deadline()
             self._handle_losses()
             while self._pending:
-                if self._adapted(self._pending[0]):
+                if self._switched(self._pending[0]) or self._adapted(self._pending[0]):
                     continue  # the regions were computed again: look at the first one anew
                 if not self._can_deploy(self._pending[0]):
                     break
@@ -307,7 +310,19 @@ class Scheduler:
         self._decide(vertices)
         return True
 
+    def _switched(self, region: Region) -> bool:
+        """Whether a join holding ``region`` was just decided (``runtime.join_switch``):
+        the regions not yet deployed are then computed again."""
+        done, reports = self.finished, self._reports.values()
+        changes = decide_joins(self.graph, region, done, reports, self.job_id, self.tracker)
+        if changes:
+            self._recompute_regions()
+            self.plan.vertex_region = vertex_regions(self.graph)  # the join's vertex is gone
+        return bool(changes)
+
     def _can_deploy(self, region: Region) -> bool:
+        if held(self.graph, region):  # a probe producer waits for its join's build side
+            return False
         if any(self.graph.vertices[vid].awaits_parallelism for vid, _ in region.tasks):
             return False
         if region.slots > self.slots.free:
@@ -352,6 +367,9 @@ class Scheduler:
                 written,
             )
             self.progress.parallelism_decided(vertex.name, vertex.parallelism)
+        self._recompute_regions()
+
+    def _recompute_regions(self) -> None:
         regions = pipelined_regions(self.graph)
         self.plan.regions = regions
         self._topology = FailoverTopology(self.graph, regions)

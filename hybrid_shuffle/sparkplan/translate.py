@@ -39,6 +39,7 @@ from hybrid_shuffle.sparkplan.physical import (
 )
 from hybrid_shuffle.sparkplan.relation import Column, Rel, distinct
 from hybrid_shuffle.sparkplan.stage import Stage
+from hybrid_shuffle.sparkplan.switchable import switchable_join
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import UnsupportedType, column_type
 
@@ -166,6 +167,8 @@ class Translator:
         schemas; if DuckDB rejects it, the lowest operator whose own SQL it rejects (or
         ``top``, the stage's last) is to run in Spark (``_Rejected``)."""
         stream = stage.finish(rel, name, final)
+        # a shuffled join that may become a broadcast join at run time (``plan.join_switch``)
+        stream.node.switchable = switchable_join(self.plan, top, stage, rel, final)
         schemas = [_schema(up) for up, _ in stream.node.inputs]
         operator = stream.node.operator
         if operator is None or any(s is None for s in schemas):

@@ -11,6 +11,9 @@ unique key, so Spark's result is defined."""
 from __future__ import annotations
 
 import decimal
+import os
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,12 +21,23 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+import ray
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 import hybrid_shuffle as hs
 
-from .oracle import BASE_YAML, check, configured, exchange_ids, parquet_views
+from .oracle import (
+    BASE_YAML,
+    check,
+    configured,
+    exchange_ids,
+    parquet_views,
+    ran_where,
+    rows,
+    same_rows,
+    spark_rows,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -401,3 +415,158 @@ def test_cartesian_products(session: hs.Session, spark: Any, query: str) -> None
         assert [c for c, _, _ in join_operators(spark, query)] == ["CartesianProductExec"]
         stream = in_engine_sql(session, spark, query)
     assert any(e.startswith("broadcast_") for e in stream.explain_data()["spark_exchanges"])
+
+
+# -- 5. shuffled joins that become broadcast joins at run time (adaptive.broadcast_bytes) --
+
+#: (query, its join type, whether it may switch): each over a small side that Spark,
+#: told not to broadcast, plans as a sort-merge join
+SWITCHES = [
+    ("SELECT w.id, b.y FROM w JOIN b ON w.k = b.k WHERE b.bid > 2", "Inner", True),
+    ("SELECT w.id, b.y FROM w LEFT JOIN b ON w.k = b.k AND b.bid > 2", "LeftOuter", True),
+    ("SELECT id, g FROM w LEFT SEMI JOIN b ON w.k = b.k AND b.bid > 2", "LeftSemi", True),
+    ("SELECT id, v FROM w LEFT ANTI JOIN b ON w.k = b.k AND b.bid > 2", "LeftAnti", True),
+    ("SELECT b.bid, w.id FROM b RIGHT JOIN w ON w.k = b.k", "RightOuter", True),
+    # a partial aggregate above the join runs in any task: its final one is after an exchange
+    (
+        "SELECT b.y, count(*) AS n, sum(w.v) AS s FROM w JOIN b ON w.k = b.k GROUP BY b.y",
+        "Inner",
+        True,
+    ),
+    # never: no side of a full outer join may be built; a final aggregate on the join keys
+    # relies on the hash partitioning
+    ("SELECT w.id, b.bid FROM w FULL JOIN b ON w.k = b.k", "FullOuter", False),
+    ("SELECT w.k, count(*) AS n FROM w JOIN b ON w.k = b.k GROUP BY w.k", "Inner", False),
+]
+
+
+def _run_checked(session: hs.Session, spark: Any, query: str) -> hs.JobResult:
+    """``query`` run in the engine (all of it) and equal to Spark's rows; the run's result."""
+    stream = session.sql(query)
+    result = stream.collect()
+    df = spark.sql(query)
+    assert result.table.column_names == df.columns
+    same_rows(rows(result.table), spark_rows(df))
+    ran_where(stream, True)
+    return result
+
+
+@pytest.mark.parametrize("threshold", ["default", "0"])
+@pytest.mark.parametrize(("query", "kind", "switches"), SWITCHES)
+def test_shuffled_join_becomes_broadcast_when_its_side_is_small(
+    session: hs.Session,
+    spark: Any,
+    tmp_path: Path,
+    query: str,
+    kind: str,
+    switches: bool,
+    threshold: str,
+) -> None:
+    extra = "" if threshold == "default" else f"adaptive: {{broadcast_bytes: {threshold}}}\n"
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        assert [(c, k) for c, _, k in join_operators(spark, query)] == [("SortMergeJoinExec", kind)]
+        with configured(session, tmp_path, BASE_YAML % "" + extra):
+            before = session.sql(query).explain()
+            result = _run_checked(session, spark, query)
+    on = switches and threshold == "default"
+    assert ("may become a broadcast join" in before) == on
+    assert [c.switched for c in result.adaptive] == ([True] if on else [])
+    if on:
+        change = result.adaptive[0]
+        assert change.spark_join.startswith("SortMergeJoin")
+        assert 0 < change.build_bytes <= change.threshold == 10 * 2**20
+        assert "became a broadcast join" in result.explain
+        assert change.probe_edge not in {e for e in result.edges}  # its exchange left out
+
+
+def test_a_broadcast_join_in_the_stage_goes_with_the_switched_join(
+    session: hs.Session, spark: Any
+) -> None:
+    query = (
+        "SELECT /*+ BROADCAST(c) */ w.id, b.y, c.y AS cy FROM w JOIN b ON w.k = b.k "
+        "JOIN b AS c ON b.bid = c.bid + 1"
+    )
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        assert [c for c, _, _ in join_operators(spark, query)] == [
+            "BroadcastHashJoinExec",
+            "SortMergeJoinExec",
+        ]
+        result = _run_checked(session, spark, query)
+    assert [c.switched for c in result.adaptive] == [True]
+
+
+@pytest.mark.parametrize(("mode", "switches"), [("hybrid-full", True), ("hybrid-selective", False)])
+def test_shuffled_join_switch_in_hybrid_modes(
+    session: hs.Session, spark: Any, tmp_path: Path, mode: str, switches: bool
+) -> None:
+    """A hybrid-full build side is re-readable, so every probe task may read it whole; a
+    hybrid-selective one is read once, so the join stays shuffled (explain says why)."""
+    query = SWITCHES[0][0]
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        ids = exchange_ids(spark, lambda: spark.sql(query))
+        entries = "".join(f"  exchange_{i}: {{mode: {mode}, keep: true}}\n" for i in ids)
+        with configured(session, tmp_path, BASE_YAML % "" + "edges:\n" + entries):
+            result = _run_checked(session, spark, query)
+    assert [c.switched for c in result.adaptive] == ([True] if switches else [])
+    if not switches:
+        assert "whose partitions are read once" in result.explain
+
+
+def test_switched_join_recomputes_after_an_executor_is_lost(
+    session: hs.Session, spark: Any, tmp_path: Path
+) -> None:
+    """After the switch, a task reading the switched join's output stops at its first
+    batch and its executor is killed: what was lost with it (the join's output, the
+    build side's partitions) is computed again, and the answer is still Spark's."""
+    query = SWITCHES[0][0]
+    marker, release = tmp_path / "reached", tmp_path / "release"
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        stream = session.sql(query).rebalance().map_batches(_gate(marker, release))
+        killer = _kill_at(session, marker, release)
+        result = stream.collect()
+        killer.join(timeout=60)
+        df = spark.sql(query)
+        same_rows(rows(result.table), spark_rows(df))
+    assert [c.switched for c in result.adaptive] == [True]
+    assert result.restarts >= 1
+
+
+def _gate(marker: Path, release: Path) -> Any:
+    """A pass-through function that, at its first batch and until the test released it,
+    writes its process id to ``marker`` and waits (at most 60 s): the phase gate of
+    ``tests/integration/phases.py``."""
+    marker_path, release_path = str(marker), str(release)
+
+    def fn(table: pa.Table) -> pa.Table:
+        if not os.path.exists(release_path):
+            tmp = f"{marker_path}.{os.getpid()}.{threading.get_ident()}"
+            with open(tmp, "w") as f:
+                f.write(str(os.getpid()))
+            os.replace(tmp, marker_path)
+            deadline = time.monotonic() + 60
+            while not os.path.exists(release_path) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return table
+
+    return fn
+
+
+def _kill_at(session: hs.Session, marker: Path, release: Path) -> threading.Thread:
+    """Once ``marker`` names a process, kill the executor running in it, then release
+    the gate (``tests/integration/phases.py``'s ``kill_at``)."""
+
+    def kill() -> None:
+        try:
+            deadline = time.monotonic() + 60
+            while not marker.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            pid = int(marker.read_text())
+            victims = [i for i, info in enumerate(session.executor_info) if info["pid"] == pid]
+            for i in victims:
+                ray.kill(session.executors[i])
+        finally:
+            release.touch()
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread

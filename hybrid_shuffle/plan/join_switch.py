@@ -1,0 +1,330 @@
+"""A shuffled join turned into a broadcast join at run time (Spark AQE's
+``DynamicJoinSelection``, done in the engine; ``adaptive.broadcast_bytes``).
+
+The engine runs the physical plan Spark made with adaptive execution off, so a join
+Spark planned as a shuffled (sort-merge or shuffled hash) join on its size estimates
+hash-exchanges both sides even when one of them turns out small (a filtered
+dimension table).  Here, a join stage that reads two hash edges, one per side
+(``SwitchableJoin``, found by the translation), is a *candidate* (the stage may also
+read broadcast inputs, which go with the join):
+
+* **Plan time** (``find_candidates``): the side that may be built (Spark's rule: inner
+  either, left outer/semi/anti/existence the right, right outer the left, full outer
+  never), the likely smaller when both may (``SwitchableJoin.build_edge``), is the
+  *build* side.  The
+  other side's producer (the *probe* producer) is **held**: its regions come after
+  the build side's producer's (``plan.regions``) and do not deploy before that
+  producer finished.  Only joins whose stage can run in other tasks are candidates:
+  the translation checked that nothing in the stage above the join relies on the
+  hash partitioning (a final aggregate on the join keys would), and this module that
+  the graph allows it (both edges plain hash exchanges, not pipelined, the build edge
+  re-readable, any other input a blocking broadcast, the probe producer feeding only
+  the join, no cache, no co-location, no adaptive count, no cycle through the holds).
+  The join may be the job's last stage: the probe producer then writes the result.
+* **Run time** (``JoinSwitch.decide``, called by the scheduler once the build
+  producer finished): if the bytes it wrote over the build edge are at most
+  ``adaptive.broadcast_bytes``, the graph is rewritten (``switch``): the join stage's
+  query is chained into the probe producer's tasks (its probe side streamed in from
+  the chain, as a ``join(strategy="broadcast")``), the build edge feeds it there and
+  every consumer task reads *all* subpartitions of every build producer
+  (``JobEdge.reads_whole``; the stage's broadcast inputs follow the same way), the
+  probe edge and the join vertex are gone, and the join's outputs leave the probe
+  producer.  The probe producer's chain, its name and its parallelism are kept: a
+  from_parquet scan's splits decide how many tasks run the join.  Otherwise nothing
+  changes but the hold.  Either way the hold ends, and the scheduler computes the
+  regions again.
+
+Every change is recorded as an ``AdaptiveChange`` (``JobResult.adaptive``,
+``explain()`` after a run).  Plain Python, no Ray.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hybrid_shuffle.operators.sql import SqlQuery, input_name
+from hybrid_shuffle.shuffle.routing import PartitionerKind
+
+if TYPE_CHECKING:
+    from hybrid_shuffle.plan.graph import JobGraph, JobVertex, VertexId
+
+__all__ = [
+    "AdaptiveChange",
+    "JoinSwitch",
+    "SwitchableJoin",
+    "build_sides",
+    "find_candidates",
+]
+
+#: Spark's ``canBuildBroadcastRight`` / ``canBuildBroadcastLeft``
+_BUILD_RIGHT = frozenset({"Inner", "Cross", "LeftOuter", "LeftSemi", "LeftAnti", "ExistenceJoin"})
+_BUILD_LEFT = frozenset({"Inner", "Cross", "RightOuter"})
+
+
+def build_sides(join_type: str) -> tuple[str, ...]:
+    """The sides a broadcast join of ``join_type`` may build, preferred first."""
+    return tuple(s for s, ok in (("right", _BUILD_RIGHT), ("left", _BUILD_LEFT)) if join_type in ok)
+
+
+@dataclass(frozen=True)
+class SwitchableJoin:
+    """What the translation knows of a join stage that could run as a broadcast join:
+    its Spark join, the edge each side arrives over, how big each side is likely to be
+    (``sparkplan.switchable``), and the stage's query with its inputs still as tokens
+    (to name them again)."""
+
+    #: ``SortMergeJoin (12)``
+    spark_join: str
+    #: Spark's join type (``Inner``, ``LeftOuter``, ``LeftSemi``...)
+    join_type: str
+    left_edge: str
+    right_edge: str
+    #: how many bytes each side is likely to be (``None``: unknown)
+    left_estimate: int | None
+    right_estimate: int | None
+    #: the stage's query with ``tokens[edge]`` where each input's table name goes
+    template: str
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def build_edge(self) -> str | None:
+        """The side to build, if any: the one that may be built with the smaller estimate
+        (the right one when the estimates say nothing)."""
+        sides = build_sides(self.join_type)
+        if not sides:
+            return None
+        if len(sides) == 1:
+            return self.right_edge if sides[0] == "right" else self.left_edge
+        left, right = self.left_estimate, self.right_estimate
+        if left is not None and right is not None and left < right:
+            return self.left_edge
+        return self.right_edge
+
+
+@dataclass
+class AdaptiveChange:
+    """A decision made at run time (``JobResult.adaptive``): whether a shuffled join became
+    a broadcast join, from the bytes its build side wrote."""
+
+    #: the join's vertex as planned (``stage_12``) and Spark's join (``SortMergeJoin (9)``)
+    vertex: str
+    spark_join: str
+    #: the edge of the side built (read whole) and the edge left out, if switched
+    build_edge: str
+    probe_edge: str
+    #: bytes the build side's producers wrote over ``build_edge``
+    build_bytes: int
+    #: ``adaptive.broadcast_bytes`` at the time
+    threshold: int
+    #: True: the join runs as a broadcast join in the probe side's producer tasks
+    switched: bool
+
+    def describe(self) -> str:
+        size = f"{self.build_bytes / 2**20:.2f} MiB over '{self.build_edge}'"
+        limit = f"adaptive.broadcast_bytes {self.threshold / 2**20:g} MiB"
+        if self.switched:
+            return (
+                f"'{self.vertex}' ({self.spark_join}) became a broadcast join: its build side "
+                f"wrote {size} <= {limit}; edge '{self.probe_edge}' was left out and the join "
+                "ran in its producer's tasks"
+            )
+        return f"'{self.vertex}' ({self.spark_join}) stayed shuffled: {size} > {limit}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "vertex": self.vertex,
+            "spark_join": self.spark_join,
+            "build_edge": self.build_edge,
+            "probe_edge": self.probe_edge,
+            "build_bytes": self.build_bytes,
+            "threshold": self.threshold,
+            "switched": self.switched,
+        }
+
+
+@dataclass
+class JoinSwitch:
+    """One candidate join (see the module docstring): the probe producer waits for the
+    build producer until ``decide`` is called."""
+
+    join: SwitchableJoin
+    #: the join's vertex name as planned
+    vertex: str
+    build_edge: str
+    probe_edge: str
+    threshold: int
+    #: set once decided
+    change: AdaptiveChange | None = None
+
+    @property
+    def holding(self) -> bool:
+        return self.change is None
+
+    def producers(self, graph: JobGraph) -> tuple[VertexId, VertexId]:
+        """(build producer, probe producer): looked up by edge, since an earlier switch may
+        have merged a join into another vertex."""
+        return graph.edge(self.build_edge).source, graph.edge(self.probe_edge).source
+
+    def describe(self) -> str:
+        """For explain before the run."""
+        limit = self.threshold / 2**20
+        return (
+            f"'{self.vertex}' ({self.join.spark_join}, {self.join.join_type}) may become a "
+            f"broadcast join: if '{self.build_edge}' carries at most {limit:g} MiB "
+            f"(adaptive.broadcast_bytes), the join runs in the tasks producing "
+            f"'{self.probe_edge}', which wait for '{self.build_edge}'s producer to finish"
+        )
+
+    def decide(self, graph: JobGraph, written: int) -> AdaptiveChange:
+        """Switch the join if ``written`` (the build side's bytes) is small enough."""
+        switched = written <= self.threshold
+        if switched:
+            switch(graph, self)
+        self.change = AdaptiveChange(
+            self.vertex,
+            self.join.spark_join,
+            self.build_edge,
+            self.probe_edge,
+            written,
+            self.threshold,
+            switched,
+        )
+        return self.change
+
+
+def find_candidates(graph: JobGraph, hints: dict[VertexId, SwitchableJoin], threshold: int) -> None:
+    """Add to ``graph.join_switches`` the joins that may switch (``hints``: the join
+    vertices the translation marked), and to ``graph.join_notes`` why the others may
+    not.  ``threshold`` <= 0 turns it off."""
+    if threshold <= 0:
+        return
+    for vid in sorted(hints):
+        join = hints[vid]
+        vertex = graph.vertices[vid]
+        reason = _ineligible(graph, vertex, join)
+        if reason is not None:
+            graph.join_notes.append(
+                f"'{vertex.name}' ({join.spark_join}) stays a shuffled join: {reason}"
+            )
+            continue
+        build = join.build_edge()
+        assert build is not None
+        probe = join.left_edge if build == join.right_edge else join.right_edge
+        small, big = graph.edge(build).source, graph.edge(probe).source
+        if _reaches(graph, big, small):
+            graph.join_notes.append(
+                f"'{vertex.name}' ({join.spark_join}) stays a shuffled join: its probe side "
+                "feeds its build side"
+            )
+            continue
+        graph.join_switches.append(JoinSwitch(join, vertex.name, build, probe, threshold))
+
+
+def _ineligible(graph: JobGraph, vertex: JobVertex, join: SwitchableJoin) -> str | None:
+    """Why the join stage ``vertex`` cannot become a broadcast join (None: it can)."""
+    if join.build_edge() is None:
+        return f"a {join.join_type} join has no side a broadcast join may build"
+    names = [e.name for e in vertex.inputs]
+    if sorted(set(names)) != sorted(names) or not {join.left_edge, join.right_edge} <= set(names):
+        return "its stage does not read the join's two sides once each"
+    for edge in vertex.inputs:
+        if edge.name in (join.left_edge, join.right_edge):
+            continue
+        if edge.partitioner.kind is not PartitionerKind.BROADCAST or edge.target_operator:
+            return f"its stage also reads '{edge.name}', which is not a broadcast input"
+        if not (edge.partition_type.is_blocking() and edge.partition_type.reconsumable):
+            return f"its broadcast input '{edge.name}' is {edge.mode}, not blocking"
+    if vertex.cache_fill or vertex.cache_read or vertex.co_location:
+        return "its stage fills or reads a cache, or is co-located"
+    if vertex.adaptive is not None or len(vertex.operators) != 1:
+        return "its stage's parallelism is adaptive or it has operators chained"
+    if not isinstance(vertex.operators[0], SqlQuery) or vertex.operators[0].binding is None:
+        return "its stage's query was not bound when planned"
+    if not all(e.partitioner.is_all_to_all() for e in vertex.outputs):
+        return "its stage feeds a forward edge"
+    for edge in (graph.edge(join.left_edge), graph.edge(join.right_edge)):
+        if edge.partitioner.kind is not PartitionerKind.HASH or edge.combiner is not None:
+            return f"edge '{edge.name}' is not a plain hash exchange"
+        if edge.partition_type.must_be_pipelined():
+            return f"edge '{edge.name}' is pipelined"
+    build = graph.edge(join.build_edge() or "")
+    if not build.partition_type.reconsumable:
+        return f"edge '{build.name}' is {build.mode}, whose partitions are read once"
+    probe_name = join.left_edge if build.name == join.right_edge else join.right_edge
+    probe = graph.vertices[graph.edge(probe_name).source]
+    if len(probe.outputs) != 1:
+        return f"the producer of '{probe_name}' feeds more than the join"
+    if probe.adaptive is not None or probe.cache_fill is not None:
+        return f"the producer of '{probe_name}' is adaptive or fills a cache"
+    return None
+
+
+def _reaches(graph: JobGraph, start: VertexId, goal: VertexId) -> bool:
+    """Whether ``goal`` is downstream of ``start`` (over edges and the holds so far): the
+    probe side must not feed the build side, or the hold would never end."""
+    holds: dict[VertexId, set[VertexId]] = {}
+    for s in graph.join_switches:
+        small, big = s.producers(graph)
+        holds.setdefault(small, set()).add(big)
+    seen, stack = set(), [start]
+    while stack:
+        v = stack.pop()
+        if v == goal:
+            return True
+        if v in seen:
+            continue
+        seen.add(v)
+        stack.extend(e.target for e in graph.vertices[v].outputs)
+        stack.extend(holds.get(v, ()))
+    return False
+
+
+def switch(graph: JobGraph, candidate: JoinSwitch) -> None:
+    """Rewrite ``graph``: the join stage runs chained into the probe producer, reading the
+    build edge whole (see the module docstring).  Called before the probe producer or
+    the join deployed."""
+    build, probe = graph.edge(candidate.build_edge), graph.edge(candidate.probe_edge)
+    join_vertex = graph.vertices[build.target]
+    producer = graph.vertices[probe.source]
+    old = join_vertex.operators[0]
+    assert isinstance(old, SqlQuery) and old.binding is not None
+    # the inputs anew: the probe side streamed in from the chain, the build side, then
+    # the stage's broadcast inputs, each read whole
+    others = sorted(
+        (e for e in join_vertex.inputs if e is not probe and e is not build),
+        key=lambda e: e.target_input,
+    )
+    order = [probe, build, *others]
+    tokens = candidate.join.tokens
+    query = _named(
+        candidate.join.template, {tokens[e.name]: input_name(i) for i, e in enumerate(order)}
+    )
+    operator = SqlQuery(query, old.name, inputs=len(order))
+    planned: list[Any] = list(getattr(old, "_planned", []))
+    if len(planned) == len(order):
+        operator.output_schema([planned[e.target_input] for e in order])
+    # the probe producer's chain ends in the join; what the join fed now leaves it
+    producer.operators.append(operator)
+    producer.outputs.remove(probe)
+    graph.edges.remove(probe)
+    build.reads_whole = join_vertex.parallelism  # the subpartitions its producers write
+    for index, edge in enumerate(order[1:], start=1):
+        edge.target, edge.target_input = producer.id, index
+        edge.target_operator = len(producer.operators) - 1
+        if edge is not build:
+            edge.reads_whole = 1  # a broadcast partition's one subpartition
+        producer.inputs.append(edge)
+    join_vertex.inputs.clear()
+    for edge in join_vertex.outputs:
+        edge.source = producer.id
+        producer.outputs.append(edge)
+    if graph.sink == join_vertex.id:  # the job's last stage: its tasks write the result
+        graph.sink = producer.id
+    del graph.vertices[join_vertex.id]
+
+
+def _named(template: str, names: dict[str, str]) -> str:
+    """``template`` with each token replaced by its table name, in one pass."""
+    pattern = re.compile("|".join(re.escape(t) for t in names))
+    return pattern.sub(lambda m: names[m.group(0)], template)

@@ -1,0 +1,163 @@
+"""Which translated stage holds a shuffled join that may run as a broadcast join at
+run time (``plan.join_switch``; ``adaptive.broadcast_bytes``).
+
+Spark's AQE may turn a sort-merge or shuffled hash join into a broadcast hash join
+once a side's real size is known.  The engine can do the same only for a stage
+whose every other operator keeps its meaning whatever rows each task gets: the
+switched join runs in the tasks of its probe side's producer, whose rows are not
+hash-partitioned on the join keys.  So the stage qualifies when it holds exactly one
+shuffled join, each side of it arrives straight from an exchange (through Spark's
+sort and code-generation wrappers only), and every operator above the join is a
+projection, a filter, a broadcast join it streams through, or a partial aggregate
+(which Spark's final aggregate completes after its own exchange).  The stage's other
+inputs may only be broadcast ones (a broadcast join's build side, a subquery's value):
+they go with the join.  A final
+aggregate, a window or a second join on the same partitioning would need the hash
+partitioning, and the stage is left as it is.  The stage's query is kept with its
+input tokens so that the engine can name its inputs again (``SwitchableJoin``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hybrid_shuffle.plan.join_switch import SwitchableJoin, build_sides
+from hybrid_shuffle.sparkplan.operators.join import join_type
+from hybrid_shuffle.sparkplan.relation import engine_names
+
+if TYPE_CHECKING:
+    from hybrid_shuffle.sparkplan.physical import PhysicalPlan
+    from hybrid_shuffle.sparkplan.relation import Rel
+    from hybrid_shuffle.sparkplan.stage import Stage
+    from hybrid_shuffle.sparkplan.tree import Node
+
+__all__ = ["switchable_join"]
+
+_SHUFFLED_JOINS = frozenset({"SortMergeJoinExec", "ShuffledHashJoinExec"})
+_EXCHANGES = frozenset({"ShuffleExchangeExec", "ReusedExchangeExec"})
+#: operators that change nothing of the rows, or only per row
+_PASS = frozenset(
+    {
+        "WholeStageCodegenExec",
+        "InputAdapter",
+        "ColumnarToRowExec",
+        "RowToColumnarExec",
+        "ProjectExec",
+        "FilterExec",
+    }
+)
+_AGGREGATES = frozenset({"HashAggregateExec", "ObjectHashAggregateExec", "SortAggregateExec"})
+#: what may stand between a join and the exchange of one of its sides
+_UNDER = frozenset({"SortExec", "WholeStageCodegenExec", "InputAdapter"})
+
+
+def switchable_join(
+    plan: PhysicalPlan, top: Node, stage: Stage, rel: Rel, final: bool
+) -> SwitchableJoin | None:
+    """The stage's shuffled join if the stage may run as a broadcast join (see the module
+    docstring); ``top`` is the exchange the stage feeds, or the plan's root (``final``:
+    the job's last stage, whose query names its columns as Spark does)."""
+    if final:
+        join = _join_below(top)
+    elif top.cls == "ShuffleExchangeExec" and len(top.children) == 1:
+        join = _join_below(top.children[0])
+    else:
+        return None
+    if join is None or len(join.children) != 2:
+        return None
+    sides = [_exchange_below(child) for child in join.children]
+    edges = [f"exchange_{plan.shown_id(s.op_id or -1)}" for s in sides if s is not None]
+    if len(edges) != 2:
+        return None
+    tokens = {i.spec.edge: i.token for i in stage.inputs if i.spec is not None and i.spec.edge}
+    others = [i for i in stage.inputs if i.spec is None or i.spec.edge not in edges]
+    if len(tokens) != len(stage.inputs) or edges[0] == edges[1] or not set(edges) <= set(tokens):
+        return None
+    if not all(i.side for i in others):  # besides the join's sides, only broadcast inputs
+        return None
+    shown = plan.shown_id(join.op_id or -1)
+    kind = join_type(join)
+    # the estimates (calls into the JVM) only choose between two sides that may be built
+    either = len(build_sides(kind)) == 2
+    return SwitchableJoin(
+        f"{join.cls.removesuffix('Exec')} ({shown})",
+        kind,
+        edges[0],
+        edges[1],
+        _estimate(plan, join.children[0]) if either else None,
+        _estimate(plan, join.children[1]) if either else None,
+        rel.renamed(engine_names([c.name for c in rel.columns])) if final else rel.sql,
+        tokens,
+    )
+
+
+def _join_below(node: Node) -> Node | None:
+    """The stage's one shuffled join, if everything above it keeps its meaning in any
+    task (see the module docstring)."""
+    while True:
+        if node.cls in _SHUFFLED_JOINS:
+            return node
+        one = len(node.children) == 1
+        if one and (node.cls in _PASS or (node.cls in _AGGREGATES and _partial(node))):
+            node = node.children[0]
+        elif node.cls == "BroadcastHashJoinExec" and len(node.children) == 2:
+            streamed = 0 if node.object("buildSide") == "BuildRight" else 1
+            node = node.children[streamed]
+        else:
+            return None
+
+
+def _partial(node: Node) -> bool:
+    """An aggregate in Spark's ``Partial`` mode only: it requires no distribution."""
+    modes = {e.object("mode") for e in node.exprs("aggregateExpressions")}
+    return modes == {"Partial"}
+
+
+def _exchange_below(node: Node) -> Node | None:
+    while node.cls in _UNDER and len(node.children) == 1:
+        node = node.children[0]
+    return node if node.cls in _EXCHANGES else None
+
+
+def _estimate(plan: PhysicalPlan, side: Node) -> int | None:
+    """How big a join side (its exchange) is likely to be, to choose which side to build
+    first when either may be.  Spark without cost-based optimisation estimates a filter
+    as its input and an inner join as the product of its sides, so: the estimate of
+    what the exchange reads when no join is below it (its columns pruned, as Spark
+    scales it), else the sum of the files scanned below; a quarter of that when a
+    filter other than ``IS NOT NULL`` is below (a filtered dimension table is the case
+    this is for)."""
+    exchange = _exchange_below(side)
+    below = exchange.children[0] if exchange is not None and exchange.children else side
+    nodes = list(below.walk())
+    joined = any(n.cls.endswith("JoinExec") or n.cls == "CartesianProductExec" for n in nodes)
+    size = None if joined else _statistics(plan, below)
+    if size is None:
+        scans = [_statistics(plan, n) for n in nodes if n.cls in _SCANS]
+        if not scans or any(s is None for s in scans):
+            return None
+        size = sum(s for s in scans if s is not None)
+    if any(n.cls == "FilterExec" and _selective(n) for n in nodes):
+        size //= 4
+    return size
+
+
+def _selective(node: Node) -> bool:
+    """A filter that keeps fewer rows than ``IS NOT NULL`` checks alone would."""
+    condition = node.expr("condition")
+    plain = {"And", "IsNotNull", "AttributeReference"}
+    return condition is not None and any(n.cls not in plain for n in condition.walk())
+
+
+_SCANS = frozenset({"FileSourceScanExec", "BatchScanExec", "InMemoryTableScanExec"})
+
+
+def _statistics(plan: PhysicalPlan, node: Node) -> int | None:
+    """Spark's estimate of ``node``'s bytes (its logical plan's statistics)."""
+    from hybrid_shuffle.sparkplan.physical import jvm_node
+
+    try:
+        link = jvm_node(plan, node).logicalLink()
+        return int(str(link.get().stats().sizeInBytes())) if link.isDefined() else None
+    except Exception:  # no JVM node (a plan read from JSON), or another Spark's API
+        return None

@@ -1,0 +1,295 @@
+"""A shuffled join made a broadcast join at run time (``plan.join_switch``,
+``runtime.join_switch``): candidates, the hold on the probe producer, the rewrite of
+the graph, and what the rewritten graph deploys.  The planner alone, no Ray."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hybrid_shuffle.config import FailoverConfig, load_config
+from hybrid_shuffle.errors import ConfigError
+from hybrid_shuffle.operators.sql import SqlQuery, input_name
+from hybrid_shuffle.plan.join_switch import SwitchableJoin, build_sides
+from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, Plan, plan_job
+from hybrid_shuffle.plan.regions import pipelined_regions
+from hybrid_shuffle.runtime.deployment import Deployer
+from hybrid_shuffle.runtime.join_switch import decide_joins, held
+from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
+from hybrid_shuffle.runtime.scheduler import Scheduler
+from hybrid_shuffle.runtime.task import TaskReport, TaskState
+from hybrid_shuffle.shuffle.api import ProducerDescriptor
+from hybrid_shuffle.shuffle.metrics import WriteMetrics
+from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
+
+from .builders import Builder
+from .fakes import FakePool, FakeTransport, RecordingMaster
+
+TEMPLATE = (
+    "SELECT l.customer, l.amount, r.amount AS other FROM (SELECT * FROM __hs_input_0__) AS l "
+    "JOIN (SELECT * FROM __hs_input_1__) AS r ON l.customer = r.customer"
+)
+
+
+#: the same with a broadcast input (a broadcast join in the stage) read first
+BROADCAST_TEMPLATE = (
+    "SELECT l.customer, l.amount, r.amount AS other FROM (SELECT * FROM __hs_input_0__) AS l "
+    "JOIN (SELECT * FROM __hs_input_1__) AS r ON l.customer = r.customer "
+    "JOIN (SELECT * FROM __hs_input_2__) AS n ON n.customer = l.customer"
+)
+
+
+def joined(
+    join_type: str = "Inner", sql_consumer: bool = True, broadcast: bool = False
+) -> LogicalNode:
+    """``orders`` (4 subtasks, left) joined with ``customers`` (2, right) on a hash exchange
+    of each into 3 join subtasks, as a translated sort-merge join's stage (with
+    ``broadcast``, also joined with ``nations`` over a broadcast edge)."""
+    b = Builder()
+    left, right = b.source("orders", 4), b.source("customers", 2)
+    template = BROADCAST_TEMPLATE if broadcast else TEMPLATE
+    tokens = {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"}
+    if broadcast:
+        tokens["nations_edge"] = "__hs_input_2__"
+    hint = SwitchableJoin(
+        "SortMergeJoin (9)", join_type, "left_edge", "right_edge", 1000, 10, template, tokens
+    )
+    query = template
+    for i, token in enumerate(tokens.values()):
+        query = query.replace(token, input_name(i))
+    hash_of = Partitioner(PartitionerKind.HASH, ("customer",))
+    inputs: list[tuple[LogicalNode, ExchangeSpec | None]] = [
+        (left, ExchangeSpec(hash_of, "left_edge", "blocking", 3)),
+        (right, ExchangeSpec(hash_of, "right_edge", "blocking", 3)),
+    ]
+    if broadcast:
+        spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), "nations_edge", "blocking")
+        inputs.append((b.source("nations", 1), spec))
+    operator = SqlQuery(query, "stage_9", inputs=len(inputs))
+    node = LogicalNode(next(b.ids), "stage_9", operator, inputs, switchable=hint)
+    if not sql_consumer:
+        return node
+    return b.agg(node, "totals", "by_customer", "blocking", 2)
+
+
+def planned(sink: LogicalNode, **adaptive: Any) -> Plan:
+    return plan_job("job", sink, load_config({"adaptive": adaptive} if adaptive else None), 4)
+
+
+def names(p: Plan, vids: Any) -> list[str]:
+    return [p.graph.vertices[v].name for v in vids]
+
+
+def test_build_sides_follow_sparks_rules() -> None:
+    assert build_sides("Inner") == ("right", "left")
+    assert build_sides("LeftOuter") == build_sides("LeftSemi") == ("right",)
+    assert build_sides("LeftAnti") == build_sides("ExistenceJoin") == ("right",)
+    assert build_sides("RightOuter") == ("left",)
+    assert build_sides("FullOuter") == ()
+
+
+def test_the_probe_producer_is_held_after_the_build_side() -> None:
+    p = planned(joined())
+    (candidate,) = p.graph.join_switches
+    assert (candidate.build_edge, candidate.probe_edge) == ("right_edge", "left_edge")
+    order = [p.graph.vertices[r.tasks[0][0]].name for r in p.regions]
+    assert order.index("orders") > max(i for i, n in enumerate(order) if n == "customers")
+    probe_region = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
+    assert held(p.graph, probe_region)
+    assert "may become a broadcast join" in p.explain()
+
+
+def test_the_smaller_estimate_is_built_when_both_sides_may_be() -> None:
+    sink = joined()
+    join = sink.inputs[0][0]
+    assert join.switchable is not None
+    join.switchable = SwitchableJoin(
+        *(getattr(join.switchable, f) for f in ("spark_join", "join_type")),
+        "left_edge",
+        "right_edge",
+        5,
+        10,
+        TEMPLATE,
+        join.switchable.tokens,
+    )
+    (candidate,) = planned(sink).graph.join_switches
+    assert candidate.build_edge == "left_edge"
+
+
+@pytest.mark.parametrize(
+    ("join_type", "adaptive", "note"),
+    [
+        ("FullOuter", {}, "has no side a broadcast join may build"),
+        ("Inner", {"broadcast_bytes": 0}, None),
+    ],
+)
+def test_no_candidate(join_type: str, adaptive: dict[str, Any], note: str | None) -> None:
+    p = planned(joined(join_type), **adaptive)
+    assert p.graph.join_switches == []
+    assert p.graph.holds() == []
+    if note:
+        assert any(note in n for n in p.graph.join_notes)
+        assert note in p.explain()
+
+
+def _finish_build_side(p: Plan, tracker: PartitionTracker, deployer: Deployer, bytes_: int) -> Any:
+    """Register and finish every ``customers`` task, as the scheduler does; their reports."""
+    reports, finished = [], set()
+    for vid, vertex in p.graph.vertices.items():
+        if vertex.name not in ("customers", "nations"):
+            continue
+        for i in range(vertex.parallelism):
+            for partition in deployer.output_partitions((vid, i)):
+                tracker.register((vid, i), partition, ProducerDescriptor(0, None, "node"))
+            tracker.producer_finished("job-1", (vid, i), {})
+            report = TaskReport(f"customers[{i}]", "customers", i, 0, 0)
+            edge = vertex.outputs[0].name
+            report.writes = [WriteMetrics(bytes=bytes_, edge=edge, subtask=i)]
+            reports.append(report)
+            finished.add((vid, i))
+    return reports, finished
+
+
+def test_a_small_build_side_switches_the_join_into_the_probe_producer() -> None:
+    p = planned(joined())
+    tracker = PartitionTracker(RecordingMaster())
+    deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
+    reports, finished = _finish_build_side(p, tracker, deployer, 100)
+    probe_region = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
+    (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
+    assert change.switched and change.build_bytes == 200
+    g = p.graph
+    assert sorted(v.name for v in g.vertices.values()) == ["customers", "orders", "totals"]
+    assert [e.name for e in g.edges] == ["right_edge", "by_customer"]
+    build = g.edge("right_edge")
+    orders = g.vertices[build.target]
+    assert orders.name == "orders" and build.target_operator == len(orders.operators) - 1 == 0
+    assert build.reads_whole == 3  # written for the 3 join subtasks planned
+    assert g.edge("by_customer").source == orders.id
+    assert g.holds() == []
+    # every probe task reads every subpartition of every build producer
+    regions = pipelined_regions(g)
+    for i in range(4):
+        for partition in deployer.output_partitions((orders.id, i)):
+            tracker.register((orders.id, i), partition, ProducerDescriptor(0, None, "node"))
+    gate = deployer.gate((orders.id, 0), build, 0)
+    assert sorted((c.producer_subtask, c.subpartition) for c in gate.channels) == [
+        (p_, s) for p_ in range(2) for s in range(3)
+    ]
+    assert gate.operator_index == 0 and gate.input_index == 1
+    # one probe task finishing releases nothing the others still read
+    tracker.consumer_finished("job-1", (orders.id, 0))
+    assert all(tracker.available("job-1", "right_edge", s) for s in range(2))
+    assert len(regions) == 2 + 4 + 2
+    assert "became a broadcast join" in p.explain()
+    joined_query = orders.operators[0]
+    assert isinstance(joined_query, SqlQuery) and "FROM input) AS l" in joined_query.query
+
+
+def test_a_large_build_side_leaves_the_join_shuffled() -> None:
+    p = planned(joined(), broadcast_bytes="150 B")
+    tracker = PartitionTracker(RecordingMaster())
+    deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
+    reports, finished = _finish_build_side(p, tracker, deployer, 100)
+    probe_region = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
+    (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
+    assert not change.switched and change.threshold == 150
+    assert sorted(v.name for v in p.graph.vertices.values()) == [
+        "customers",
+        "orders",
+        "stage_9",
+        "totals",
+    ]
+    assert p.graph.holds() == [] and "stayed shuffled" in p.explain()
+
+
+def test_the_join_as_the_jobs_last_stage_moves_the_result() -> None:
+    p = planned(joined(sql_consumer=False))
+    tracker = PartitionTracker(RecordingMaster())
+    deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
+    reports, finished = _finish_build_side(p, tracker, deployer, 1)
+    probe_region = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
+    decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
+    assert p.graph.vertices[p.graph.sink].name == "orders"
+
+
+@pytest.mark.parametrize(("raw", "want"), [(0, 0), ("4 MiB", 4 << 20), (1024, 1024)])
+def test_broadcast_bytes_loads(raw: Any, want: int) -> None:
+    assert load_config({"adaptive": {"broadcast_bytes": raw}}).adaptive.broadcast_bytes == want
+
+
+def test_broadcast_bytes_defaults_to_sparks_threshold_and_rejects_a_negative() -> None:
+    assert load_config(None).adaptive.broadcast_bytes == 10 << 20
+    with pytest.raises(ConfigError, match=r"adaptive\.broadcast_bytes"):
+        load_config({"adaptive": {"broadcast_bytes": -1}})
+
+
+def test_a_broadcast_input_of_the_stage_goes_with_the_join() -> None:
+    p = planned(joined(broadcast=True))
+    tracker = PartitionTracker(RecordingMaster())
+    deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
+    reports, finished = _finish_build_side(p, tracker, deployer, 100)
+    probe_region = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
+    (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
+    assert change.switched
+    g = p.graph
+    nations = g.edge("nations_edge")
+    orders = g.vertices[nations.target]
+    assert orders.name == "orders"
+    assert (nations.target_input, nations.target_operator, nations.reads_whole) == (2, 0, 1)
+    gate = deployer.gate((orders.id, 3), nations, 3)
+    assert [(c.producer_subtask, c.subpartition, c.reader) for c in gate.channels] == [(0, 0, 0)]
+    query = orders.operators[0]
+    assert isinstance(query, SqlQuery) and query.num_inputs == 3
+    assert "FROM input2) AS n" in query.query and "FROM input1) AS r" in query.query
+    # every probe task finishing its read releases nothing: the partitions go with the job
+    for i in range(4):
+        deployer.gate((orders.id, i), nations, i)
+        tracker.consumer_finished("job-1", (orders.id, i))
+    assert tracker.available("job-1", "nations_edge", 0)
+
+
+def _scheduled(p: Plan, transport: FakeTransport) -> Scheduler:
+    scheduler = Scheduler(
+        p,
+        "job-1",
+        PartitionTracker(RecordingMaster()),
+        FakePool(list(range(4))),
+        transport,
+        1 << 20,
+        5.0,
+        FailoverConfig(max_attempts=2, backoff=0.0),
+    )
+    scheduler.run()
+    return scheduler
+
+
+def test_the_scheduler_runs_the_build_side_first_then_the_join_in_the_probe_tasks() -> None:
+    transport = FakeTransport()
+    _scheduled(planned(joined()), transport)
+    names = transport.names()
+    last_build = max(i for i, n in enumerate(names) if n.startswith("customers"))
+    first_probe = min(i for i, n in enumerate(names) if n.startswith("orders"))
+    assert last_build < first_probe
+    assert not any(n.startswith("stage_9") for n in names)  # the join ran in orders' tasks
+    orders = [s.deployment for s in transport.submitted if s.deployment.vertex == "orders"]
+    assert all(isinstance(d.operators[-1], SqlQuery) for d in orders)
+    assert all(len(d.gates[0].channels) == 2 * 3 for d in orders)  # every build subpartition
+
+
+def test_a_probe_task_that_fails_after_the_switch_reads_the_build_side_again() -> None:
+    def outcome(name: str, attempt: int) -> TaskState:
+        return (
+            TaskState.FAILED
+            if name.startswith("orders[1]") and attempt == 0
+            else (TaskState.FINISHED)
+        )
+
+    transport = FakeTransport(outcome)
+    scheduler = _scheduled(planned(joined()), transport)
+    assert scheduler.restarts == 1
+    again = [s.deployment for s in transport.submitted if s.deployment.name.startswith("orders[1]")]
+    assert [d.attempt for d in again] == [0, 1]
+    assert len(again[1].gates[0].channels) == 2 * 3
+    assert sum(n.startswith("customers") for n in transport.names()) == 2  # not run again
