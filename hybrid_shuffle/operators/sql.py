@@ -68,6 +68,7 @@ from hybrid_shuffle.empty_column import EMPTY_COLUMN, placeholder
 from hybrid_shuffle.errors import PlanError, summary
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.duck.planning_database import planning_cursor
 from hybrid_shuffle.operators.duck.streamed_query import (
     OUTPUT_ROWS,
     StreamedQuery,
@@ -115,9 +116,8 @@ class DuckRelation(Protocol):
 
 
 def _connection() -> duckdb.DuckDBPyConnection:
-    connection = duckdb.connect(":memory:", config={"threads": 1})
-    _no_python_scans(connection)
-    return connection
+    """A cursor of the process's planning database (``duck.planning_database``)."""
+    return planning_cursor()
 
 
 def _no_python_scans(cursor: duckdb.DuckDBPyConnection) -> None:

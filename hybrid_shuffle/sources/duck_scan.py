@@ -23,7 +23,6 @@ time zone, a view type: anything differing keeps the pyarrow path).
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ import duckdb
 import pyarrow as pa
 
 from hybrid_shuffle.errors import summary
+from hybrid_shuffle.operators.duck.planning_database import planning_cursor
 
 __all__ = ["DuckScan", "RowRange", "reads_like_pyarrow", "row_ranges"]
 
@@ -124,20 +124,6 @@ def row_ranges(fragments: Sequence[Any], file_rows: dict[str, list[int]]) -> tup
     )
 
 
-_CHECKER: duckdb.DuckDBPyConnection | None = None
-_CHECKER_LOCK = threading.Lock()
-
-
-def _checker() -> duckdb.DuckDBPyConnection:
-    """A cursor on the process's one DuckDB for reading footers (a connection costs
-    milliseconds, and the driver asks once per scan of every query)."""
-    global _CHECKER
-    with _CHECKER_LOCK:
-        if _CHECKER is None:
-            _CHECKER = duckdb.connect(":memory:", config={"threads": 1})
-        return _CHECKER.cursor()
-
-
 def reads_like_pyarrow(fragments: Sequence[Any], columns: Sequence[str], schema: pa.Schema) -> bool:
     """DuckDB's ``read_parquet`` of ``columns`` of the files of ``fragments`` (pyarrow's,
     their footers read) gives the types pyarrow reads them as (``schema``, the split's read
@@ -155,7 +141,7 @@ def reads_like_pyarrow(fragments: Sequence[Any], columns: Sequence[str], schema:
         return False
     items = ", ".join(_identifier(c) for c in columns)
     path = _literal(os.path.abspath(fragments[0].path))
-    connection = _checker()
+    connection = planning_cursor()
     try:
         query = f"SELECT {items} FROM read_parquet({path}, {_OPTIONS}) LIMIT 0"
         got = connection.execute(query).to_arrow_table().schema
