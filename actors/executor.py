@@ -31,6 +31,7 @@ import pyarrow as pa
 import ray
 
 from hybrid_shuffle.actor_process import ProcessProbes
+from hybrid_shuffle.operators.duck.database import DatabasePool
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
 from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport, attempt_key, run_task
 from hybrid_shuffle.shuffle.api import PartitionId, PollRequest, PollResponse
@@ -53,6 +54,9 @@ class Executor(ProcessProbes):
         #: where tasks' operators spill (a directory per task attempt, removed as it ends)
         self.spill_dir = os.path.join(spec.context.spill_dir, f"executor-{self.index}")
         self.env = ShuffleEnvironments(spec.context, spec.service)
+        #: the DuckDB databases of finished tasks, for the next ones (opening one costs
+        #: more than a small task's run)
+        self.databases = DatabasePool()
         #: job id -> its cancel flag, for the most recent jobs only (no per-job cleanup call)
         self._cancelled: OrderedDict[str, threading.Event] = OrderedDict()
         #: attempt key -> the cancel flag of that running attempt
@@ -81,7 +85,15 @@ class Executor(ProcessProbes):
             if job.is_set() or key in self._cancelled_attempts:
                 cancelled.set()
         try:
-            return run_task(deployment, self.env, cancelled, self.index, _fetch, self.spill_dir)
+            return run_task(
+                deployment,
+                self.env,
+                cancelled,
+                self.index,
+                _fetch,
+                self.spill_dir,
+                self.databases,
+            )
         finally:
             with self._lock:
                 self._running -= 1
@@ -145,6 +157,7 @@ class Executor(ProcessProbes):
     def close(self) -> None:
         self._closing.set()
         self.env.close()
+        self.databases.close()
 
 
 #: glibc's ``mallopt`` parameter for the size from which an allocation gets its own mmap

@@ -39,7 +39,12 @@ from hybrid_shuffle.runtime.scheduler import Scheduler
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool
 from hybrid_shuffle.runtime.task import TaskReport
 from hybrid_shuffle.runtime.transport import TaskTransport
-from hybrid_shuffle.shuffle.api import ShuffleDescriptor, ShuffleEnvironment, ShuffleMaster
+from hybrid_shuffle.shuffle.api import (
+    BufferRef,
+    ShuffleDescriptor,
+    ShuffleEnvironment,
+    ShuffleMaster,
+)
 
 __all__ = ["Executed", "execute"]
 
@@ -103,7 +108,7 @@ def execute(
         reports = scheduler.run()
         times["tasks_done"] = time.time()
         if plan.collect and plan.keep_blocks:
-            blocks = _result_blocks(tracker, job_id, plan)
+            blocks = _result_blocks(tracker, job_id, plan, transport)
         for attempt in range(
             plan.config.failover.max_attempts if plan.collect and blocks is None else 0
         ):
@@ -127,17 +132,24 @@ def execute(
     return executed
 
 
-def _result_blocks(tracker: PartitionTracker, job_id: str, plan: Plan) -> list[Any] | None:
+def _result_blocks(
+    tracker: PartitionTracker, job_id: str, plan: Plan, transport: TaskTransport
+) -> list[Any] | None:
     """The refs of the sink's result buffers, in subtask order, as their holders handed
-    them over (the driver borrows them: see ``hybrid_shuffle.ray_data``); None when a
-    partition was not handed over whole (it spilled), and must be read instead."""
+    them over (the driver borrows them: see ``hybrid_shuffle.ray_data``; a small buffer
+    that came inline is put by the driver, which owns it); None when a partition was
+    not handed over whole (it spilled), and must be read instead."""
     blocks: list[Any] = []
     for subtask in range(plan.graph.vertices[plan.graph.sink].parallelism):
         handed = tracker.handed_over(job_id, RESULT_EDGE, subtask)
         if handed is None:
             return None
-        blocks.extend(b.ref for b in handed.buffers[0] if b.rows)
+        blocks.extend(_block(b, transport) for b in handed.buffers[0] if b.rows)
     return blocks
+
+
+def _block(buffer: BufferRef, transport: TaskTransport) -> Any:
+    return transport.put(buffer.ref) if buffer.inline else buffer.ref
 
 
 def _promote_caches(

@@ -40,7 +40,7 @@ from hybrid_shuffle.errors import (
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import project
 from hybrid_shuffle.operators.context import OperatorContext, OperatorMetrics
-from hybrid_shuffle.operators.duck.database import TaskDatabase
+from hybrid_shuffle.operators.duck.database import DatabasePool, TaskDatabase
 from hybrid_shuffle.operators.sql import SqlQuery
 from hybrid_shuffle.runtime.failures import TaskFailure, describe_failure
 from hybrid_shuffle.runtime.process_cpu import LEDGER
@@ -257,12 +257,15 @@ def run_task(
     executor_index: int,
     fetch: Callable[[Any, float], pa.Table],
     spill_dir: str | None = None,
+    databases: DatabasePool | None = None,
 ) -> TaskReport:
     """Run one task to its end and report it (see the module docstring for what raises).
 
     ``spill_dir`` is where the task's DuckDB may spill (its ``temp_directory``, a
     directory of the task attempt's own made inside on connect and removed when the
-    task ends, however it ends); ``None``: DuckDB does not spill."""
+    task ends, however it ends); ``None``: DuckDB does not spill.  ``databases``: the
+    executor's idle DuckDB databases, one of which the task takes instead of opening
+    one, and to which a task that finished hands it back (``DatabasePool``)."""
     report = TaskReport(
         deployment.name,
         deployment.vertex,
@@ -278,6 +281,7 @@ def run_task(
         deployment.threads,
         deployment.operator_memory,
         None if task_dir is None else os.path.join(task_dir, "duckdb"),
+        databases,
     )
     contexts = operator_contexts(deployment, database)
     report.operators = [c.metrics for c in contexts.values()]
@@ -301,7 +305,7 @@ def run_task(
         for op in _all_operators(deployment):
             with contextlib.suppress(Exception):
                 op.close()
-        database.close()
+        database.close(reuse=report.state is TaskState.FINISHED)
         if task_dir is not None:
             shutil.rmtree(task_dir, ignore_errors=True)
         report.process_cpu_seconds = LEDGER.leave(cpu)

@@ -62,6 +62,10 @@ class TaskTransport(Protocol):
     def cancel_attempts(self, executor: ExecutorHandle, keys: Sequence[str]) -> None:
         """Ask ``executor`` to stop these task attempts (``attempt_key``; fire and forget)."""
 
+    def put(self, table: pa.Table) -> Any:
+        """Put ``table`` in the object store, owned by the driver (a small result buffer
+        that came inline, for a caller that needs refs: ``Stream.to_ray_data``)."""
+
 
 #: seconds to open a TCP connection to a cluster's address before giving up on it
 _CONNECT_TIMEOUT = 10.0

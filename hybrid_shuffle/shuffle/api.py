@@ -141,10 +141,17 @@ class KeyRange:
 @dataclass(frozen=True)
 class BufferRef:
     seq: int
-    ref: Any  # ray.ObjectRef[pyarrow.Table], owned by the partition's holder
+    #: ray.ObjectRef[pyarrow.Table], owned by the partition's holder; or the table itself,
+    #: for a small buffer sent by value (``inline``)
+    ref: Any
     rows: int
     nbytes: int
     key_range: KeyRange | None = None
+
+    @property
+    def inline(self) -> bool:
+        """The buffer travels by value: ``ref`` is the table (``result_partition``)."""
+        return isinstance(self.ref, pa.Table)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,16 @@ Buffers in memory are ObjectRefs created by ``put`` in this (the owning)
 process; consumers borrow them through poll responses.  I/O is passed in
 (``put``), so this class is unit-tested with plain objects.
 
+Small buffers are the exception (*inline* buffers, ``BufferRef.inline``): a buffer of
+at most ``INLINE_BYTES`` stays in this process as the table itself, and travels by
+value inside the poll response, or the task report and the consumer's deployment
+when it is handed over, instead of as an object of its own (an object costs a
+``put``, an owner lookup and a ``get``: about a millisecond each, more than a partial
+aggregate's few KiB cost to copy).  A partition inlines at most ``_INLINE_TOTAL``
+bytes in all, so a report never carries much.  Everything else is the same: the
+buffer counts in the memory budget, its metrics, its spill file (hybrid-full), and
+it is lost with this process (the tracker says so, and its producer runs again).
+
 A spilled buffer that fails its check when read back (``SpillFile.read``: a
 checksum mismatch, a truncated or deleted file) is answered as a
 ``CORRUPTED`` poll error naming the edge, the partition and the file; the
@@ -56,18 +66,24 @@ from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
 from hybrid_shuffle.shuffle.metrics import WriteMetrics
 from hybrid_shuffle.shuffle.spill_file import SpillFile, SpillSegment
 
-__all__ = ["PartitionState", "ResultPartition"]
+__all__ = ["INLINE_BYTES", "PartitionState", "ResultPartition"]
 
 log = logging.getLogger(__name__)
 
 _WAIT_SLICE = 0.2  # seconds between checks of the cancel flag while waiting
+#: a buffer of at most this many bytes is kept inline (see the module docstring)
+INLINE_BYTES = 64 << 10
+#: the inline bytes of one partition, at most: the later small buffers are ``put``
+_INLINE_TOTAL = 1 << 20
 
 
 @dataclass
 class _Buffer:
     rows: int
     nbytes: int
-    ref: Any | None  # the in-memory copy, None once released or if never kept
+    #: the in-memory copy (an ObjectRef, or the table itself if inline), None once
+    #: released or if never kept
+    ref: Any | None
     segment: SpillSegment | None
     key_range: KeyRange | None
 
@@ -130,6 +146,8 @@ class ResultPartition:
         self._sample: Any = None
         self._schema: pa.Schema | None = None
         self._memory_bytes = 0
+        #: bytes of the buffers kept inline so far (``_INLINE_TOTAL``)
+        self._inline_bytes = 0
         #: the producer is waiting for a reader to take a buffer (a phase tests wait for)
         self.waiting_for_credit = False
         self.metrics = WriteMetrics(descriptor.edge, descriptor.producer_subtask)
@@ -151,7 +169,7 @@ class ResultPartition:
         else:
             self._budget.force_reserve(nbytes)
             in_memory = True
-        ref = self._put(table) if in_memory else None
+        ref = self._keep(table, nbytes) if in_memory else None
         segment = None
         try:
             if not in_memory or self.type.persist_all:
@@ -184,6 +202,15 @@ class ResultPartition:
             m.peak_backlog_buffers = max(m.peak_backlog_buffers, sub.backlog())
             self._cond.notify_all()
         self._on_change()
+
+    def _keep(self, table: pa.Table, nbytes: int) -> Any:
+        """The in-memory copy of a buffer: the table itself if it is small enough to go
+        inline (see the module docstring), else its ``put`` ref."""
+        with self._cond:
+            inline = nbytes <= INLINE_BYTES and self._inline_bytes + nbytes <= _INLINE_TOTAL
+            if inline:
+                self._inline_bytes += nbytes
+        return table if inline else self._put(table)
 
     def _wait_for_credit(self, sub: _Subpartition, index: int) -> None:
         started = time.monotonic()
@@ -319,7 +346,8 @@ class ResultPartition:
                 ref = buf.ref
                 if ref is None:
                     assert buf.segment is not None and self._spill is not None
-                    ref = self._put(self._spill.read(buf.segment))
+                    table = self._spill.read(buf.segment)  # read back: inline if small
+                    ref = table if buf.nbytes <= INLINE_BYTES else self._put(table)
                 response.buffers.append(BufferRef(seq, ref, buf.rows, buf.nbytes))
         except PartitionCorruptedError as e:
             if self._released():  # the release deleted the file under this read

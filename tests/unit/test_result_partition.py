@@ -12,7 +12,12 @@ from hybrid_shuffle.errors import PartitionNotFoundError, WaitTimeoutError
 from hybrid_shuffle.shuffle.api import PartitionDescriptor, PartitionId, PollErrorKind, PollRequest
 from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
 from hybrid_shuffle.shuffle.partition_type import partition_type
-from hybrid_shuffle.shuffle.result_partition import PartitionState, ResultPartition
+from hybrid_shuffle.shuffle.result_partition import (
+    _INLINE_TOTAL,
+    INLINE_BYTES,
+    PartitionState,
+    ResultPartition,
+)
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 BATCH = pa.table({"k": list(range(1000)), "v": [1.0] * 1000})
@@ -172,3 +177,48 @@ def test_partition_state_moves_from_writing_to_finished_to_released(tmp_path) ->
         partition.add(0, BATCH)
     partition.release()
     assert partition.state is PartitionState.RELEASED
+
+
+def test_small_buffers_go_inline_up_to_the_partitions_total_and_large_ones_are_put(
+    tmp_path,
+) -> None:
+    descriptor = PartitionDescriptor(
+        PartitionId("job/e/0"),
+        "job",
+        "e",
+        0,
+        1,
+        1,
+        partition_type("blocking"),
+        Partitioner(PartitionerKind.HASH, ("k",)),
+    )
+    put: list[tuple[str, pa.Table]] = []  # what was put, as (marker, table)
+
+    def record(table: pa.Table) -> tuple[str, pa.Table]:
+        put.append(("ref", table))
+        return put[-1]
+
+    partition = ResultPartition(
+        descriptor,
+        MemoryBudget(1 << 30),
+        str(tmp_path / "spill.arrows"),
+        record,
+        2,
+        5.0,
+        threading.Event(),
+    )
+    small = pa.table({"k": list(range(100))})  # 800 bytes
+    large = pa.table({"k": list(range(INLINE_BYTES))})  # 8 bytes a row: past the threshold
+    partition.add(0, small)
+    partition.add(0, large)
+    for _ in range(_INLINE_TOTAL // small.nbytes + 1):  # past the partition's inline total
+        partition.add(0, small)
+    partition.finish(small.schema)
+    handed = partition.finished_buffers()
+    assert handed is not None
+    buffers = handed.buffers[0]
+    assert buffers[0].inline and buffers[0].ref.equals(small)  # the table itself
+    assert not buffers[1].inline and buffers[1].ref == ("ref", large)
+    inline = sum(b.nbytes for b in buffers if b.inline)
+    assert inline <= _INLINE_TOTAL and not buffers[-1].inline  # the last small ones were put
+    assert partition.metrics.bytes == sum(b.nbytes for b in buffers)  # all counted alike

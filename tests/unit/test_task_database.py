@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -24,7 +25,7 @@ import pytest
 from hybrid_shuffle.operators import SortPartition
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.duck.database import MIN_MEMORY, TaskDatabase
+from hybrid_shuffle.operators.duck.database import MIN_MEMORY, DatabasePool, TaskDatabase
 from hybrid_shuffle.operators.duck.sort import DuckSort
 from hybrid_shuffle.runtime.task import TaskDeployment, TaskState, run_task
 
@@ -149,3 +150,62 @@ def test_a_tasks_operators_share_its_database_and_its_directory_goes_with_it(
     sort_cpu = report.operators[0].query_cpu_seconds
     assert sort_cpu > 0
     assert report.cpu_seconds >= sort_cpu
+
+
+# -- the executor's pool of databases ------------------------------------------------------
+
+
+def test_a_finished_tasks_database_is_reused_with_the_next_tasks_settings(
+    tmp_path: Path,
+) -> None:
+    pool = DatabasePool()
+    first = TaskDatabase(2, 100 * MiB, str(tmp_path / "a" / "duckdb"), pool)
+    cursor = first.cursor()
+    cursor.register("input", pa.table({"x": [1, 2, 3]}))
+    cursor.execute("CREATE TEMP TABLE kept AS SELECT * FROM input")
+    opened = first._connection
+    first.close()  # the cursor is closed with it, its view and TEMP table gone
+    second = TaskDatabase(1, 70 * MiB, str(tmp_path / "b" / "duckdb"), pool)
+    try:
+        assert second.setting("threads") == 1
+        assert second.setting("memory_limit") == "70.0 MiB"
+        assert second.setting("temp_directory") == str(tmp_path / "b" / "duckdb")
+        assert second._connection is opened  # the same database, not a new one
+        fresh = second.cursor()
+        with pytest.raises(duckdb.CatalogException):
+            fresh.execute("SELECT * FROM kept")
+        with pytest.raises(duckdb.CatalogException):
+            fresh.execute("SELECT * FROM input")
+    finally:
+        second.close()
+        pool.close()
+
+
+def test_a_database_that_spilled_or_kept_a_table_or_failed_is_closed_not_reused(
+    tmp_path: Path,
+) -> None:
+    pool = DatabasePool()
+    spilled = TaskDatabase(1, 16 * MiB, str(tmp_path / "s" / "duckdb"), pool)
+    cursor = spilled.cursor()  # 64 MiB floor: sorting ~80 MB of rows writes temp files
+    cursor.execute(
+        "SELECT count(*) FROM (SELECT i, i * 2 AS j FROM range(5000000) t(i) ORDER BY random())"
+    ).fetchall()
+    assert TaskDatabase.profile(cursor).spilled_bytes > 0
+    spilled.close()
+    kept_table = TaskDatabase(1, 64 * MiB, None, pool)
+    kept_table.cursor().execute("CREATE TABLE t AS SELECT 1 AS x")
+    kept_table.close()
+    failed = TaskDatabase(1, 64 * MiB, None, pool)
+    failed.cursor()
+    failed.close(reuse=False)
+    assert pool.take() is None  # none of the three was kept
+    pool.close()
+
+
+def test_a_closed_pool_keeps_nothing() -> None:
+    pool = DatabasePool()
+    database = TaskDatabase(1, 64 * MiB, None, pool)
+    database.cursor()
+    pool.close()
+    database.close()
+    assert pool.take() is None

@@ -39,6 +39,17 @@ independently, so two operators of one chain may both have a query open.
 Profiling is on for every cursor with only the two system metrics the
 operators report (``QueryProfile``): the peak of DuckDB's buffer memory
 (``peak_memory_bytes``) and of its temp directory (``spilled_bytes``).
+
+Opening a DuckDB database costs 15-50 ms (its catalog, buffer manager and extensions
+are built anew), more than a small task's whole run.  So an executor keeps the
+databases its finished tasks used in a ``DatabasePool`` and its next tasks reuse
+them: each task still gets its own database for its life, with its threads, memory
+limit and temp directory set anew when it takes one.  A database goes back to the
+pool only as it was opened: its task finished, every cursor the task opened is
+closed (their registered inputs and TEMP tables go with them), it never wrote a temp
+file (DuckDB cannot move a temp directory it has used, and the task's is removed
+with it) and it holds no table or view; anything else closes it, as a database
+without a pool is closed.
 """
 
 from __future__ import annotations
@@ -52,11 +63,18 @@ import duckdb
 
 from hybrid_shuffle.spill_dirs import make_private_dirs
 
-__all__ = ["MIN_MEMORY", "QueryProfile", "TaskDatabase"]
+__all__ = ["MIN_MEMORY", "DatabasePool", "QueryProfile", "TaskDatabase"]
 
 #: the smallest ``memory_limit`` a task's DuckDB gets (see the module docstring)
 MIN_MEMORY = 64 << 20
 _PROFILE = json.dumps({"SYSTEM_PEAK_BUFFER_MEMORY": "true", "SYSTEM_PEAK_TEMP_DIR_SIZE": "true"})
+#: idle databases a pool keeps (one per task an executor runs at once is enough)
+_KEEP = 8
+#: what a database handed back must not hold: tables and views its tasks created
+_LEFT_OVER = (
+    "SELECT (SELECT count(*) FROM duckdb_tables()) "
+    "+ (SELECT count(*) FROM duckdb_views() WHERE NOT internal)"
+)
 
 
 @dataclass(frozen=True)
@@ -68,37 +86,103 @@ class QueryProfile:
     spilled_bytes: int = 0
 
 
+class DatabasePool:
+    """The idle DuckDB databases of one process, for its next tasks (see the module
+    docstring); thread-safe, at most ``keep`` of them."""
+
+    def __init__(self, keep: int = _KEEP) -> None:
+        self._keep = keep
+        self._idle: list[duckdb.DuckDBPyConnection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def take(self) -> duckdb.DuckDBPyConnection | None:
+        """An idle database (its temp directory unset), or None: open a new one."""
+        with self._lock:
+            return self._idle.pop() if self._idle else None
+
+    def give(self, connection: duckdb.DuckDBPyConnection) -> None:
+        """Keep ``connection`` for a later task if it is as it was opened, else close it.
+        Its task's cursors must be closed."""
+        try:
+            # raises once DuckDB wrote a temp file: it cannot move the directory then
+            connection.execute("SET temp_directory = ''")
+            left = connection.execute(_LEFT_OVER).fetchone()
+            clean = left is not None and left[0] == 0
+        except duckdb.Error:
+            clean = False
+        with self._lock:
+            if clean and not self._closed and len(self._idle) < self._keep:
+                self._idle.append(connection)
+                return
+        connection.close()
+
+    def close(self) -> None:
+        """Close every idle database; later ones handed back are closed at once."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+
 class TaskDatabase:
     """The DuckDB database of one task attempt (see the module docstring).
 
     ``memory`` is bytes or ``None`` (DuckDB's default: an operator opened outside a
     task, in a unit test or on the driver); ``temp_directory`` ``None`` keeps
-    DuckDB from spilling at all.
+    DuckDB from spilling at all.  With a ``pool``, the database is taken from it on
+    first use and handed back by ``close`` (see the module docstring).
     """
 
     def __init__(
-        self, threads: int = 1, memory: int | None = None, temp_directory: str | None = None
+        self,
+        threads: int = 1,
+        memory: int | None = None,
+        temp_directory: str | None = None,
+        pool: DatabasePool | None = None,
     ):
         self.threads = threads
         self.memory_limit = None if memory is None else max(memory, MIN_MEMORY)
         self.temp_directory = temp_directory
+        self._pool = pool
         self._connection: duckdb.DuckDBPyConnection | None = None
+        #: every cursor handed out: closed before the database goes back to a pool
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._lock = threading.Lock()
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
+        if self.temp_directory is not None:
+            make_private_dirs(self.temp_directory)
+        reused = self._pool.take() if self._pool is not None else None
+        if reused is not None:
+            try:
+                return self._configure(reused)
+            except duckdb.Error:  # never kept in a state it cannot leave: open a new one
+                reused.close()
         config: dict[str, Any] = {
             "threads": self.threads,
             # output order within one subtask is never promised; keeping it costs memory
             "preserve_insertion_order": False,
+            # no spilling where nothing would clean up
+            "temp_directory": self.temp_directory or "",
         }
         if self.memory_limit is not None:
             config["memory_limit"] = f"{self.memory_limit}B"
-        if self.temp_directory is not None:
-            make_private_dirs(self.temp_directory)
-            config["temp_directory"] = self.temp_directory
-        else:
-            config["temp_directory"] = ""  # no spilling where nothing would clean up
         return duckdb.connect(":memory:", config=config)
+
+    def _configure(self, connection: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+        """A pooled database with this task's settings."""
+        memory = (
+            "RESET memory_limit"
+            if self.memory_limit is None
+            else f"SET memory_limit = '{int(self.memory_limit)}B'"
+        )
+        temp = (self.temp_directory or "").replace("'", "''")
+        connection.execute(
+            f"SET threads = {int(self.threads)}; {memory}; SET temp_directory = '{temp}'"
+        )
+        return connection
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A new cursor on the database (connecting on first use), profiling on."""
@@ -106,6 +190,8 @@ class TaskDatabase:
             if self._connection is None:
                 self._connection = self._connect()
             cursor = self._connection.cursor()
+            if self._pool is not None:
+                self._cursors.append(cursor)
         cursor.execute("SET enable_profiling = 'no_output'")
         cursor.execute(f"SET custom_profiling_settings = '{_PROFILE}'")
         return cursor
@@ -130,9 +216,21 @@ class TaskDatabase:
         finally:
             cursor.close()
 
-    def close(self) -> None:
-        """Close the database (its spill files go with it); idempotent."""
+    def close(self, reuse: bool = True) -> None:
+        """Close the database (its spill files go with it), or hand it back to the pool
+        (``reuse``: its task finished; see the module docstring); idempotent."""
         with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
+            connection, self._connection = self._connection, None
+            cursors, self._cursors = self._cursors, []
+        if connection is None:
+            return
+        if self._pool is None or not reuse:
+            connection.close()
+            return
+        try:
+            for cursor in cursors:
+                cursor.close()
+        except duckdb.Error:
+            connection.close()
+            return
+        self._pool.give(connection)

@@ -394,8 +394,9 @@ def _fetch(
     """The tables of ``buffers`` (from ``source``: the channel's producer subtask, or the
     process that answered for several channels)."""
     source = source or f"producer subtask {channel.spec.producer_subtask}"
+    refs = [b.ref for b in buffers if not b.inline]  # inline buffers came by value
     try:
-        tables: list[pa.Table] = ray.get([b.ref for b in buffers], timeout=gate.wait_timeout)
+        fetched: list[pa.Table] = ray.get(refs, timeout=gate.wait_timeout) if refs else []
     except (OwnerDiedError, ObjectLostError) as e:
         raise ExecutorLostError(_lost(gate, channel)) from e
     except GetTimeoutError as e:
@@ -405,4 +406,7 @@ def _fetch(
             f"within {gate.wait_timeout:.0f} s; the object store is overloaded, so lower "
             "shuffle.buffer_size or raise wait_timeout"
         ) from e
-    return tables
+    if len(fetched) == len(buffers):
+        return fetched
+    remote = iter(fetched)
+    return [b.ref if b.inline else next(remote) for b in buffers]
