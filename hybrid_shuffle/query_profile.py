@@ -273,15 +273,26 @@ def _phases(times: RunTimes, total: float, first: float, last: float) -> tuple[P
     if times.executed_at and first:
         reading = max(times.result_read_at - times.tasks_done_at, 0.0)
         releasing = max(times.returned_at - times.result_read_at, 0.0)
+        # the tasks' span (executors' clocks) within the driver's execute..finish, so the
+        # three phases add up to that interval exactly
+        end = max(times.finished_at, times.executed_at)
+        first = min(max(first, times.executed_at), end)
+        last = min(max(last, first), end)
         phases += [
-            Phase("deploy", max(first - times.executed_at, 0.0), "to the first task's start"),
-            Phase("tasks", max(last - first, 0.0), "first task's start to last task's end"),
+            Phase("deploy", first - times.executed_at, "to the first task's start"),
+            Phase("tasks", last - first, "first task's start to last task's end"),
             Phase(
                 "hand-back",
-                max(times.finished_at - max(last, times.executed_at), 0.0),
+                end - last,
                 f"to the result in hand (read {reading:.3f} s, released {releasing:.3f} s)",
             ),
         ]
+    excess = sum(p.seconds for p in phases) - total
+    if excess > 0:  # the driver's two clocks (wall, perf_counter) part by microseconds
+        big = max(range(len(phases)), key=lambda i: phases[i].seconds)
+        phases[big] = dataclasses.replace(
+            phases[big], seconds=max(phases[big].seconds - excess, 0.0)
+        )
     counted = sum(p.seconds for p in phases)
     phases.append(Phase("other", max(total - counted, 0.0), "heal, cache checks, retries"))
     return tuple(phases)

@@ -97,8 +97,29 @@ def test_a_key_that_collides_with_an_aggregate_output_is_a_plan_error(session: h
 def test_ctrl_c_during_collect_cancels_the_job_and_raises_keyboard_interrupt(
     session: hs.Session, tmp_path: Path
 ) -> None:
-    started = tmp_path / "first-batch"
-    sent = tmp_path / "interrupt-sent"
+    # CPython drops a KeyboardInterrupt that lands while a finalizer runs on the main
+    # thread ("Exception ignored in ... __del__": Ray's ObjectRefs die there all the
+    # time), as it would drop a real Ctrl-C: the job then simply ends, and the user
+    # presses again.  So the interrupt gets up to three jobs to land in.
+    for attempt in range(3):
+        if _interrupt_a_collect(session, tmp_path / f"attempt-{attempt}"):
+            break
+    else:
+        pytest.fail("collect() never raised KeyboardInterrupt in three interrupted jobs")
+    wait_until(
+        lambda: not any(session.running_tasks().values()),
+        what="the interrupted job's tasks ended",
+    )
+    assert_no_leaks(session)
+    assert session.job("again").from_arrow(orders(100), name="again").to_arrow().num_rows == 100
+
+
+def _interrupt_a_collect(session: hs.Session, folder: Path) -> bool:
+    """Interrupt the main thread once the first batch reached a user function of a
+    running job; whether ``collect()`` raised ``KeyboardInterrupt`` (else the job ended)."""
+    folder.mkdir()
+    started = folder / "first-batch"
+    sent = folder / "interrupt-sent"
 
     def slow(table: pa.Table) -> pa.Table:
         import time
@@ -130,14 +151,11 @@ def test_ctrl_c_during_collect_cancels_the_job_and_raises_keyboard_interrupt(
         sent.touch()
 
     threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
+    try:
         stream.collect()
-    wait_until(
-        lambda: not any(session.running_tasks().values()),
-        what="the interrupted job's tasks ended",
-    )
-    assert_no_leaks(session)
-    assert job.from_arrow(orders(100), name="again").to_arrow().num_rows == 100
+    except KeyboardInterrupt:
+        return True
+    return False
 
 
 def test_a_failed_job_stops_its_other_tasks_and_prints_no_unhandled_errors(
