@@ -42,6 +42,7 @@ from hybrid_shuffle.spark.backends import (
     start_spark,
     stop_spark,
 )
+from hybrid_shuffle.spark.sigint import current_sigint_handler, restore_sigint_handler
 
 __all__ = ["SIZE_HINT", "SparkBridge", "check_spark_types", "handover_types", "spark_typed"]
 
@@ -77,6 +78,8 @@ class SparkBridge:
         self._spark = spark
         #: the Spark this session started (stopped on close), once ``start_spark`` returned
         self._own: Any = None
+        #: the main thread's SIGINT handler before Spark replaced it (``_start``)
+        self._sigint: Any = None
         self._holder: Any = None
 
     @property
@@ -92,6 +95,7 @@ class SparkBridge:
         require_pyspark(self.backend)
         started = time.perf_counter()
         announce(self.log_level, f"starting {describe_backend(self.backend, self.config)}...")
+        self._sigint = current_sigint_handler()
         spark = start_spark(self.backend, self.config, self.app_name, self.log_level)
         self._own = spark
         if self.config.prewarm:
@@ -139,6 +143,8 @@ class SparkBridge:
             if self._own is not None:
                 stop_spark(self.backend, self._own)
         finally:
+            restore_sigint_handler(self._sigint)
+            self._sigint = None
             if self._holder is not None and ray.is_initialized():
                 ray.kill(self._holder)
             self._holder = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,10 @@ CONFIG = {
 def session() -> Iterator[hs.Session]:
     if ray.is_initialized():
         ray.shutdown()
+    sigint = signal.getsignal(signal.SIGINT)
     with hs.Session(CONFIG, slots=2) as s:
         yield s
     assert not ray.is_initialized()  # the session started Ray, so it stopped it
+    # PySpark's handler (cancel the context's jobs) is gone with the Spark it served:
+    # Ctrl-C raises KeyboardInterrupt again, not AttributeError from a stopped context
+    assert signal.getsignal(signal.SIGINT) is sigint
