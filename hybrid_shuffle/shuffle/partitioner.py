@@ -3,8 +3,7 @@
 Plain functions over Arrow and NumPy, no Ray, no per-row Python.  Hashes must
 agree across processes and runs (Python's ``hash()`` of ``str`` does not), so
 fixed-width keys are mixed with splitmix64 and variable-width keys (strings,
-binary) with a polynomial over their bytes computed by ``np.add.reduceat`` on
-the Arrow data buffer, then mixed.
+binary) hashed by DuckDB over their bytes (``bytes_hash``), then mixed.
 
 What a hash partitioner guarantees: rows whose keys pyarrow's ``group_by`` and
 ``join`` treat as equal get the same partition, in any process, for any number
@@ -45,6 +44,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hybrid_shuffle.shuffle.bytes_hash import bytes_hash
+
 __all__ = [
     "bucket_overlaps",
     "hash_partition_ids",
@@ -57,7 +58,6 @@ __all__ = [
 ]
 
 _NULL_HASH = np.uint64(0x9E3779B97F4A7C15)
-_PRIME = np.uint64(0x100000001B3)
 #: the bits every NaN key is hashed as, whatever its sign and payload
 _NAN_BITS = np.float64(np.nan).view(np.uint64)
 #: NumPy types of the fixed-width values read straight from an Arrow data buffer
@@ -76,40 +76,6 @@ def _mix(x: np.ndarray, in_place: bool = False) -> np.ndarray:
             if factor:
                 np.multiply(x, np.uint64(factor), out=x)
     return x
-
-
-def _bytes_hash(array: pa.Array) -> np.ndarray:
-    """Polynomial hash of each value's bytes, from the offsets and data buffers."""
-    n = len(array)
-    if n == 0:
-        return np.zeros(0, dtype=np.uint64)
-    large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
-    offset_type = np.int64 if large else np.int32
-    buffers = array.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=offset_type)[array.offset : array.offset + n + 1]
-    offsets = offsets.astype(np.int64)
-    start, end = int(offsets[0]), int(offsets[-1])
-    data = (
-        np.frombuffer(buffers[2], dtype=np.uint8)[start:end]
-        if buffers[2] is not None
-        else np.zeros(0, np.uint8)
-    )
-    lengths = np.diff(offsets)
-    if data.size == 0:
-        return _mix(lengths.astype(np.uint64))
-    max_len = int(lengths.max())
-    powers = np.ones(max_len, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        if max_len > 1:
-            powers[1:] = np.cumprod(np.full(max_len - 1, _PRIME, dtype=np.uint64))
-        owner = np.repeat(np.arange(n), lengths)
-        value_starts: np.ndarray = offsets[:-1] - start
-        position = np.arange(data.size, dtype=np.int64) - value_starts[owner]
-        terms = np.zeros(data.size + 1, dtype=np.uint64)  # a trailing 0: every start is valid
-        terms[:-1] = (data.astype(np.uint64) + np.uint64(1)) * powers[position]
-        sums = np.add.reduceat(terms, value_starts)
-    sums[lengths == 0] = 0
-    return _mix(sums ^ lengths.astype(np.uint64))
 
 
 def _float_hash(array: pa.Array) -> np.ndarray:
@@ -175,7 +141,7 @@ def _column_hash(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
         or pa.types.is_large_string(t)
         or pa.types.is_large_binary(t)
     ):
-        hashed = _bytes_hash(array)
+        hashed = bytes_hash(array)
     elif pa.types.is_floating(t):
         hashed = _float_hash(array)
     elif pa.types.is_boolean(t):

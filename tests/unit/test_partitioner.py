@@ -42,6 +42,21 @@ def test_equal_keys_get_equal_ids_also_across_batches(key: str) -> None:
                 assert whole[a] == whole[b]
 
 
+def test_a_string_key_hashes_alike_in_every_arrow_form_of_it() -> None:
+    values = ["a", "bb", None, "", "Customer#000000001", "ccc" * 40]
+    forms = [
+        pa.array(values, pa.string()),
+        pa.array(values, pa.large_string()),
+        pa.array(values, pa.string_view()),
+        pa.array(values, pa.string()).dictionary_encode(),
+        pa.array(values, pa.string()).slice(0),
+    ]
+    ids = [hash_partition_ids(pa.table({"k": f}), ["k"], 5).tolist() for f in forms]
+    assert all(i == ids[0] for i in ids)
+    sliced = hash_partition_ids(pa.table({"k": forms[0].slice(2)}), ["k"], 5).tolist()
+    assert sliced == ids[0][2:]
+
+
 def test_hash_is_the_same_in_another_process_with_another_hash_seed() -> None:
     here = hash_partition_ids(MIXED, ["s", "i"], 7).tolist()
     code = (
