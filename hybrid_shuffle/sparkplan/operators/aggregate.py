@@ -14,6 +14,7 @@ buffers come from Spark (its partial fell back) falls back too.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -336,6 +337,7 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
         buffer_cols = out_columns[len(group_columns) :]
         position = 0
         values: list[str] = []
+        rows = _arguments_once(functions, child.sql)
         for f in functions:
             if f.mode == "Partial":
                 values += _partial(f)
@@ -349,7 +351,7 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
         items += [f"{v} AS {c.ref}" for v, c in zip(values, buffer_cols, strict=True)]
         group_by = f" GROUP BY {', '.join(group_refs)}" if group_refs else ""
         select = ", ".join(items) or EMPTY_SELECT
-        return Rel(f"SELECT {select} FROM ({child.sql}) AS t{group_by}", out_columns)
+        return Rel(f"SELECT {select} FROM ({rows}) AS t{group_by}", out_columns)
     if "Partial" in modes or "PartialMerge" in modes:
         raise Unsupported("an aggregate mixing partial and final modes")
     position = 0
@@ -380,6 +382,33 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
     pivots = any(f.name == "PivotFirst" for f in functions)
     out_items, out_columns = (pivot_output if pivots else named_output)(tr, results, inner)
     return Rel(f"SELECT {out_items} FROM ({inner.sql}) AS t", out_columns)
+
+
+#: an argument that is a column already (nothing to compute once)
+_COLUMN = re.compile(r"^c\d+$")
+#: the functions whose partial form reads their argument twice (the sum, and the count
+#: that tells an empty group from an overflow or the average's divisor)
+_READ_TWICE = ("Sum", "Average")
+
+
+def _arguments_once(functions: list[_Function], rows: str) -> str:
+    """``rows`` with the computed argument of each partial ``sum``/``avg`` as a column of
+    its own, the functions changed to read it: their partial form reads the argument
+    twice, and DuckDB computes an expression repeated in two aggregates twice (a
+    decimal product with its 64-bit attempt and 128-bit fallback, per row)."""
+    extra: list[str] = []
+    for i, f in enumerate(functions):
+        if f.mode != "Partial" or f.name not in _READ_TWICE or len(f.args) != 1:
+            continue
+        arg = f.args[0]
+        if _COLUMN.match(arg.text):
+            continue
+        name = f"a{i}_"
+        extra.append(f"{arg.text} AS {name}")
+        f.args = [dataclasses.replace(arg, text=name, narrow=None)]
+    if not extra:
+        return rows
+    return f"SELECT *, {', '.join(extra)} FROM ({rows}) AS t"
 
 
 def _ignores_nulls(fn: Node) -> bool:
