@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hybrid_shuffle.empty_column import EMPTY_SELECT
-from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported, compile_expression
-from hybrid_shuffle.sparkplan.expressions.arithmetic import _result, decimal_divide
+from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported, _exact, compile_expression
+from hybrid_shuffle.sparkplan.expressions.arithmetic import _result
 from hybrid_shuffle.sparkplan.operators.basic import named_output
 from hybrid_shuffle.sparkplan.operators.pivot import (
     pivot_labels,
@@ -206,11 +206,14 @@ def decimal_average(total: str, count: str, kind: SparkType) -> tuple[str, Spark
     ``count``: the sum over the count as decimal(20,0), then cast to (p + 4, s + 4)."""
     s = sum_type(kind)
     counted = decimal(20, 0)
-    quotient = decimal_divide(
-        Sql(total, s), Sql(f"CAST({count} AS DECIMAL(20,0))", counted), _result("/", s, counted)
+    division = _result("/", s, counted)
+    # the exact quotient only: the rows a 64-bit division would take, ``average`` takes
+    quotient = _exact.divide(
+        Sql(total, s), Sql(f"CAST({count} AS DECIMAL(20,0))", counted), division, small=False
     )
     out = _bounded(kind.precision + 4, kind.scale + 4)
-    return f"TRY_CAST({quotient.text} AS {out.duck})", out
+    exact = f"TRY_CAST({quotient} AS {out.duck})"
+    return _exact.average(Sql(total, s), count, division, out, exact), out
 
 
 def _evaluate(f: _Function, b: list[str]) -> tuple[str, SparkType]:
