@@ -17,11 +17,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import warnings
 
-import hybrid_shuffle as hs
 from benchmarks import tpch_data
-from benchmarks.tpch import SLOTS, session_config
+from benchmarks.tpch import sql_session
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,24 +31,18 @@ def main(argv: list[str] | None = None) -> int:
     folder = tpch_data.ensure(args.scale, tables=tpch_data.ALL_TABLES)
     con = tpch_data.duckdb_connection(2)
     texts = {n: tpch_data.query(con, n) for n in numbers}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with hs.Session(session_config(2, "3 GiB"), slots=SLOTS) as session:
-            for table in tpch_data.ALL_TABLES:
-                path = str(folder / f"{table}.parquet")
-                session.spark.read.parquet(path).createOrReplaceTempView(table)
-            session.sql("SELECT count(*) FROM nation").collect()  # executors up, Spark warm
-            for n in numbers:
-                for _ in range(2):  # the second run is the one shown
-                    started = time.perf_counter()
-                    stream = session.sql(texts[n], name=f"tpch-q{n}")
-                    planned = time.perf_counter()
-                    result = stream.collect()
-                    done = time.perf_counter()
-                print(f"## TPC-H Q{n} (SF{args.scale:g}): Session.sql {planned - started:.3f} s, "
-                      f"collect {done - planned:.3f} s")  # fmt: skip
-                print(_shown(result))
-                print()
+    with sql_session(folder) as session:
+        for n in numbers:
+            for _ in range(2):  # the second run is the one shown
+                started = time.perf_counter()
+                stream = session.sql(texts[n], name=f"tpch-q{n}")
+                planned = time.perf_counter()
+                result = stream.collect()
+                done = time.perf_counter()
+            print(f"## TPC-H Q{n} (SF{args.scale:g}): Session.sql {planned - started:.3f} s, "
+                  f"collect {done - planned:.3f} s")  # fmt: skip
+            print(_shown(result))
+            print()
     return 0
 
 

@@ -19,11 +19,9 @@ import argparse
 import math
 import sys
 import time
-import warnings
 
-import hybrid_shuffle as hs
 from benchmarks import tpch_data
-from benchmarks.tpch import SLOTS, session_config
+from benchmarks.tpch import sql_session
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,26 +35,20 @@ def main(argv: list[str] | None = None) -> int:
     con = tpch_data.duckdb_connection(2)
     cpu_logs: list[float] = []
     wall_logs: list[float] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with hs.Session(session_config(2, "3 GiB"), slots=SLOTS) as session:
-            for table in tpch_data.ALL_TABLES:
-                path = str(folder / f"{table}.parquet")
-                session.spark.read.parquet(path).createOrReplaceTempView(table)
-            session.sql("SELECT count(*) FROM nation").collect()  # executors up, Spark warm
-            print(f"TPC-H SF{args.scale:g}: least of {args.runs} collects per query")
-            print(f"  {'query':<6} {'tasks CPU s':>12} {'wall s':>8}")
-            for n in numbers:
-                stream = session.sql(tpch_data.query(con, n), name=f"tpch-q{n}")
-                cpu = wall = math.inf
-                for _ in range(args.runs):
-                    started = time.perf_counter()
-                    result = stream.collect()
-                    wall = min(wall, time.perf_counter() - started)
-                    cpu = min(cpu, sum(t.process_cpu_seconds for t in result.tasks))
-                cpu_logs.append(math.log(cpu))
-                wall_logs.append(math.log(wall))
-                print(f"  Q{n:<5} {cpu:12.3f} {wall:8.3f}", flush=True)
+    with sql_session(folder) as session:
+        print(f"TPC-H SF{args.scale:g}: least of {args.runs} collects per query")
+        print(f"  {'query':<6} {'tasks CPU s':>12} {'wall s':>8}")
+        for n in numbers:
+            stream = session.sql(tpch_data.query(con, n), name=f"tpch-q{n}")
+            cpu = wall = math.inf
+            for _ in range(args.runs):
+                started = time.perf_counter()
+                result = stream.collect()
+                wall = min(wall, time.perf_counter() - started)
+                cpu = min(cpu, sum(t.process_cpu_seconds for t in result.tasks))
+            cpu_logs.append(math.log(cpu))
+            wall_logs.append(math.log(wall))
+            print(f"  Q{n:<5} {cpu:12.3f} {wall:8.3f}", flush=True)
     geo_cpu = math.exp(sum(cpu_logs) / len(cpu_logs))
     geo_wall = math.exp(sum(wall_logs) / len(wall_logs))
     print(f"  {'geomean':<6} {geo_cpu:12.3f} {geo_wall:8.3f}")

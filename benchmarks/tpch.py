@@ -34,12 +34,13 @@ geometric means against issue 23's targets (engine/DuckDB <= 3x, engine/Spark <=
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -81,6 +82,21 @@ def session_config(parallelism: int, object_store: str) -> dict[str, Any]:
         "shuffle": {"buffer_size": "8 MiB", "memory_budget": "1 GiB"},
         "spark": dict(SPARK),
     }
+
+
+@contextlib.contextmanager
+def sql_session(folder: Path) -> Iterator[hs.Session]:
+    """A session of ``session_config(2, "3 GiB")`` with the eight TPC-H tables of
+    ``folder`` as temporary views, its executors up and Spark warm (one trivial query
+    run), warnings silenced: what the per-query profile scripts measure in."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with hs.Session(session_config(2, "3 GiB"), slots=SLOTS) as session:
+            for table in tpch_data.ALL_TABLES:
+                path = str(folder / f"{table}.parquet")
+                session.spark.read.parquet(path).createOrReplaceTempView(table)
+            session.sql("SELECT count(*) FROM nation").collect()
+            yield session
 
 
 # -- checking ----------------------------------------------------------------------------
