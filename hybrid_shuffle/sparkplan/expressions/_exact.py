@@ -65,7 +65,7 @@ def unscaled(sql: Sql) -> str:
 def decimal_of(unscaled_text: str, to: SparkType) -> str:
     """The decimal ``to`` whose unscaled integer is ``unscaled_text``; null when it
     overflows ``to`` (or is null)."""
-    unit = "1" if to.scale == 0 else "0." + "0" * (to.scale - 1) + "1"
+    unit = _power_literal(-to.scale)
     return (
         f"TRY_CAST(TRY_CAST({unscaled_text} AS DECIMAL(38,0)) * "
         f"CAST({unit} AS DECIMAL(38,{to.scale})) AS {to.duck})"
@@ -142,8 +142,7 @@ def _small_divide(a: Sql, b: Sql, shift: int, result: SparkType, exact: str) -> 
     HALF_UP quotient within 64 bits.  DuckDB's ``CASE`` evaluates each branch on its
     own rows only."""
     sa, sb = a.type.scale, b.type.scale
-    n = f"CAST(CAST(abs({a.text}) AS DECIMAL(18,{sa})) * {10**sa} AS BIGINT)"
-    d = f"CAST(CAST(abs({b.text}) AS DECIMAL(18,{sb})) * {10**sb} AS BIGINT)"
+    n, d = _unscaled_magnitude(a), _unscaled_magnitude(b)
     negative = f"(({a.text} < 0) <> ({b.text} < 0))"
     quotient = f"(2 * {n} * {10**shift} + {d}) // (2 * {d})"
     signed = decimal_of(f"CASE WHEN {negative} THEN -{quotient} ELSE {quotient} END", result)
@@ -171,7 +170,7 @@ def average(total: Sql, count: str, division: SparkType, out: SparkType, exact: 
     k2 = division.scale - out.scale
     if k1 < 0 or k2 < 1 or k2 > 17 or s > 9:
         return exact
-    n = f"CAST(CAST(abs({total.text}) AS DECIMAL(18,{s})) * {10**s} AS BIGINT)"
+    n = _unscaled_magnitude(total)
     d = f"CAST({count} AS BIGINT)"
     a = f"({n} * {10**k1})"
     w = f"((2 * ({a} % {d}) * {10**k2} + {d}) // (2 * {d}))"
@@ -182,6 +181,14 @@ def average(total: Sql, count: str, division: SparkType, out: SparkType, exact: 
         f"AND {count} > 0 AND {count} < {10 ** (18 - k2)}"
     )
     return f"(CASE WHEN {small} THEN {decimal_of(signed, out)} ELSE {exact} END)"
+
+
+def _unscaled_magnitude(sql: Sql) -> str:
+    """``|x| * 10^s`` of a decimal ``x`` of scale ``s`` as a BIGINT, for rows whose ``|x|``
+    fits a ``decimal(18, s)`` with its unscaled value (the callers' bounds): the 64-bit
+    twin of ``unscaled``."""
+    s = sql.type.scale
+    return f"CAST(CAST(abs({sql.text}) AS DECIMAL(18,{s})) * {10**s} AS BIGINT)"
 
 
 def _power_literal(exponent: int) -> str:
