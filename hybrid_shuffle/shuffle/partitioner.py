@@ -125,8 +125,16 @@ def _fixed_width_hash(array: pa.Array) -> np.ndarray:
     return hashed
 
 
+def _one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``column`` as one array: its chunk itself when it has one (``combine_chunks``
+    copies even then, a pass over fresh memory for every key of every batch)."""
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def _column_hash(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    array = _one_array(column)
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     t = array.type

@@ -108,6 +108,16 @@ class _Subpartition:
         return self.next_seq - min(self.cursors)
 
 
+def _compact(table: pa.Table) -> pa.Table:
+    """``table`` with buffers of its own rows only: an inline buffer that is a slice of a
+    larger batch (the writer's buffers are slices) would keep that whole batch alive,
+    uncounted by ``nbytes``."""
+    if table.get_total_buffer_size() <= 2 * table.nbytes + 4096:
+        return table
+    columns = [pa.concat_arrays(column.chunks) for column in table.columns]
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
 class ResultPartition:
     def __init__(
         self,
@@ -210,7 +220,9 @@ class ResultPartition:
             inline = nbytes <= INLINE_BYTES and self._inline_bytes + nbytes <= _INLINE_TOTAL
             if inline:
                 self._inline_bytes += nbytes
-        return table if inline else self._put(table)
+        if not inline:
+            return self._put(table)  # the serializer copies a slice's own bytes only
+        return _compact(table)
 
     def _wait_for_credit(self, sub: _Subpartition, index: int) -> None:
         started = time.monotonic()

@@ -65,8 +65,18 @@ class WritablePartition(Protocol):
         """The finished partition to hand to later consumers, or None."""
 
 
+#: a buffer made of more slices than this is copied into one chunk per column
+_MAX_CHUNKS = 8
+
+
 class _Coalescer:
-    """Collects slices for one subpartition until they make one buffer."""
+    """Collects slices for one subpartition until they make one buffer.
+
+    A buffer of a few slices keeps them as its chunks: the object store's
+    serializer copies each slice's bytes once anyway, so joining them first was a
+    second copy of every row (over fresh memory, a page fault a page).  Only a
+    buffer of many small slices is made one chunk a column, so that neither the
+    serializer nor the consumer pays a per-chunk cost many times over."""
 
     def __init__(self) -> None:
         self.parts: list[pa.Table] = []
@@ -77,9 +87,12 @@ class _Coalescer:
         self.nbytes += table.nbytes
 
     def take(self) -> pa.Table:
-        table = pa.concat_tables(self.parts).combine_chunks()
+        parts = self.parts
         self.parts, self.nbytes = [], 0
-        return table
+        if len(parts) == 1:
+            return parts[0]
+        table = pa.concat_tables(parts)
+        return table.combine_chunks() if len(parts) > _MAX_CHUNKS else table
 
 
 class ResultPartitionWriter:

@@ -222,3 +222,17 @@ def test_small_buffers_go_inline_up_to_the_partitions_total_and_large_ones_are_p
     inline = sum(b.nbytes for b in buffers if b.inline)
     assert inline <= _INLINE_TOTAL and not buffers[-1].inline  # the last small ones were put
     assert partition.metrics.bytes == sum(b.nbytes for b in buffers)  # all counted alike
+
+
+def test_an_inline_buffer_cut_from_a_larger_batch_keeps_only_its_own_rows(tmp_path) -> None:
+    partition, _ = make("blocking", tmp_path)
+    batch = pa.table({"k": list(range(100_000)), "s": [str(i) for i in range(100_000)]})
+    piece = batch.slice(500, 100)  # how the writer's buffers arrive: slices of one take
+    partition.add(0, piece)
+    partition.finish(batch.schema)
+    handed = partition.finished_buffers()
+    assert handed is not None
+    kept = handed.buffers[0][0]
+    assert kept.inline and kept.ref.equals(piece)
+    # the 100 rows' bytes, not the 100,000-row batch they were cut from
+    assert kept.ref.get_total_buffer_size() < 4 * piece.nbytes + 4096
