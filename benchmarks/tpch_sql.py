@@ -249,6 +249,7 @@ def run_engine(
         result = stream.collect(timeout=timeout)
         info = stream.job.spark_plan
         stream.parts = (info.spark_seconds, info.translate_seconds)  # type: ignore[attr-defined]
+        stream.peaks = _peaks(result)  # type: ignore[attr-defined]
         return planned - started, time.perf_counter() - planned, result.table, stream
 
     out: dict[int, dict[str, Any]] = {}
@@ -268,6 +269,7 @@ def run_engine(
             r.update(plan_seconds=best[0], run_seconds=best[1], seconds=best[0] + best[1])
             # of plan_seconds: Spark's planning (AQE off) and the translation after it
             r["spark_plan_seconds"], r["translate_seconds"] = best[3].parts
+            r["peak_operator_bytes"], r["peak_partition_bytes"] = best[3].peaks
             r["rows"] = best[2].num_rows
             r["problem"] = next(
                 (
@@ -284,6 +286,14 @@ def run_engine(
         done = r.get("error") or f"{r['plan_seconds']:.3f} + {r['run_seconds']:.3f} s"
         _log(f"engine q{n}: {done} {r.get('problem') or ''}")
     return out
+
+
+def _peaks(result: Any) -> tuple[int, int]:
+    """The run's largest operator peak (a subtask's, DuckDB's own figure) and the largest
+    bytes an edge's partition held in memory at once."""
+    operator = max((v.peak_memory_bytes for v in result.vertices.values()), default=0)
+    partition = max((e.peak_memory_bytes for e in result.edges.values()), default=0)
+    return operator, partition
 
 
 def _check(got: pa.Table, want: dict[str, Any], ordered: bool, types: bool) -> str | None:
@@ -374,6 +384,8 @@ def _summary(
             "engine_equal": _equal(e),
             "engine_problem": e.get("problem") or e.get("error"),
             "engine_fallback": bool(e["spark_subtrees"]) if "spark_subtrees" in e else None,
+            "engine_peak_operator_bytes": e.get("peak_operator_bytes"),
+            "engine_peak_partition_bytes": e.get("peak_partition_bytes"),
             "spark_subtrees": e.get("spark_subtrees"),
             "engine_over_spark": _ratio(e.get("seconds"), s.get("seconds"), e_ok),
             "engine_run_over_duckdb": _ratio(e.get("run_seconds"), d.get("seconds"), e_ok),
@@ -494,6 +506,14 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"  sum of times: Spark {total['spark_seconds']:.2f} s, "
         f"DuckDB {total['duckdb_seconds']:.2f} s"
     )
+    for key, label in (
+        ("engine_peak_operator_bytes", "largest operator peak (DuckDB's, one subtask)"),
+        ("engine_peak_partition_bytes", "largest partition held in memory"),
+    ):
+        peaks = {n: q.get(key) for n, q in summary["queries"].items() if q.get(key)}
+        if peaks:
+            top = max(peaks, key=lambda n: peaks[n])
+            print(f"  engine {label}: {peaks[top] / 2**20:.1f} MiB ({top})")
     for name, q in summary["queries"].items():
         for system in ("spark_error", "duckdb_problem", "engine_problem"):
             if q[system]:
