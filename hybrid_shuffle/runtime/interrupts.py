@@ -54,7 +54,8 @@ def deferred_interrupts() -> Iterator[None]:
 
 
 def raise_if_interrupted() -> None:
-    """Raise ``KeyboardInterrupt`` if a Ctrl-C was recorded (and forget it)."""
-    if _pending.is_set():
+    """Raise ``KeyboardInterrupt`` if a Ctrl-C was recorded (and forget it); only on the
+    main thread, whose job it was: a job another thread runs meanwhile is not it."""
+    if _pending.is_set() and threading.current_thread() is threading.main_thread():
         _pending.clear()
         raise KeyboardInterrupt
