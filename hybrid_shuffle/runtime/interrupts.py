@@ -54,8 +54,7 @@ def deferred_interrupts() -> Iterator[None]:
 
 
 def raise_if_interrupted() -> None:
-    """Raise ``KeyboardInterrupt`` if a Ctrl-C was recorded (and forget it); only on the
-    main thread, whose job it was: a job another thread runs meanwhile is not it."""
-    if _pending.is_set() and threading.current_thread() is threading.main_thread():
+    """Raise ``KeyboardInterrupt`` if a Ctrl-C was recorded (and forget it)."""
+    if _pending.is_set():
         _pending.clear()
         raise KeyboardInterrupt

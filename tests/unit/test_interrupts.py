@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import _thread
 import signal
-import threading
 
 import pytest
 
@@ -50,21 +49,3 @@ def test_a_handler_the_user_installed_is_left_alone() -> None:
         assert pressed == [signal.SIGINT]
     finally:
         signal.signal(signal.SIGINT, before)
-
-
-def test_a_job_on_another_thread_does_not_take_the_main_threads_ctrl_c() -> None:
-    raised: list[BaseException] = []
-
-    def other_job() -> None:
-        try:
-            raise_if_interrupted()
-        except BaseException as e:  # whatever it is, the test records it
-            raised.append(e)
-
-    with pytest.raises(KeyboardInterrupt), deferred_interrupts():
-        _press_ctrl_c()
-        thread = threading.Thread(target=other_job)
-        thread.start()
-        thread.join()
-        assert raised == []
-        raise_if_interrupted()  # the main thread's loop still has it
