@@ -29,7 +29,6 @@ from hybrid_shuffle.plan.partitioning import vertex_partitioning
 from hybrid_shuffle.plan.planner import Plan, plan_job, reachable
 from hybrid_shuffle.query_profile import run_times
 from hybrid_shuffle.result import JobResult, edge_metrics, vertex_metrics
-from hybrid_shuffle.runtime.interrupts import deferred_interrupts
 from hybrid_shuffle.runtime.progress import JobProgress, NoProgress, guarded
 
 if TYPE_CHECKING:
@@ -342,8 +341,7 @@ class Job:
             )
         observer = _observer(progress)
         try:
-            with deferred_interrupts():  # Ctrl-C reaches the scheduler's loop, never lost
-                result = self._run(stream, timeout, collect, blocks, progress, observer)
+            result = self._run(stream, timeout, collect, blocks, progress, observer)
         except BaseException as e:
             observer.failed(e)
             raise

@@ -83,7 +83,6 @@ from hybrid_shuffle.runtime.failover import (
     classify,
 )
 from hybrid_shuffle.runtime.failures import first_line, root_cause, to_error
-from hybrid_shuffle.runtime.interrupts import raise_if_interrupted
 from hybrid_shuffle.runtime.join_switch import decide_joins, held
 from hybrid_shuffle.runtime.locality import Holder, Weight, input_weights, subpartition_bytes
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
@@ -254,7 +253,6 @@ class Scheduler:
 
     def _run_regions(self) -> None:
         while self._pending or self._current:
-            raise_if_interrupted()  # a Ctrl-C recorded meanwhile (``runtime.interrupts``)
             self._check_deadline()
             self._handle_losses()
             while self._pending:
