@@ -4,6 +4,7 @@ and a failed or interrupted job stops its tasks and leaves nothing behind."""
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,11 +102,18 @@ def test_ctrl_c_during_collect_cancels_the_job_and_raises_keyboard_interrupt(
     # thread ("Exception ignored in ... __del__": Ray's ObjectRefs die there all the
     # time), as it would drop a real Ctrl-C: the job then simply ends, and the user
     # presses again.  So the interrupt gets up to three jobs to land in.
-    for attempt in range(3):
-        if _interrupt_a_collect(session, tmp_path / f"attempt-{attempt}"):
-            break
-    else:
-        pytest.fail("collect() never raised KeyboardInterrupt in three interrupted jobs")
+    # A suite started from a shell's background job inherits SIGINT ignored, and Python
+    # then installs no handler, so the terminal's default that a Ctrl-C meets is put
+    # in place for the test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        for attempt in range(3):
+            if _interrupt_a_collect(session, tmp_path / f"attempt-{attempt}"):
+                break
+        else:
+            pytest.fail("collect() never raised KeyboardInterrupt in three interrupted jobs")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     wait_until(
         lambda: not any(session.running_tasks().values()),
         what="the interrupted job's tasks ended",
