@@ -49,6 +49,7 @@ from hybrid_shuffle.shuffle.bytes_hash import bytes_hash
 __all__ = [
     "bucket_overlaps",
     "hash_partition_ids",
+    "one_array",
     "range_boundaries",
     "range_bucket_mask",
     "round_robin_ids",
@@ -125,7 +126,7 @@ def _fixed_width_hash(array: pa.Array) -> np.ndarray:
     return hashed
 
 
-def _one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """``column`` as one array: its chunk itself when it has one (``combine_chunks``
     copies even then, a pass over fresh memory for every key of every batch)."""
     if not isinstance(column, pa.ChunkedArray):
@@ -134,7 +135,7 @@ def _one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def _column_hash(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    array = _one_array(column)
+    array = one_array(column)
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     t = array.type

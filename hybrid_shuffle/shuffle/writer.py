@@ -25,6 +25,7 @@ from hybrid_shuffle.shuffle.api import HandedOver, KeyRange, PartitionDescriptor
 from hybrid_shuffle.shuffle.metrics import WriteMetrics
 from hybrid_shuffle.shuffle.partitioner import (
     hash_partition_ids,
+    one_array,
     round_robin_ids,
     sample_keys,
     sort_order,
@@ -168,9 +169,7 @@ class ResultPartitionWriter:
             table = table.sort_by([(key, "ascending", "at_end")]).combine_chunks()
         else:  # one chunk in, one chunk out: ``take`` needs no concatenation
             table = table.take(pa.array(order))
-        self.partition.publish_sample(
-            sample_keys(table.column(key).combine_chunks(), _RANGE_SAMPLES)
-        )
+        self.partition.publish_sample(sample_keys(one_array(table.column(key)), _RANGE_SAMPLES))
         for piece in _split_rows(table, self._buffer_size):
             column = piece.column(key)
             bounds = pc.min_max(column)
