@@ -26,6 +26,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 import hybrid_shuffle as hs
+from hybrid_shuffle.operators.sql import SqlQuery
 
 from .oracle import (
     BASE_YAML,
@@ -216,6 +217,36 @@ def test_sums_wrap_and_decimal_sums_overflow_to_null(session: hs.Session, spark:
 
 
 # -- 2. windows --------------------------------------------------------------------------
+
+
+def test_a_final_aggregate_over_its_partial_in_one_stage_runs_as_one_aggregate(
+    session: hs.Session, spark: Any
+) -> None:
+    # grouped on the key of a sort-merge join, Spark puts the final aggregate straight
+    # over the partial one (the rows are partitioned on the key already); the engine
+    # runs them as one GROUP BY. Nulls in keys and values, decimals, FILTER, a group
+    # whose values are all null.
+    query = """SELECT w.k, sum(v) AS sv, avg(d) AS ad, sum(d) AS sd, count(*) AS n,
+                 count(y) AS cy, min(s) AS mi, max(d) AS ma, avg(v) FILTER (WHERE id > 9) AS af,
+                 sum(id) AS si, first(w.k) AS fk
+               FROM w JOIN b ON w.k = b.k GROUP BY w.k"""
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        stream = in_engine_sql(session, spark, query)
+        queries = [
+            op.query
+            for v in stream.job.plan(stream).graph.vertices.values()
+            for op in v.operators
+            if isinstance(op, SqlQuery)
+        ]
+    assert sum(q.count("GROUP BY") for q in queries) == 1, queries
+    # try_sum keeps a buffer more than sum: not fused, its final aggregate in Spark
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        query = "SELECT w.k, try_sum(id) AS t, sum(v) AS sv FROM w JOIN b ON w.k = b.k GROUP BY w.k"
+        stream = session.sql(query)
+        assert [s["operator"].split(" ")[0] for s in stream.explain_data()["spark_subtrees"]] == [
+            "HashAggregate"
+        ]
+        check(session, stream, spark.sql(query))
 
 
 def test_window_functions_of_the_dataframe_api(session: hs.Session, spark: Any) -> None:
