@@ -216,16 +216,12 @@ def test_sums_wrap_and_decimal_sums_overflow_to_null(session: hs.Session, spark:
     check(session, stream, spark.sql(query))
 
 
-# -- 2. windows --------------------------------------------------------------------------
-
-
 def test_a_final_aggregate_over_its_partial_in_one_stage_runs_as_one_aggregate(
     session: hs.Session, spark: Any
 ) -> None:
     # grouped on the key of a sort-merge join, Spark puts the final aggregate straight
     # over the partial one (the rows are partitioned on the key already); the engine
-    # runs them as one GROUP BY. Nulls in keys and values, decimals, FILTER, a group
-    # whose values are all null.
+    # runs them as one GROUP BY. Nulls in the values, decimals, FILTER, first().
     query = """SELECT w.k, sum(v) AS sv, avg(d) AS ad, sum(d) AS sd, count(*) AS n,
                  count(y) AS cy, min(s) AS mi, max(d) AS ma, avg(v) FILTER (WHERE id > 9) AS af,
                  sum(id) AS si, first(w.k) AS fk
@@ -247,6 +243,9 @@ def test_a_final_aggregate_over_its_partial_in_one_stage_runs_as_one_aggregate(
             "HashAggregate"
         ]
         check(session, stream, spark.sql(query))
+
+
+# -- 2. windows --------------------------------------------------------------------------
 
 
 def test_window_functions_of_the_dataframe_api(session: hs.Session, spark: Any) -> None:
