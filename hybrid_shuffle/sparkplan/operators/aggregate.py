@@ -94,12 +94,19 @@ class _Function:
     def buffers(self) -> int:
         if self.name == "PivotFirst":
             return len(self.pivot)
-        if self.name == "Sum":
-            return 2 if self.arg_type.is_decimal else 1
-        count = _BUFFERS.get(self.name)
-        if count is None:
-            raise Unsupported(f"the aggregate function {self.name}")
-        return count
+        return _buffer_count(self.name, self.arg_type.is_decimal)
+
+
+def _buffer_count(name: str, decimal_sum: bool) -> int:
+    """The buffers the engine lays out for function ``name`` (not a pivot): a sum two
+    when it sums decimals (its sum, and whether it saw a value), else one; each other
+    function its count in ``_BUFFERS``."""
+    if name == "Sum":
+        return 2 if decimal_sum else 1
+    count = _BUFFERS.get(name)
+    if count is None:
+        raise Unsupported(f"the aggregate function {name}")
+    return count
 
 
 def _partial(f: _Function) -> list[str]:
@@ -457,18 +464,14 @@ def _expr_id(e: Node) -> int:
 
 def _spark_buffers(partials: list[Node], buffers: list[Node]) -> bool:
     """Whether ``buffers`` (a partial aggregate's buffer attributes) are laid out as the
-    plain forms of ``partials`` lay them out: a decimal sum keeps two (its sum and
-    whether it saw a value), any other sum one (``try_sum`` of a long keeps two), each
-    other function its fixed count."""
+    engine lays out ``partials``' (``_buffer_count``; ``try_sum`` of a long keeps one
+    more).  A sum's first buffer has its type, which says whether it sums decimals."""
     at = 0
     for e in partials:
-        name = e.children[0].cls
-        if name == "Sum":
-            if at >= len(buffers):
-                return False
-            at += 2 if column_type(buffers[at].get("dataType")).is_decimal else 1
-        else:
-            at += _BUFFERS[name] or 1
+        if at >= len(buffers):
+            return False
+        decimal_sum = column_type(buffers[at].get("dataType")).is_decimal
+        at += _buffer_count(e.children[0].cls, decimal_sum)
     return at == len(buffers)
 
 
