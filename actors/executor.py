@@ -31,6 +31,7 @@ import pyarrow as pa
 import ray
 
 from hybrid_shuffle.actor_process import ProcessProbes
+from hybrid_shuffle.errors import summary
 from hybrid_shuffle.operators.duck.database import DatabasePool
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
 from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport, attempt_key, run_task
@@ -134,6 +135,18 @@ class Executor(ProcessProbes):
 
     def release_partitions(self, partition_ids: list[PartitionId]) -> None:
         self.env.release_partitions_locally(partition_ids)
+
+    def python_loads(self, commands: list[bytes]) -> str | None:
+        """Whether this executor's Python can load the pickled functions of a Spark plan
+        (what its tasks will do): ``None``, or the first one's error, one line."""
+        import pickle
+
+        for command in commands:
+            try:
+                pickle.loads(command)
+            except Exception as e:
+                return f"{type(e).__name__}: {summary(e)}"
+        return None
 
     def running_tasks(self) -> int:
         """Tasks running here now (a phase probe: a cancelled job's tasks have ended)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import ray
@@ -25,22 +26,27 @@ NAMESPACE = "hybrid-shuffle"
 
 
 def start_pinned(
-    actor_class: type, name: str, node_id: str, max_concurrency: int, *args: Any
+    actor_class: type,
+    name: str,
+    node_id: str,
+    max_concurrency: int,
+    *args: Any,
+    runtime_env: Mapping[str, Any] | None = None,
 ) -> Any:
     """A named, threaded actor of ``actor_class`` on node ``node_id`` (see the module
-    docstring); returns its handle at once."""
-    return (
-        ray.remote(actor_class)
-        .options(
-            name=name,
-            namespace=NAMESPACE,
-            num_cpus=0,
-            max_concurrency=max_concurrency,
-            max_restarts=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-        )
-        .remote(*args)
-    )
+    docstring), in ``runtime_env`` on top of the job's if given; returns its handle
+    at once."""
+    options: dict[str, Any] = {
+        "name": name,
+        "namespace": NAMESPACE,
+        "num_cpus": 0,
+        "max_concurrency": max_concurrency,
+        "max_restarts": 0,
+        "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
+    }
+    if runtime_env:
+        options["runtime_env"] = dict(runtime_env)
+    return ray.remote(actor_class).options(**options).remote(*args)
 
 
 class ProcessProbes:

@@ -256,12 +256,18 @@ class ShuffleConfig:
 
 @dataclass(frozen=True)
 class RayConfig:
-    """Only used when the session starts an embedded Ray."""
+    """How the session starts or joins Ray (``num_cpus`` and ``object_store_memory``
+    only when it starts an embedded Ray)."""
 
     #: CPUs the embedded Ray offers (default: the machine's)
     num_cpus: int | None = None
     #: the embedded Ray's object store size, at least 80 MiB (default: Ray's choice)
     object_store_memory: int | None = None
+    #: Ray's ``runtime_env`` for every process of the session's job: what the executors
+    #: must import to run a plan's Python functions (``py_modules``, ``working_dir``,
+    #: ``pip``, ``env_vars``); given to ``ray.init``, or to the executors when Ray was
+    #: started before the session
+    runtime_env: Mapping[str, Any] | None = None
 
 
 #: ``spark.backend``'s values (``hybrid_shuffle.spark.backends``)
@@ -578,7 +584,34 @@ def _ray(raw: Mapping[str, Any]) -> RayConfig:
                 f"ray.object_store_memory: {format_size(store)} is below the 80 MiB Ray "
                 "accepts; raise it"
             )
-    return RayConfig(num_cpus, store)
+    runtime_env = None
+    if raw.get("runtime_env") is not None:
+        runtime_env = _runtime_env(raw["runtime_env"])
+    return RayConfig(num_cpus, store, runtime_env)
+
+
+#: ``ray.runtime_env.RuntimeEnv.known_fields`` of Ray 2.56, its private ones left out (the
+#: config loads without importing Ray)
+_RUNTIME_ENV_FIELDS = frozenset(
+    {
+        "conda", "config", "container", "env_vars", "excludes", "image_uri", "java_jars",
+        "pip", "py_executable", "py_modules", "uv", "worker_process_setup_hook", "working_dir",
+    }
+)  # fmt: skip
+
+
+def _runtime_env(value: Any) -> Mapping[str, Any]:
+    """``ray.runtime_env``: a mapping of Ray's own ``runtime_env`` fields (their values are
+    Ray's to check, at ``ray.init``)."""
+    env = _mapping(value, "ray.runtime_env", "{py_modules: [./my_udfs], pip: [pandas]}")
+    known = sorted(_RUNTIME_ENV_FIELDS)
+    for key in env:
+        if key not in known:
+            raise ConfigError(
+                f"ray.runtime_env.{key}: Ray's runtime_env has no such field; use "
+                f"{', '.join(known)}"
+            )
+    return types.MappingProxyType(dict(env))
 
 
 def _spark(raw: Mapping[str, Any]) -> SparkConfig:
@@ -858,6 +891,8 @@ def _section_raw(section: Any) -> dict[str, Any]:
             out[key] = _section_raw(value)
     if isinstance(section, SparkConfig):
         out["configs"] = dict(section.configs)
+    if isinstance(section, RayConfig) and section.runtime_env is not None:
+        out["runtime_env"] = dict(section.runtime_env)
     return out
 
 

@@ -135,6 +135,7 @@ _SCALARS = {
     "bool": "boolean",
     "None": "null",
     "Mapping[str, str]": "mapping of strings",
+    "Mapping[str, Any]": "mapping (Ray's `runtime_env` fields)",
 }
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "PartitionNotFoundError",
     "PlanError",
     "ProducerFailedError",
+    "PythonFunctionError",
     "QueryFailedError",
     "SchemaMismatchError",
     "SessionClosedError",
@@ -140,6 +141,45 @@ class QueryFailedError(JobFailedError):
     """A DuckDB query failed on the rows it was given (a cast that cannot be made, a
     division by zero in ``sql``): the message names the operator and carries DuckDB's.
     It is not retried: the same rows fail the same way."""
+
+
+class PythonFunctionError(JobFailedError):
+    """A Python function of a Spark plan (a UDF, ``mapInPandas``, ``applyInPandas``) raised,
+    or returned what its declared type cannot hold: the message names the function
+    (its ``__qualname__``), the task and the exception's type and message; the cause
+    (``--debug``) holds the traceback's frames in the function's own file.  It is not
+    retried: the same rows fail the same way (``attempts`` is 1)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        function: str = "?",
+        error_type: str = "Exception",
+        user_traceback: str = "",
+        operator: str | None = None,
+        subtask: int | None = None,
+        attempts: int | None = None,
+    ) -> None:
+        super().__init__(message, operator=operator, subtask=subtask, attempts=attempts)
+        self.function = function
+        self.error_type = error_type
+        self.user_traceback = user_traceback
+
+    def __reduce__(self) -> tuple[object, ...]:
+        keywords = {
+            "function": self.function,
+            "error_type": self.error_type,
+            "user_traceback": self.user_traceback,
+            "operator": self.operator,
+            "subtask": self.subtask,
+            "attempts": self.attempts,
+        }
+        return (_rebuild_python_error, (str(self), keywords))
+
+
+def _rebuild_python_error(message: str, keywords: dict[str, object]) -> PythonFunctionError:
+    return PythonFunctionError(message, **keywords)  # type: ignore[arg-type]
 
 
 class JobTimeoutError(WaitTimeoutError):

@@ -108,8 +108,12 @@ class Session:
                 self.config.ray.num_cpus,
                 self.config.ray.object_store_memory,
                 self.config.log_level,
+                self.config.ray.runtime_env,
             )
             self._owns_ray = True
+        # a Ray started before the session runs its job in its own environment: the
+        # executors get ray.runtime_env themselves
+        executor_env = None if self._owns_ray else self.config.ray.runtime_env
         sweep_stale_sessions(root, _owner_is_alive)
         self._spill_dir = create_session_dir(root, self.session_id, _owner())
         self.slots = slots or self.config.slots or max(self.transport.cluster_cpus(), 1)
@@ -127,7 +131,9 @@ class Session:
             self.transport,
             self.session_id,
             self.slots,
-            lambda i: ExecutorSpec(shuffle.service, self._environment(i, share, shuffle.credits)),
+            lambda i: ExecutorSpec(
+                shuffle.service, self._environment(i, share, shuffle.credits), executor_env
+            ),
             _START_TIMEOUT,
         )
         self.pool.start()

@@ -40,6 +40,7 @@ from hybrid_shuffle.errors import (
     PartitionNotFoundError,
     PlanError,
     ProducerFailedError,
+    PythonFunctionError,
     QueryFailedError,
     SchemaMismatchError,
 )
@@ -57,7 +58,7 @@ class FailureKind(enum.Enum):
     FATAL = "fatal"  # fails the job at once: a retry would fail the same way
 
 
-_FATAL = (ConfigError, PlanError, QueryFailedError, SchemaMismatchError)
+_FATAL = (ConfigError, PlanError, PythonFunctionError, QueryFailedError, SchemaMismatchError)
 _COLLATERAL = (
     JobCancelledError,
     ProducerFailedError,

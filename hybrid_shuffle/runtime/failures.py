@@ -24,6 +24,7 @@ from hybrid_shuffle.errors import (
     JobCancelledError,
     JobFailedError,
     ProducerFailedError,
+    PythonFunctionError,
     WaitTimeoutError,
 )
 
@@ -70,6 +71,16 @@ def describe_failure(error: BaseException) -> TaskFailure:
 def to_error(failure: TaskFailure, task: str) -> HybridShuffleError:
     """Driver side: the error the user sees for a task that failed with ``failure``."""
     library = failure.library_error
+    if isinstance(library, PythonFunctionError):
+        # the user's own frames, not the executor's: the cause a user reads
+        python = PythonFunctionError(
+            f"task '{task}': {first_line(failure)}",
+            function=library.function,
+            error_type=library.error_type,
+            user_traceback=library.user_traceback,
+        )
+        python.__cause__ = RemoteTraceback(library.user_traceback or failure.traceback)
+        return python
     if library is not None:
         error: HybridShuffleError = type(library)(f"task '{task}': {first_line(failure)}")
     elif failure.error_type == "ModuleNotFoundError":

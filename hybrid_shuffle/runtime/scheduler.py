@@ -82,7 +82,7 @@ from hybrid_shuffle.runtime.failover import (
     backoff_delay,
     classify,
 )
-from hybrid_shuffle.runtime.failures import first_line, root_cause, to_error
+from hybrid_shuffle.runtime.failures import TaskFailure, first_line, root_cause, to_error
 from hybrid_shuffle.runtime.join_switch import decide_joins, held
 from hybrid_shuffle.runtime.locality import Holder, Weight, input_weights, subpartition_bytes
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
@@ -495,7 +495,7 @@ class Scheduler:
         elif report.state is TaskState.FAILED and report.failure is not None:
             kind = classify(report.failure)
             if kind is FailureKind.FATAL:
-                raise to_error(report.failure, info.name)
+                raise self._fatal(info, report.failure)
             if kind is FailureKind.OWN:
                 self._count(info, _line(report))
             cause = _line(report)
@@ -611,6 +611,17 @@ class Scheduler:
         self.transport.cancel_attempts(self.pool.executors[info.executor], [key])
 
     # -- failover ----------------------------------------------------------------------------
+
+    def _fatal(self, info: _Running, failure: TaskFailure) -> HybridShuffleError:
+        """The error of a task that failed in a way no retry mends (a SQL error on its
+        rows, a Python function that raised): its operator, subtask and attempts, which
+        count this one and the task's earlier failures of other kinds."""
+        error = to_error(failure, info.name)
+        if isinstance(error, JobFailedError):
+            error.operator = self.graph.vertices[info.task[0]].name
+            error.subtask = info.task[1]
+            error.attempts = len(self._failures[info.task]) + 1
+        return error
 
     def _count(self, info: _Running, line: str) -> None:
         """One more failure of ``info``'s task; fails the job at ``max_attempts``."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -55,6 +55,9 @@ class ExecutorSpec:
     #: ``shuffle.service``: the environment the executor creates
     service: str
     context: ShuffleEnvironmentContext
+    #: ``ray.runtime_env`` where the session joined a Ray started before it (whose job's
+    #: environment it cannot set): the executor's own; None otherwise
+    runtime_env: Mapping[str, Any] | None = None
 
 
 class ExecutorBackend(Protocol):

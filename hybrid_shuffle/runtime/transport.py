@@ -20,7 +20,7 @@ import os
 import socket
 import threading
 import types
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pyarrow as pa
@@ -107,9 +107,11 @@ class RayTransport:
         num_cpus: int | None,
         object_store: int | None,
         log_level: str | None = None,
+        runtime_env: Mapping[str, Any] | None = None,
     ) -> None:
         """Start an embedded Ray (``address`` None) or join the cluster at ``address``,
-        as chatty as ``log_level`` asks (``hybrid_shuffle.quiet``).
+        as chatty as ``log_level`` asks (``hybrid_shuffle.quiet``), every process of the
+        job in ``runtime_env`` (``ray.runtime_env``).
 
         With no ``address``, ``RAY_ADDRESS`` is read as Ray reads it (``ray job submit``
         sets it: the job joins its cluster), except ``local``; a Ray that another process
@@ -122,6 +124,9 @@ class RayTransport:
             "configure_logging": True,
             **ray_init_options(log_level),
         }
+        if runtime_env:
+            quiet = kwargs.get("runtime_env", {})
+            kwargs["runtime_env"] = {**quiet, **runtime_env}  # the user's hook wins
         if address is None:
             # "local": a Ray of our own even when another process on the machine runs one
             # (with no address, ray.init joins the newest Ray it finds running here, then
@@ -194,7 +199,9 @@ class RayTransport:
         plans a job."""
         from hybrid_shuffle.actors.executor import MAX_CONCURRENCY, Executor
 
-        return start_pinned(Executor, name, node_id, MAX_CONCURRENCY, spec)
+        return start_pinned(
+            Executor, name, node_id, MAX_CONCURRENCY, spec, runtime_env=spec.runtime_env
+        )
 
     @staticmethod
     def call_all(

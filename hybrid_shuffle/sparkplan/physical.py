@@ -36,6 +36,7 @@ __all__ = [
     "output_attributes",
     "partition_files",
     "physical_plan",
+    "python_commands",
     "spark_error",
     "subtree_dataframe",
 ]
@@ -641,6 +642,41 @@ def _reused(jvm_subquery: Any) -> Any:
 
 def _seq(value: Any) -> list[Any]:
     return [value.apply(i) for i in range(value.size())]
+
+
+#: the expressions that call a Python function (a grouped aggregate's is a ``PythonUDAF``)
+PYTHON_CALLS = ("PythonUDF", "PythonUDAF")
+
+
+def python_commands(
+    plan: PhysicalPlan, node: Node, field: str, spark: Any
+) -> list[tuple[bytes, ...]]:
+    """The Python functions Spark serialized into operator ``node``'s field ``field``
+    (``udfs``, ``func``, ``aggExpressions``, ``udfExpressions``, ``windowExpression``),
+    each as the chain of its commands, innermost first (``f(g(x))`` with one child call
+    is one chain, as Spark's ``collectFunctions`` makes it): the bytes
+    ``PythonFunction.command`` holds, a pickle of ``(function, return type)``, which the
+    JSON writes as null."""
+    value = getattr(jvm_node(plan, node), field)()
+    calls = [value] if field == "func" else _seq(value)
+    if field == "windowExpression":  # Alias(WindowExpression(function, spec))
+        calls = [c.child().windowFunction() for c in calls]
+    if field in ("aggExpressions", "windowExpression"):  # AggregateExpression(PythonUDAF)
+        calls = [
+            c.aggregateFunction() if c.getClass().getSimpleName() == "AggregateExpression" else c
+            for c in calls
+        ]
+    byte = spark._jvm.scala.reflect.ClassTag.Byte()
+    out: list[tuple[bytes, ...]] = []
+    for call in calls:
+        chain = [call]
+        while True:
+            children = _seq(chain[-1].children())
+            if len(children) != 1 or children[0].getClass().getSimpleName() not in PYTHON_CALLS:
+                break
+            chain.append(children[0])
+        out.append(tuple(bytes(c.func().command().toArray(byte)) for c in reversed(chain)))
+    return out
 
 
 @dataclass(frozen=True)

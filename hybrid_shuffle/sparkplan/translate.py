@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from hybrid_shuffle.empty_column import EMPTY_COLUMN
 from hybrid_shuffle.errors import HybridShuffleError, PlanError, UnsupportedPlanError, summary
+from hybrid_shuffle.operators.python import PYTHON_STEPS
 from hybrid_shuffle.operators.sql import rejection
 from hybrid_shuffle.plan.logical import ExchangeSpec
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
@@ -94,7 +95,11 @@ def _schema(node: LogicalNode) -> pa.Schema | None:
     if node.is_source:
         return node.source_schema
     binding = getattr(node.operator, "binding", None)
-    return None if binding is None else binding.schema
+    if binding is not None:
+        return binding.schema
+    if isinstance(node.operator, PYTHON_STEPS):  # its declared output, over its inputs'
+        return node.operator.output_schema([_schema(up) for up, _ in node.inputs])
+    return None
 
 
 def describe(node: Node) -> str:

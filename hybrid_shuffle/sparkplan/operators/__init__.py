@@ -5,8 +5,9 @@ Each module registers, per Spark operator class, a handler
 filter, sort, limits, union, expand), ``aggregate`` (hash, object-hash and sort
 aggregates in every mode), ``join`` (broadcast hash, shuffled hash, sort-merge),
 ``nested_loop`` (broadcast nested loop, cartesian product), ``window``,
-``exchange`` (shuffle, broadcast, reused: the edges), ``scan`` (Parquet, and
-every other leaf through Spark).  A class with no handler, or a handler raising
+``exchange`` (shuffle, broadcast, reused: the edges), ``python`` (UDFs,
+``mapInPandas``, ``applyInPandas``: steps of the engine's tasks), ``scan``
+(Parquet, and every other leaf through Spark).  A class with no handler, or a handler raising
 ``Unsupported``, falls back to Spark (``translate``).
 """
 
@@ -26,6 +27,7 @@ from hybrid_shuffle.sparkplan.operators import (  # noqa: F401  isort: skip
     generate,
     join,
     nested_loop,
+    python,
     scan,
     window,
 )
