@@ -50,8 +50,7 @@ def _module(root: Path, name: str, body: str) -> None:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hs.Session]:
-    shipped = tmp_path_factory.mktemp("shipped")
-    _module(shipped, SHIPPED, "def tripled(x):\n    return x * 3\n")
+    shipped = Path(__file__).parent / "udf_modules"  # a module in the test's folder
     unshipped = tmp_path_factory.mktemp("unshipped")
     _module(unshipped, UNSHIPPED, "def negated(x):\n    return -x\n")
     sys.path[:0] = [str(shipped), str(unshipped)]  # the driver imports both

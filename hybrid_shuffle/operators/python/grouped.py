@@ -27,6 +27,7 @@ from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.python.function import LoadedCall, PythonCall, user_failure
 from hybrid_shuffle.operators.python.groups import group_runs
 from hybrid_shuffle.operators.python.iterator import conform
+from hybrid_shuffle.operators.python.scalar import appended
 
 __all__ = [
     "GroupSide",
@@ -158,8 +159,8 @@ class _Grouped(Operator):
         self._tables = []
 
 
-class PythonGroupedMap(_Grouped):
-    """``applyInPandas``: the function's DataFrames, in its declared columns."""
+class _OneSide(_Grouped):
+    """A grouped step of one input, its keys and values named by ``side``."""
 
     def __init__(
         self,
@@ -179,13 +180,18 @@ class PythonGroupedMap(_Grouped):
         table = self._input(0, self.side)
         if table is None:
             return ()
-        named = self.side.named(table)
-        keys = named.select(list(range(len(self.side.keys))))
-        return self._called(named, keys)
+        return self._called(self.side.named(table))
 
-    def _called(self, named: pa.Table, keys: pa.Table) -> Iterator[pa.Table]:
+    def _called(self, named: pa.Table) -> Iterator[pa.Table]:
+        raise NotImplementedError
+
+
+class PythonGroupedMap(_OneSide):
+    """``applyInPandas``: the function's DataFrames, in its declared columns."""
+
+    def _called(self, named: pa.Table) -> Iterator[pa.Table]:
         assert self._loaded is not None
-        order, starts = group_runs(keys)
+        order, starts = group_runs(named.select(list(range(len(self.side.keys)))))
         converted = Converted(self._loaded, named.take(order))
         items = (converted.group(start, end) for start, end in itertools.pairwise(starts))
         with user_failure(self.call):
@@ -255,30 +261,10 @@ class PythonCoGroupedMap(_Grouped):
             yield from coalesced(conform(b, self.outputs) for b in self._loaded.run(items()))
 
 
-class PythonGroupedAgg(_Grouped):
+class PythonGroupedAgg(_OneSide):
     """Grouped-aggregate pandas UDFs: per group, the key values and one value per
-    function (``outputs``: the keys' columns, then the functions')."""
-
-    def __init__(
-        self,
-        call: PythonCall,
-        name: str,
-        side: GroupSide,
-        outputs: Sequence[tuple[str, pa.DataType]],
-    ) -> None:
-        super().__init__(call, name, outputs)
-        #: keys: the grouping columns; values: the functions' arguments (``_0``, ``_1``..)
-        self.side = side
-
-    def input_columns(self, wanted: Columns) -> list[Columns]:
-        return [frozenset(self.side.columns)]
-
-    def finish(self) -> Iterable[pa.Table]:
-        assert self._loaded is not None, "open() first"
-        table = self._input(0, self.side)
-        if table is None:
-            return ()
-        return self._called(self.side.named(table))
+    function (``outputs``: the keys' columns, then the functions'; ``side``'s values are
+    the functions' arguments, ``_0``, ``_1``..)."""
 
     def _called(self, named: pa.Table) -> Iterator[pa.Table]:
         assert self._loaded is not None
@@ -312,7 +298,7 @@ class PythonGroupedAgg(_Grouped):
         return table.cast(pa.schema([pa.field(n, t) for n, t in self.outputs]))
 
 
-class PythonWindowAgg(_Grouped):
+class PythonWindowAgg(_OneSide):
     """Grouped-aggregate pandas UDFs over a window partitioned by the keys, with no order
     and an unbounded frame (Spark's ``WindowInPandasExec`` of such a window): each row
     keeps its ``keep`` columns and gets its group's value of each function, as Spark's
@@ -326,17 +312,12 @@ class PythonWindowAgg(_Grouped):
         keep: Sequence[str],
         results: Sequence[tuple[str, pa.DataType]],
     ) -> None:
-        super().__init__(call, name, results)
-        #: keys: the window's partition columns; values: the functions' arguments
-        self.side = side
+        # side's keys: the window's partition columns; its values: the functions' arguments
+        super().__init__(call, name, side, results)
         self.keep = list(keep)
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
-        schema = input_schemas[0]
-        if schema is None:
-            return None
-        kept = [schema.field(name) for name in self.keep]
-        return pa.schema(kept + [pa.field(n, t) for n, t in self.outputs])
+        return appended(input_schemas[0], self.keep, self.outputs)
 
     def input_columns(self, wanted: Columns) -> list[Columns]:
         return [frozenset(self.side.columns) | frozenset(self.keep)]

@@ -32,7 +32,7 @@ from hybrid_shuffle.operators.python.function import (
     PythonCall,
     user_failure,
 )
-from hybrid_shuffle.operators.python.scalar import slices
+from hybrid_shuffle.operators.python.scalar import appended, slices
 
 __all__ = ["IteratorBridge", "PythonMapIter", "conform"]
 
@@ -129,12 +129,11 @@ class IteratorBridge:
 
 
 def conform(batch: pa.RecordBatch, outputs: Sequence[tuple[str, pa.DataType]]) -> pa.Table:
-    """A function's result batch (one struct column, or a ``mapInArrow`` batch) as the
-    step's declared output: the fields by name when all are there, else by position,
-    each cast to its declared type (as Spark reads them into its declared schema)."""
-    if batch.num_columns == 1 and pa.types.is_struct(batch.schema.field(0).type):
-        struct = batch.column(0)
-        batch = pa.RecordBatch.from_arrays(struct.flatten(), schema=pa.schema(struct.type))
+    """A function's result batch (one struct column of its rows, as PySpark's worker
+    sends it) as the step's declared output: the fields by name when all are there, else
+    by position, each cast to its declared type (as Spark reads them into its schema)."""
+    struct = batch.column(0)
+    batch = pa.RecordBatch.from_arrays(struct.flatten(), schema=pa.schema(struct.type))
     names = batch.schema.names
     columns = []
     wanted = [n for n, _ in outputs]
@@ -182,11 +181,7 @@ class PythonMapIter(Operator):
         return f"{self.name} (python {self.call.names}, one call per subtask)"
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
-        schema = input_schemas[0]
-        if schema is None:
-            return None
-        kept = [schema.field(name) for name in self.keep]
-        return pa.schema(kept + [pa.field(n, t) for n, t in self.outputs])
+        return appended(input_schemas[0], self.keep, self.outputs)
 
     def input_columns(self, wanted: Columns) -> list[Columns]:
         return [frozenset(self.keep) | frozenset(c for c, _ in self.inputs)]

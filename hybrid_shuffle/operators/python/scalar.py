@@ -22,7 +22,7 @@ from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.python.function import EvalType, LoadedCall, PythonCall
 from hybrid_shuffle.operators.python.values import python_values, spark_array
 
-__all__ = ["PythonEval", "slices"]
+__all__ = ["PythonEval", "appended", "slices"]
 
 
 def slices(table: pa.Table, rows: int) -> Iterator[pa.Table]:
@@ -32,6 +32,17 @@ def slices(table: pa.Table, rows: int) -> Iterator[pa.Table]:
         return
     for start in range(0, table.num_rows, max(rows, 1)):
         yield table.slice(start, rows)
+
+
+def appended(
+    schema: pa.Schema | None, keep: Sequence[str], outputs: Sequence[tuple[str, pa.DataType]]
+) -> pa.Schema | None:
+    """The schema of a step that passes ``keep`` of its input on and appends ``outputs``
+    (their declared types); None while the input's is unknown."""
+    if schema is None:
+        return None
+    kept = [schema.field(name) for name in keep]
+    return pa.schema(kept + [pa.field(n, t) for n, t in outputs])
 
 
 class PythonEval(Operator):
@@ -60,11 +71,7 @@ class PythonEval(Operator):
         return f"{self.name} (python {self.call.names}, per batch)"
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
-        schema = input_schemas[0]
-        if schema is None:
-            return None
-        kept = [schema.field(name) for name in self.keep]
-        return pa.schema(kept + [pa.field(n, t) for n, t in self.outputs])
+        return appended(input_schemas[0], self.keep, self.outputs)
 
     def input_columns(self, wanted: Columns) -> list[Columns]:
         return [frozenset(self.keep) | frozenset(self.args)]

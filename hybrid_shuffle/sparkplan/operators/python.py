@@ -180,6 +180,19 @@ def _step(
     return stage.read(Stream(tr.job, job_node), None, columns)
 
 
+def _below(tr: Translator, node: Node, stage: Stage, child: Rel, items: list[str] | None) -> Any:
+    """The stage under the step, ended: ``child``, or ``items`` (SQL select items) over it
+    when the step needs computed columns; its stream."""
+    if items is not None:
+        child = Rel(f"SELECT {', '.join(items)} FROM ({child.sql}) AS t", child.columns)
+    return tr.finish(stage, child, node, f"{_named(tr, node)}_input", final=False)
+
+
+def _computed(child: Rel, extra: list[tuple[str, str]]) -> list[str]:
+    """``child``'s columns and the ``extra`` (SQL, name) columns, as select items."""
+    return [c.ref for c in child.columns] + [f"{sql} AS {name}" for sql, name in extra]
+
+
 def _arguments(
     tr: Translator, child: Rel, functions: list[_Function]
 ) -> tuple[list[tuple[str, str]], list[str], list[str], list[list[int]]]:
@@ -253,9 +266,7 @@ def _eval(tr: Translator, node: Node, stage: Stage) -> Rel:
                 known = False
             if not known:
                 raise Unsupported(f"a @udf over a {json.loads(text)} argument")
-    items = ", ".join([c.ref for c in child.columns] + [f"{sql} AS {name}" for sql, name in extra])
-    rel = Rel(f"SELECT {items} FROM ({child.sql}) AS t", child.columns)
-    below = tr.finish(stage_below, rel, node, f"{_named(tr, node)}_input", final=False)
+    below = _below(tr, node, stage_below, child, _computed(child, extra))
     call = _call(tr, eval_type, functions, offsets)
     outputs = [(c.ref, _arrow(f.return_type)) for c, f in zip(results, functions, strict=True)]
     keep = [c.ref for c in child.columns]
@@ -309,7 +320,7 @@ def _map(tr: Translator, node: Node, stage: Stage) -> Rel:
     [function] = _functions(tr, node, [func], "func")
     below = Stage(tr.job)
     child = tr.rel(node.child, below)
-    stream = tr.finish(below, child, node, f"{_named(tr, node)}_input", final=False)
+    stream = _below(tr, node, below, child, None)
     columns = _attributes(node.exprs("output"))
     outputs = _struct_outputs(function, columns)
     call = _call(tr, eval_type, [function], [[0]])
@@ -349,7 +360,7 @@ def _grouped_map(tr: Translator, node: Node, stage: Stage) -> Rel:
     below = Stage(tr.job)
     child = tr.rel(node.child, below)
     side = _side(tr, child, node.exprs("groupingAttributes"))
-    stream = tr.finish(below, child, node, f"{_named(tr, node)}_input", final=False)
+    stream = _below(tr, node, below, child, None)
     columns = _attributes(node.exprs("output"))
     outputs = _struct_outputs(function, columns)
     call = _call(tr, EvalType.GROUPED_MAP_PANDAS, [function], [side.offsets()])
@@ -441,11 +452,10 @@ def _grouped_agg(tr: Translator, node: Node, stage: Stage) -> Rel:
         grouping.append(column)
         key_items.append(f"CAST({sql.text} AS {sql.type.duck}) AS {column.ref}")
     extra, args, _, offsets = _arguments(tr, child, functions)
-    items = ", ".join(key_items + [f"{sql} AS {name}" for sql, name in extra])
+    items = key_items + [f"{sql} AS {name}" for sql, name in extra]
     if not items:
         raise Unsupported("a Python aggregate of no argument and no grouping key")
-    rel = Rel(f"SELECT {items} FROM ({child.sql}) AS t", child.columns)
-    stream = tr.finish(below, rel, node, f"{_named(tr, node)}_input", final=False)
+    stream = _below(tr, node, below, child, items)
     side = GroupSide(
         [(c.ref, c.name) for c in grouping], [(a, f"_{i}") for i, a in enumerate(args)]
     )
@@ -495,9 +505,7 @@ def _window(tr: Translator, node: Node, stage: Stage) -> Rel:
     child = tr.rel(node.child, below)
     keys = _partition_keys(child, node.exprs("partitionSpec"))
     extra, args, _, offsets = _arguments(tr, child, functions)
-    items = ", ".join([c.ref for c in child.columns] + [f"{sql} AS {name}" for sql, name in extra])
-    rel = Rel(f"SELECT {items} FROM ({child.sql}) AS t", child.columns)
-    stream = tr.finish(below, rel, node, f"{_named(tr, node)}_input", final=False)
+    stream = _below(tr, node, below, child, _computed(child, extra))
     call = _call(tr, EvalType.GROUPED_AGG_PANDAS, functions, offsets)
     groups = GroupSide(keys, [(a, f"_{i}") for i, a in enumerate(args)])
     outputs = [(c.ref, _arrow(f.return_type)) for c, f in zip(results, functions, strict=True)]
