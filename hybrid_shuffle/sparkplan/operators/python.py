@@ -7,16 +7,19 @@
 - ``MapInPandasExec``, ``PythonMapInArrowExec``: one call per subtask
   (``PythonMapIter``);
 - ``FlatMapGroupsInPandasExec`` (``applyInPandas``), ``AggregateInPandasExec``
-  (grouped-aggregate pandas UDFs) and ``FlatMapCoGroupsInPandasExec``: per group
-  (``PythonGroupedMap``, ``PythonGroupedAgg``, ``PythonCoGroupedMap``) after the
-  hash exchange Spark planned, an ordinary ``exchange_<id>`` edge.
+  (grouped-aggregate pandas UDFs), ``FlatMapCoGroupsInPandasExec`` and
+  ``WindowInPandasExec`` over an unordered, unbounded window: per group
+  (``PythonGroupedMap``, ``PythonGroupedAgg``, ``PythonCoGroupedMap``,
+  ``PythonWindowAgg``) after the hash exchange Spark planned, an ordinary
+  ``exchange_<id>`` edge.
 
 The function is the one Spark serialized into its plan (``PythonFunction.command``,
 read from the JVM), loaded in the executors by PySpark's own worker code
 (``operators.python.function``).  A function falls back to Spark, with its
 subtree, where that cannot hold: another PySpark than 3.5, a function the
 executors cannot unpickle (a module they lack: ``ray.runtime_env``), a barrier
-``mapInPandas``, a row-at-a-time ``@udf`` over or returning a struct.
+``mapInPandas``, a row-at-a-time ``@udf`` over or returning a struct, a pandas UDF
+over an ordered or bounded window.
 """
 
 from __future__ import annotations
