@@ -263,7 +263,7 @@ class RayConfig:
     num_cpus: int | None = None
     #: the embedded Ray's object store size, at least 80 MiB (default: Ray's choice)
     object_store_memory: int | None = None
-    #: Ray's ``runtime_env`` for every process of the session's job: what the executors
+    #: Ray's ``runtime_env`` for every Ray worker of the session's job: what the executors
     #: must import to run a plan's Python functions (``py_modules``, ``working_dir``,
     #: ``pip``, ``env_vars``); given to ``ray.init``, or to the executors when Ray was
     #: started before the session
