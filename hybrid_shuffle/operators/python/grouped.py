@@ -1,16 +1,18 @@
 """Python functions that see each group whole: ``applyInPandas`` (Spark's
 ``FlatMapGroupsInPandasExec``), ``cogroup().applyInPandas``
 (``FlatMapCoGroupsInPandasExec``) and grouped-aggregate pandas UDFs
-(``AggregateInPandasExec``).
+(``AggregateInPandasExec``, and ``WindowInPandasExec`` over an unordered, unbounded
+window).
 
 The hash exchange before the step has put every row of a group in one subtask
 (an ordinary ``exchange_<id>`` edge with its mode); the step keeps its input
 until the end (output-on-EOF, as Spark's sort before the function is), groups it
 (``groups.group_runs``) and calls the function once per group, in key order,
 with the group's rows as PySpark's worker would receive them: the key columns
-first, then the value columns, under Spark's names.  The partition is held in
-memory while its groups are called, as Spark holds one group: a group larger
-than memory fails here as it does there.
+first, then the value columns, under Spark's names.  The subtask's rows are
+held in memory while its groups are called, outside ``operators.memory``; Spark
+sorts (spilling) and holds one group at a time, so a subtask's rows that do not
+fit in memory fail here where Spark would run.
 """
 
 from __future__ import annotations
