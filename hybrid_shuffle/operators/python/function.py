@@ -134,15 +134,20 @@ class PythonCall:
             func, _, _, serializer = worker.read_udfs(  # type: ignore[no-untyped-call]
                 CPickleSerializer(), out, self.eval_type
             )
-        return_types = [pickle.loads(u.commands[-1])[1] for u in self.udfs]
-        return LoadedCall(self, func, serializer, return_types)
+        chains = [[pickle.loads(c) for c in u.commands] for u in self.udfs]
+        return LoadedCall(
+            self,
+            func,
+            serializer,
+            [chain[-1][1] for chain in chains],  # the outermost function's type is the result's
+            [_composed([f for f, _ in chain]) for chain in chains],
+        )
 
 
-def _composed(commands: tuple[bytes, ...]) -> Callable[..., Any]:
-    """The chained functions of ``commands`` (innermost first) as one function."""
-    functions = [pickle.loads(c)[0] for c in commands]
+def _composed(functions: list[Callable[..., Any]]) -> Callable[..., Any]:
+    """Chained functions (innermost first) as one function."""
     if len(functions) == 1:
-        return functions[0]  # type: ignore[no-any-return]
+        return functions[0]
 
     def chained(*args: Any) -> Any:
         value = functions[0](*args)
@@ -168,11 +173,18 @@ class LoadedCall:
     off Spark's stream) and yields its results as Arrow batches."""
 
     def __init__(
-        self, call: PythonCall, func: Callable[..., Any], serializer: Any, return_types: list[Any]
+        self,
+        call: PythonCall,
+        func: Callable[..., Any],
+        serializer: Any,
+        return_types: list[Any],
+        functions: list[Callable[..., Any]],
     ) -> None:
         self.call = call
         self._func = func
         self._serializer = serializer
+        #: each function of the call, its chain composed (what ``run_rows`` maps)
+        self._functions = functions
         #: each function's declared return type (``pyspark.sql.types``)
         self.return_types = return_types
 
@@ -201,8 +213,9 @@ class LoadedCall:
         through PySpark's own loop, which raises its error for it."""
         out: list[list[Any]] = []
         with user_failure(self.call):
-            for udf, return_type in zip(self.call.udfs, self.return_types, strict=True):
-                function = _composed(udf.commands)
+            for udf, function, return_type in zip(
+                self.call.udfs, self._functions, self.return_types, strict=True
+            ):
                 columns = [arguments[o] for o in udf.arg_offsets]
                 values = (
                     list(map(function, *columns))

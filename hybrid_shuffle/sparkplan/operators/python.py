@@ -333,20 +333,28 @@ def _map(tr: Translator, node: Node, stage: Stage) -> Rel:
     return _step(tr, node, stage, [(stream.node, None)], operator, columns)
 
 
-def _side(tr: Translator, child: Rel, grouping: list[Node]) -> GroupSide:
-    """A grouped input's keys (the grouping attributes) and values (the rest of its
-    columns after the leading grouping ones: Spark's ``dataAttributes``)."""
+def _key_columns(columns: list[Column], keys: list[Node]) -> list[tuple[str, str]]:
+    """Grouping attributes ``keys`` as the first of ``columns`` that holds each (its ref,
+    Spark's name); ``Unsupported`` for a key that is no such column or cannot be grouped
+    here (``groups.groupable``)."""
     by_id: dict[int, Column] = {}
-    for c in child.columns[: len(grouping)]:  # the leading copies are the grouping ones
-        by_id.setdefault(c.id, c)
-    keys: list[tuple[str, str]] = []
-    for attribute in grouping:
-        column = by_id.get(int(attribute.get("exprId", {}).get("id", -1)))
-        if column is None:
-            raise Unsupported("a grouping key that is not a column of the grouped input")
-        if column.type.opaque or not groupable(column.type.arrow):
-            raise Unsupported(f"grouping a Python function by a {column.type} key")
-        keys.append((column.ref, column.name))
+    for column in columns:
+        by_id.setdefault(column.id, column)
+    out: list[tuple[str, str]] = []
+    for key in keys:
+        found = by_id.get(int(key.get("exprId", {}).get("id", -1)))
+        if key.cls != "AttributeReference" or found is None:
+            raise Unsupported("a Python function grouped by an expression, not a column")
+        if found.type.opaque or not groupable(found.type.arrow):
+            raise Unsupported(f"a Python function grouped by a {found.type} key")
+        out.append((found.ref, found.name))
+    return out
+
+
+def _side(child: Rel, grouping: list[Node]) -> GroupSide:
+    """A grouped input's keys (the grouping attributes, its leading columns) and values
+    (the rest of its columns after them: Spark's ``dataAttributes``)."""
+    keys = _key_columns(child.columns[: len(grouping)], grouping)
     values = [(c.ref, c.name) for c in child.columns[len(grouping) :]]
     return GroupSide(keys, values)
 
@@ -362,7 +370,7 @@ def _grouped_map(tr: Translator, node: Node, stage: Stage) -> Rel:
     [function] = _functions(tr, node, [func], "func")
     below = Stage(tr.job)
     child = tr.rel(node.child, below)
-    side = _side(tr, child, node.exprs("groupingAttributes"))
+    side = _side(child, node.exprs("groupingAttributes"))
     stream = _below(tr, node, below, child, None)
     columns = _attributes(node.exprs("output"))
     outputs = _struct_outputs(function, columns)
@@ -402,7 +410,7 @@ def _cogrouped_map(tr: Translator, node: Node, stage: Stage) -> Rel:
             or not plain
         ):
             raise Unsupported("a cogroup side that Spark did not hash-exchange on its keys")
-        side = _side(tr, rel, node.exprs(group))
+        side = _side(rel, node.exprs(group))
         by_ref = {c.ref: c for c in rel.columns}
         key_types.append([by_ref[k].type.arrow for k, _ in side.keys])
         schemas.append(pa.schema([(c, by_ref[c].type.arrow) for c in dict.fromkeys(side.columns)]))
@@ -506,7 +514,7 @@ def _window(tr: Translator, node: Node, stage: Stage) -> Rel:
     functions = _functions(tr, node, calls, "windowExpression")
     below = Stage(tr.job)
     child = tr.rel(node.child, below)
-    keys = _partition_keys(child, node.exprs("partitionSpec"))
+    keys = _key_columns(child.columns, node.exprs("partitionSpec"))
     extra, args, _, offsets = _arguments(tr, child, functions)
     stream = _below(tr, node, below, child, _computed(child, extra))
     call = _call(tr, EvalType.GROUPED_AGG_PANDAS, functions, offsets)
@@ -526,19 +534,3 @@ def _unbounded(spec: Node) -> bool:
         return False
     lower, upper = frames[0].children
     return lower.cls.startswith("UnboundedPreceding") and upper.cls.startswith("UnboundedFollowing")
-
-
-def _partition_keys(child: Rel, keys: list[Node]) -> list[tuple[str, str]]:
-    """A window's partition attributes as ``child``'s columns (ref, Spark's name)."""
-    by_id: dict[int, Column] = {}
-    for column in child.columns:
-        by_id.setdefault(column.id, column)
-    out: list[tuple[str, str]] = []
-    for key in keys:
-        found = by_id.get(int(key.get("exprId", {}).get("id", -1)))
-        if key.cls != "AttributeReference" or found is None:
-            raise Unsupported("a window partitioned by an expression, not a column")
-        if found.type.opaque or not groupable(found.type.arrow):
-            raise Unsupported(f"a pandas UDF over a window partitioned by a {found.type} key")
-        out.append((found.ref, found.name))
-    return out
