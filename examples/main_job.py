@@ -5,11 +5,12 @@ Spark generates (or reads, with ``--data DIR`` holding ``orders/`` and
 (1.0 = 1.5M orders, 150k customers; default 0.1) and caches them.  The
 pipeline is written once, as a plain PySpark DataFrame (``spark_pipeline``):
 join, aggregate per (segment, nation), sort by revenue.  The engine runs its
-physical plan (``session.from_dataframe``), each Spark exchange an edge named
-``exchange_<id>`` whose mode ``configs/main.yaml`` sets (``main-spark4.yaml`` on
-Spark 4); the result comes back as a Spark DataFrame, is shown, and written as
-Parquet.  The tests run the same
-DataFrame on Spark alone and compare.
+physical plan (``session.from_dataframe``), each Spark exchange an edge whose
+mode ``configs/main.yaml`` sets by what the edge is (``edge_rules:``), so the same
+config holds for every plan Spark makes of it: a broadcast join at scale 0.1 and 1,
+a sort-merge join at scale 5, Spark 3.5's and Spark 4's numbering.  The result
+comes back as a Spark DataFrame, is shown, and written as Parquet.  The tests run
+the same DataFrame on Spark alone and compare.
 """
 
 from __future__ import annotations
@@ -27,13 +28,9 @@ SEGMENTS = ["AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY"]
 
 
 def default_config() -> Path:
-    """``configs/main.yaml``, or on Spark 4 its twin ``configs/main-spark4.yaml``: the edges
-    are named by the ids of Spark's formatted plan, and Spark 4 numbers the same plan's
-    operators differently."""
-    from hybrid_shuffle.spark.backends import installed_pyspark
-
-    spark4 = int((installed_pyspark() or "3").split(".")[0]) >= 4
-    return ROOT / "configs" / ("main-spark4.yaml" if spark4 else "main.yaml")
+    """``configs/main.yaml``: its ``edge_rules:`` match the job's edges by what they are,
+    whatever Spark version planned it and whatever join the data size made it choose."""
+    return ROOT / "configs" / "main.yaml"
 
 
 def generate(spark: Any, scale: float, partitions: int = 4) -> tuple[Any, Any]:

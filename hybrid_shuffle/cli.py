@@ -175,14 +175,15 @@ def _view(text: str) -> tuple[str, str]:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    """The config alone; with ``--pipeline``, also against the file's job, planned on its
-    stand-ins without Ray (``Config.check_job`` / ``check_vertices`` name what is not
-    the job's)."""
+    """The config alone (its ``edge_rules:`` too); with ``--pipeline``, also against the
+    file's job, planned on its stand-ins without Ray (``Config.check_job`` /
+    ``check_vertices`` name what is not the job's; a rule that sets none is a note)."""
     config: Config = load_config(args.config)
     check_spill_root(config.shuffle.spill_dir, create=False)  # as Session() would, creating none
     if args.pipeline is None:
         edges = ", ".join(f"{k}={v.mode or '-'}" for k, v in config.edges.items()) or "none"
-        print(f"{args.config}: valid (job {config.job or 'any'}, edges: {edges})")
+        rules = f", edge_rules: {len(config.edge_rules)}" if config.edge_rules else ""
+        print(f"{args.config}: valid (job {config.job or 'any'}, edges: {edges}{rules})")
         return 0
     pipeline = load_pipeline(args.pipeline)
     data = pipeline.plan_stream(PlanningSession(config)).explain_data()
@@ -190,6 +191,9 @@ def _validate(args: argparse.Namespace) -> int:
         ", ".join(f"{e['name']}={e['mode']} ({e['mode_origin']})" for e in data["edges"]) or "none"
     )
     print(f"{args.config}: valid for {args.pipeline} (job {data['job']}, edges: {edges})")
+    for note in data["notes"]:  # a rule that sets no edge of this job
+        if note.startswith("edge_rules["):
+            print(f"note: {note}")
     for warning in data["warnings"]:
         print(f"warning: {warning}")
     return 0

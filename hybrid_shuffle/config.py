@@ -38,6 +38,8 @@ from hybrid_shuffle.spill_dirs import default_spill_dir
 __all__ = [
     "AUTO",
     "BATCH_MODES",
+    "EDGE_CONSUMERS",
+    "EDGE_KINDS",
     "KERNELS",
     "MAX_CREDITS",
     "MAX_WAIT_TIMEOUT",
@@ -47,6 +49,8 @@ __all__ = [
     "Config",
     "ConfigWarning",
     "EdgeConfig",
+    "EdgeMatch",
+    "EdgeRule",
     "FailoverConfig",
     "OperatorsConfig",
     "RayConfig",
@@ -76,6 +80,13 @@ AUTO = "auto"
 BATCH_MODES = ("blocking", "hybrid-full", "hybrid-selective")
 #: the built-in shuffle services (``hybrid_shuffle.shuffle.service.BUILTIN_SERVICES``)
 SERVICES = ("executor-local", "external")
+#: what ``edge_rules[i].match.kind`` may name: how an edge routes rows.  ``single`` is
+#: Spark's ``SinglePartition`` exchange (a global aggregate), ``gather`` the engine's own
+#: step into one task (a limit's or top-n's partial results, a nested loop join's
+#: streamed side)
+EDGE_KINDS = ("hash", "broadcast", "single", "range", "round_robin", "gather")
+#: what ``edge_rules[i].match.into`` may name: the kind of operator consuming the edge
+EDGE_CONSUMERS = ("join", "aggregate", "sort", "window", "limit", "union", "udf")
 
 
 class ConfigWarning(UserWarning):
@@ -107,6 +118,64 @@ class EdgeConfig:
     #: true: ``mode`` goes against the output-on-EOF rule on purpose, so ``explain()``
     #: reports it as a note, not a warning (the mode runs as set either way); needs ``mode``
     keep: bool = False
+
+
+@dataclass(frozen=True)
+class EdgeMatch:
+    """``edge_rules[i].match``: what an edge must be for the rule to apply.  Every key
+    given must hold; at least one is given."""
+
+    #: how the edge routes rows: hash, broadcast, single, range, round_robin or gather
+    kind: str | None = None
+    #: a hash or range edge on exactly these columns, in this order (a translated Spark
+    #: plan's names, as ``df.explain()`` prints them; a hand-built job's key columns)
+    keys: tuple[str, ...] | None = None
+    #: the operator consuming the edge: join, aggregate, sort, window, limit, union or udf
+    into: str | None = None
+
+    def matches(self, kind: str | None, keys: tuple[str, ...], into: str | None) -> bool:
+        """Whether an edge of this ``kind``, on these ``keys``, into an operator of this
+        kind (``None``: none of the list) is matched."""
+        return (
+            (self.kind is None or self.kind == kind)
+            and (self.keys is None or self.keys == keys)
+            and (self.into is None or self.into == into)
+        )
+
+    def describe(self) -> str:
+        """The match as YAML writes it: ``{kind: hash, keys: [a, b]}``."""
+        parts = [f"kind: {self.kind}"] if self.kind else []
+        if self.keys is not None:
+            parts.append(f"keys: [{', '.join(self.keys)}]")
+        if self.into:
+            parts.append(f"into: {self.into}")
+        return "{" + ", ".join(parts) + "}"
+
+
+@dataclass(frozen=True)
+class EdgeRule:
+    """``edge_rules[i]``: the settings of every edge that matches ``match`` and that no
+    ``edges:`` entry names.  Rules are tried in order and the first that matches an
+    edge gives all of its settings; an edge no rule matches keeps what code and the
+    defaults give it.  Matching edges by what they are, not by name, is what lets one
+    config hold for every plan Spark makes of a job: Spark numbers its exchanges anew
+    when the data grows and it picks another join.  A rule is YAML, so it wins over code
+    as ``edges:`` does; a rule that matches no edge is a note in ``explain()``."""
+
+    #: what the edge must be (``{kind: broadcast}``, ``{keys: [a, b]}``, ``{into: sort}``)
+    match: EdgeMatch
+    #: the matched edges' mode: pipelined, blocking, hybrid-selective or hybrid-full
+    mode: str | None = None
+    #: the matched edges' consumer parallelism, or ``auto``
+    partitions: int | str | None = None
+    #: the shuffle service that keeps the matched edges' partitions
+    service: str | None = None
+    #: true: ``mode`` goes against the output-on-EOF rule on purpose (as ``edges.NAME.keep``)
+    keep: bool = False
+
+    def settings(self) -> EdgeConfig:
+        """The rule's settings, as an ``edges:`` entry would give them."""
+        return EdgeConfig(self.mode, self.partitions, self.service, self.keep)
 
 
 @dataclass(frozen=True)
@@ -333,6 +402,9 @@ class Config:
     #: per edge, by name: mode (and whether it is kept on purpose), partitions, service
     #: (over code)
     edges: Mapping[str, EdgeConfig] = field(default_factory=lambda: types.MappingProxyType({}))
+    #: edges by what they are (kind, keys, consuming operator), in order: the first rule
+    #: that matches an edge no ``edges:`` entry names gives its settings
+    edge_rules: tuple[EdgeRule, ...] = ()
     #: per operator, by name: slot sharing group, parallelism (over code)
     vertices: Mapping[str, VertexConfig] = field(default_factory=lambda: types.MappingProxyType({}))
     #: the engine's own log level (error, warning, info, debug); ``debug`` also lets Ray,
@@ -350,6 +422,10 @@ class Config:
     def applies_to(self, job_name: str) -> bool:
         """The edges section belongs to the job named by ``job`` (or to every job)."""
         return self.job is None or self.job == job_name
+
+    def rules_for(self, job_name: str) -> tuple[EdgeRule, ...]:
+        """The ``edge_rules:`` that apply to ``job_name`` (as ``edges_for``)."""
+        return self.edge_rules if self.applies_to(job_name) else ()
 
     def edges_for(self, job_name: str) -> Mapping[str, EdgeConfig]:
         """The ``edges:`` overrides that apply to ``job_name``: all, or none if ``job:``
@@ -383,7 +459,10 @@ class Config:
             keys = ", ".join(f"edges.{name}" for name in unknown)
             what = "no such edge" if len(unknown) == 1 else "no such edges"
             raise ConfigError(
-                f"{keys}: {what} in job '{job_name}'; edges are: {', '.join(names) or '(none)'}"
+                f"{keys}: {what} in job '{job_name}'; edges are: {', '.join(names) or '(none)'}. "
+                "The plan may have changed with the data (Spark numbers its exchanges anew "
+                "when it picks another join): match edges by what they are with edge_rules "
+                "(match: {kind, keys, into}) instead of by name"
             )
 
     def check_job(self, job_name: str, edge_names: Iterable[str]) -> None:
@@ -398,7 +477,7 @@ class Config:
         if self.applies_to(job_name):
             self.check_edges(job_name, edge_names)
             return
-        if not self.edges or job_name in self._warned:
+        if not (self.edges or self.edge_rules) or job_name in self._warned:
             return
         self._warned.add(job_name)
         warnings.warn(
@@ -424,6 +503,8 @@ class Config:
                 raw[key] = {**raw[key], **value}
             elif key in ("edges", "vertices") and isinstance(value, Mapping):
                 raw[key] = {name: _edge_raw(entry) for name, entry in value.items()}
+            elif key == "edge_rules" and isinstance(value, (list, tuple)):
+                raw[key] = [_rule_raw(rule) for rule in value]
             elif dataclasses.is_dataclass(value) and not isinstance(value, type):
                 raw[key] = _section_raw(value)
             elif value is None and key in ("job", "slots", "log_level"):
@@ -437,6 +518,7 @@ class Config:
 
 _TOP = (
     "adaptive",
+    "edge_rules",
     "edges",
     "failover",
     "job",
@@ -458,6 +540,8 @@ _SHUFFLE = tuple(f.name for f in dataclasses.fields(ShuffleConfig))
 _RAY = tuple(f.name for f in dataclasses.fields(RayConfig))
 _SPARK = tuple(f.name for f in dataclasses.fields(SparkConfig))
 _EDGE = tuple(f.name for f in dataclasses.fields(EdgeConfig))
+_RULE = tuple(f.name for f in dataclasses.fields(EdgeRule))
+_MATCH = tuple(f.name for f in dataclasses.fields(EdgeMatch))
 _VERTEX = tuple(f.name for f in dataclasses.fields(VertexConfig))
 _MIN_OBJECT_STORE = 80 * MiB
 
@@ -796,6 +880,75 @@ def _edges(raw: Any) -> Mapping[str, EdgeConfig]:
     return types.MappingProxyType(out)
 
 
+def _edge_rules(raw: Any) -> tuple[EdgeRule, ...]:
+    example = "[{match: {kind: broadcast}, mode: hybrid-full}]"
+    if raw is None:
+        return ()
+    if not isinstance(raw, (list, tuple)):
+        raise ConfigError(f"edge_rules: must be a list of rules like {example}")
+    return tuple(_edge_rule(entry, f"edge_rules[{i}]") for i, entry in enumerate(raw))
+
+
+def _edge_rule(entry: Any, path: str) -> EdgeRule:
+    if isinstance(entry, EdgeRule):
+        entry = _rule_raw(entry)
+    entry = _mapping(entry, path, "{match: {into: aggregate}, mode: blocking}")
+    _check_keys(entry, _RULE, f"{path}.")
+    if "match" not in entry:
+        raise ConfigError(
+            f"{path}: a rule needs match: saying which edges it sets, like "
+            "match: {kind: broadcast}"
+        )
+    match = _edge_match(entry["match"], f"{path}.match")
+    mode = _mode(entry["mode"], f"{path}.mode") if "mode" in entry else None
+    partitions = (
+        _partitions(entry["partitions"], f"{path}.partitions") if "partitions" in entry else None
+    )
+    service = _service(entry["service"], f"{path}.service") if "service" in entry else None
+    keep = _keep(entry["keep"], f"{path}.keep", mode) if "keep" in entry else False
+    if mode is None and partitions is None and service is None:
+        raise ConfigError(
+            f"{path}: the rule sets nothing; give it a mode, partitions or service beside match"
+        )
+    return EdgeRule(match, mode, partitions, service, keep)
+
+
+def _edge_match(value: Any, path: str) -> EdgeMatch:
+    entry = _mapping(value, path, "{kind: hash, keys: [a, b], into: aggregate}")
+    _check_keys(entry, _MATCH, f"{path}.")
+    if not entry:
+        raise ConfigError(
+            f"{path}: name at least one of kind, keys, into (an empty match would set every "
+            "edge; use shuffle.default_mode for that)"
+        )
+    kind = _one_of(entry["kind"], f"{path}.kind", EDGE_KINDS) if "kind" in entry else None
+    into = _one_of(entry["into"], f"{path}.into", EDGE_CONSUMERS) if "into" in entry else None
+    keys = None
+    if "keys" in entry:
+        raw = entry["keys"]
+        if isinstance(raw, str):
+            raw = [raw]
+        if (
+            not isinstance(raw, (list, tuple))
+            or not raw
+            or not all(isinstance(k, str) and k.strip() for k in raw)
+        ):
+            raise ConfigError(
+                f"{path}.keys: must be a non-empty list of column names like [c_nationkey], "
+                f"got {entry['keys']!r}"
+            )
+        keys = tuple(raw)
+    return EdgeMatch(kind, keys, into)
+
+
+def _one_of(value: Any, path: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        close = difflib.get_close_matches(str(value), allowed, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"{path}: '{value}' is not one of: {', '.join(allowed)}{hint}")
+    return str(value)
+
+
 def _boolean(value: Any, path: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{path}: must be true or false, got {value!r}")
@@ -853,6 +1006,7 @@ def _from_mapping(raw: Mapping[str, Any]) -> Config:
         ),
         operators=_operators(_mapping(raw.get("operators"), "operators", "{memory: 256 MiB}")),
         edges=_edges(raw.get("edges")),
+        edge_rules=_edge_rules(raw.get("edge_rules")),
         vertices=_vertices(raw.get("vertices")),
         log_level=_log_level(raw["log_level"]) if raw.get("log_level") is not None else None,
     )
@@ -875,6 +1029,19 @@ def _edge_raw(entry: Any) -> Any:
         return entry
     raw = _section_raw(entry)
     if isinstance(entry, EdgeConfig) and not entry.keep:
+        del raw["keep"]
+    return raw
+
+
+def _rule_raw(rule: Any) -> Any:
+    """An ``EdgeRule`` as the YAML mapping it would come from (anything else as is)."""
+    if not isinstance(rule, EdgeRule):
+        return rule
+    raw = _section_raw(rule)
+    raw["match"] = {
+        k: list(v) if isinstance(v, tuple) else v for k, v in _section_raw(rule.match).items()
+    }
+    if not rule.keep:
         del raw["keep"]
     return raw
 
@@ -907,6 +1074,7 @@ def _as_raw(config: Config) -> dict[str, Any]:
         "failover": _section_raw(config.failover),
         "operators": _section_raw(config.operators),
         "edges": {name: _edge_raw(entry) for name, entry in config.edges.items()},
+        "edge_rules": [_rule_raw(rule) for rule in config.edge_rules],
         "vertices": {name: _edge_raw(entry) for name, entry in config.vertices.items()},
     }
     if config.job is not None:

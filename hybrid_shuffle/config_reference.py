@@ -104,16 +104,22 @@ def _documented(cls: type, prefix: str) -> dict[str, str]:
     return docs
 
 
-def _section_class(hint: Any) -> tuple[type, bool] | None:
-    """(the dataclass, keyed by name?) for a section field: a dataclass, or a
-    ``Mapping[str, <dataclass>]`` (``edges``, ``vertices``); else None."""
+def _section_class(hint: Any) -> tuple[type, str] | None:
+    """(the dataclass, what follows the field's name in its keys' paths) for a section
+    field: a dataclass (``.``), a ``Mapping[str, <dataclass>]`` (``edges``, ``vertices``:
+    ``.NAME.``) or a ``tuple[<dataclass>, ...]`` (``edge_rules``: ``[i].``); else None."""
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        return hint, False
-    if typing.get_origin(hint) is Mapping:
-        args = typing.get_args(hint)
-        if len(args) == 2 and dataclasses.is_dataclass(args[1]) and isinstance(args[1], type):
-            return args[1], True
+        return hint, "."
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Mapping and len(args) == 2 and _is_class(args[1]):
+        return args[1], ".NAME."
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and _is_class(args[0]):
+        return args[0], "[i]."
     return None
+
+
+def _is_class(hint: Any) -> bool:
+    return dataclasses.is_dataclass(hint) and isinstance(hint, type)
 
 
 def _probe(path: str, value: Any) -> bool:
@@ -136,6 +142,7 @@ _SCALARS = {
     "None": "null",
     "Mapping[str, str]": "mapping of strings",
     "Mapping[str, Any]": "mapping (Ray's `runtime_env` fields)",
+    "tuple[str, ...]": "list of strings",
 }
 
 
@@ -207,10 +214,11 @@ def _sections(root: type = Config) -> Iterator[_Section]:
             yaml_type = _yaml_type(f.name, annotation)
             top.append(_Key(f.name, yaml_type, _default(f, yaml_type), docs[f.name]))
             continue
-        cls, by_name = section
-        prefix = f"{f.name}.NAME." if by_name else f"{f.name}."
+        cls, after = section
+        prefix = f"{f.name}{after}"
         doc = _markdown(_docstring(cls) or docs[f.name])
-        top.append(_Key(f.name, "mapping", "see below", docs[f.name]))
+        kind = "list of mappings" if after == "[i]." else "mapping"
+        top.append(_Key(f.name, kind, "see below", docs[f.name]))
         nested.extend(_nested(cls, prefix, doc))
     yield _Section("", "", tuple(top))
     yield from nested

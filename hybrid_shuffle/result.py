@@ -31,8 +31,9 @@ class EdgeMetrics(PartitionVolume):
     partitioner: str
     #: the consumer subtasks that ran (for ``partitions: auto``, what was decided)
     partitions: int = 0
-    #: where ``mode`` came from: ``code``, ``yaml``, ``default`` or ``output-on-eof``
-    #: (``hybrid_shuffle.plan.graph.ModeOrigin``)
+    #: where ``mode`` came from: ``code``, ``yaml``, ``default``, ``output-on-eof``,
+    #: ``auto``, or the ``edge_rules:`` entry that set it (``edge_rules[1]``;
+    #: ``hybrid_shuffle.plan.graph.ModeOrigin``)
     mode_origin: str = "default"
     #: producer subtask -> when it finished writing (epoch seconds)
     producer_finished_at: dict[int, float] = field(default_factory=dict)

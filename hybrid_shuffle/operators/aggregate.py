@@ -60,6 +60,7 @@ class HashAggregate(Operator):
     It returns the same columns in every phase.
     """
 
+    operator_kind = "aggregate"
     output_on_eof = True
     uses_memory = True
 
@@ -182,6 +183,7 @@ class PartialAggregate(Operator):
     aggregation"): combining cannot pay for itself on nearly unique keys.
     """
 
+    operator_kind = "aggregate"
     uses_memory = True
 
     def __init__(

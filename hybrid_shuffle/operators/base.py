@@ -61,12 +61,22 @@ class Operator(ABC):
     output_on_eof: bool = False
     #: a short human name used in explain output and error messages
     name: str = "operator"
+    #: what ``edge_rules[i].match.into`` calls the operator when an edge feeds it (join,
+    #: aggregate, sort, window, limit, union, udf), or ``None`` (a projection, a filter)
+    operator_kind: str | None = None
     #: True if the operator keeps state bounded by ``operators.memory`` (sort, join,
     #: aggregate, co_group, a combiner): the task gives it a share of the budget
     uses_memory: bool = False
     #: True if the operator needs its task's context without a share of the memory (a
     #: sink: it names its files by the subtask and reports what it wrote)
     needs_context: bool = False
+
+    def output_on_eof_of(self, input_index: int) -> bool:
+        """FLIP-331's output-on-EOF for one input: nothing comes out before input
+        ``input_index`` ended.  ``output_on_eof`` for every input unless the operator
+        knows better: a hash join's probe side streams while its build side is read
+        whole first (``SqlQuery``), so only the build side's edge becomes batch."""
+        return self.output_on_eof
 
     def describe(self) -> str:
         """How ``explain()`` lists the operator in its vertex's chain: its name, unless it

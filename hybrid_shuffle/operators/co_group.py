@@ -130,6 +130,7 @@ class SortedSides:
 class CoGroup(Operator):
     """``fn(left, right)`` over aligned key chunks of both inputs; see the module docstring."""
 
+    operator_kind = "join"
     num_inputs = 2
     output_on_eof = True
     uses_memory = True

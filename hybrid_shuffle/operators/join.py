@@ -82,6 +82,7 @@ class HashJoin(Operator):
     """Join on ``on``; ``how`` is one of ``join_types.JOIN_TYPES``.  See the module
     docstring for arrival order, the fast paths and the memory bound."""
 
+    operator_kind = "join"
     num_inputs = 2
     uses_memory = True
 

@@ -24,6 +24,7 @@ __all__ = ["SortPartition"]
 class SortPartition(Operator):
     """Collects its input and emits it sorted by ``by``; nulls last in both directions."""
 
+    operator_kind = "sort"
     output_on_eof = True
     uses_memory = True
 

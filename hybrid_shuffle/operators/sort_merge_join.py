@@ -66,6 +66,7 @@ _KEEPS_UNMATCHED = {
 class SortMergeJoin(Operator):
     """Joins its two inputs by sorting both; see the module docstring."""
 
+    operator_kind = "join"
     num_inputs = 2
     output_on_eof = True
     uses_memory = True

@@ -41,8 +41,12 @@ finish.  A query that fails on the data (a cast that cannot be made) is a
 two sides, a broadcast build side, a scalar subquery's value): input 0 is
 ``input``, input *i* is ``input<i>``.  Inputs 1.. are staged into temp tables as
 they arrive; input 0 streams through the query once every other input has
-ended (a broadcast build side is read first), or is staged too if it arrives
-earlier.  Such a query is always classified as needing its inputs' end.
+ended, or is staged too if it arrives earlier.  Such a query needs its inputs'
+end, unless the translation says input 0 flows through it row by row
+(``streams``: a hash join's probe side) and the query reads it once: then it
+emits while input 0 arrives, and only inputs 1.. are output-on-EOF
+(``output_on_eof_of``); the input 0 batches that come before the others ended
+are held (within a quarter of its memory) and go into the query first.
 
 **Input 0 read by DuckDB** (``read_input_from``): a source task whose split DuckDB
 can read itself (a Parquet split: ``sources.duck_scan``) hands the query that
@@ -80,8 +84,9 @@ from hybrid_shuffle.operators.duck.twin import conform
 __all__ = ["DuckRelation", "SqlBinding", "SqlQuery", "bind", "rejection"]
 
 #: the physical operators of a per-row query (``EXPLAIN``'s names; a filter is often
-#: pushed into the scan)
-_PER_ROW = frozenset({"ARROW_SCAN", "PROJECTION", "FILTER"})
+#: pushed into the scan; a union of such branches over ``input``, a Spark ``Expand``,
+#: still makes each output row of one input row)
+_PER_ROW = frozenset({"ARROW_SCAN", "PROJECTION", "FILTER", "UNION"})
 #: how a registered Arrow table (``input``) is scanned in DuckDB's plan
 _INPUT_SCAN = "ARROW_SCAN"
 #: the name a batch is registered under while it is staged into the ``input`` table
@@ -96,7 +101,8 @@ class SqlBinding:
     input_schema: pa.Schema
     #: the query's output schema
     schema: pa.Schema
-    #: every physical operator is a scan, projection or filter, over one scan of input
+    #: every physical operator is a scan, projection or filter, over one scan of input (or
+    #: a union of such branches)
     per_row: bool
     #: how many times the plan scans ``input``
     input_scans: int
@@ -171,7 +177,7 @@ def bind(query: str, schema: pa.Schema, what: str, others: Sequence[pa.Schema] =
     # with other inputs the plan does not say which scan is ``input``'s: count the
     # query's references to it instead (a translated stage names each once per scan)
     scans = names.count(_INPUT_SCAN) if not others else _references(query, "input")
-    per_row = not others and scans == 1 and all(n in _PER_ROW for n in names)
+    per_row = not others and (scans == 1 or "UNION" in names) and all(n in _PER_ROW for n in names)
     return SqlBinding(schema, out, per_row, scans)
 
 
@@ -210,7 +216,7 @@ class SqlQuery(Operator):
     _relation: DuckRelation | None = None
     _own_context = False
 
-    def __init__(self, query: str, name: str, inputs: int = 1) -> None:
+    def __init__(self, query: str, name: str, inputs: int = 1, streams: bool = False) -> None:
         if not isinstance(query, str) or not query.strip():
             raise PlanError(
                 f"sql '{name}': the query must be a non-empty string of SQL naming its input "
@@ -219,6 +225,10 @@ class SqlQuery(Operator):
         self.query = query.strip().rstrip(";")
         self.name = name
         self.num_inputs = inputs
+        #: with several inputs: input 0's rows flow through the query one by one (a
+        #: translated stage's probe side, ``Rel.streams``), so once the other inputs ended
+        #: the query emits while input 0 arrives, if it reads input 0 once
+        self.streams = streams
         self.binding: SqlBinding | None = None
 
     @property
@@ -229,6 +239,8 @@ class SqlQuery(Operator):
         if self.binding is None:
             return f"{self.name} (sql)"
         how = "per batch" if self.binding.per_row else "at end of input"
+        if self._streams_input(self.binding):
+            how = "streams input 0 once the others ended"
         return f"{self.name} (sql, {how})"
 
     # -- planning -------------------------------------------------------------------------
@@ -250,9 +262,20 @@ class SqlQuery(Operator):
     def _adopt(self, binding: SqlBinding) -> None:
         """Take ``binding``'s class: what the planner and the task read of the operator."""
         self.binding = binding
-        self.output_on_eof = not binding.per_row
+        self.output_on_eof = not binding.per_row and not self._streams_input(binding)
         self.uses_memory = not binding.per_row
         self.needs_context = binding.per_row  # the task's database, no memory of its own
+
+    def _streams_input(self, binding: SqlBinding) -> bool:
+        """Input 0 streams through the query (see ``streams``)."""
+        return self.streams and self.num_inputs > 1 and binding.input_scans == 1
+
+    def output_on_eof_of(self, input_index: int) -> bool:
+        """A query streaming input 0 emits before input 0 ends, never before the others
+        did (they are staged whole first)."""
+        if self.binding is not None and self._streams_input(self.binding):
+            return input_index != 0
+        return self.output_on_eof
 
     def input_columns(self, wanted: Columns) -> list[Columns]:
         return [None] * self.num_inputs  # the engine cannot see which columns the SQL reads
@@ -267,6 +290,9 @@ class SqlQuery(Operator):
         self._relation = None
         self._staged: set[int] = set()
         self._ended: set[int] = set()
+        #: input 0's batches held while the other inputs have not ended (``streams``)
+        self._early: list[pa.Table] = []
+        self._early_bytes = 0
         self._schemas: dict[int, pa.Schema] = {}
 
     @property
@@ -313,19 +339,30 @@ class SqlQuery(Operator):
 
     def _process_one_of_many(self, table: pa.Table, index: int) -> Iterable[pa.Table]:
         """Stage inputs 1.. (and input 0 while any of them has not ended); stream input 0
-        once they all have, if the query reads it once."""
+        once they all have, if the query reads it once.  A query that ``streams`` holds
+        the input 0 batches that arrive before that (the inputs' batches come
+        interleaved) within a quarter of its memory and pushes them first; past that it
+        stages input 0 too, and runs at the end."""
         if self.binding is None:
             raise PlanError(f"{self.what}: its inputs' schemas were not known when planned")
         self._schemas.setdefault(index, table.schema)
-        streams = (
-            index == 0
-            and 0 not in self._staged
-            and self.binding.input_scans == 1
-            and self._ended >= set(range(1, self.num_inputs))
-        )
-        if not streams:
-            self._stage(table, index)
-            return ()
+        ready = self._ended >= set(range(1, self.num_inputs))
+        if index == 0 and 0 not in self._staged and self.binding.input_scans == 1:
+            if ready:
+                return self._stream(table)
+            if self.streams and self._early_bytes + table.nbytes <= self.context.memory // 4:
+                self._early.append(table)
+                self._early_bytes += table.nbytes
+                return ()
+        if index == 0:
+            self._stage_early()
+        self._stage(table, index)
+        return ()
+
+    def _stream(self, table: pa.Table) -> list[pa.Table]:
+        """Input 0's ``table`` through the streamed query (started by the first, which
+        also pushes the held early batches)."""
+        out: list[pa.Table] = []
         if self._query is None:
             for i in range(1, self.num_inputs):  # an input with no batch: an empty table
                 if i not in self._staged:
@@ -333,7 +370,17 @@ class SqlQuery(Operator):
             self._query = StreamedQuery(
                 self.cursor, self.query, table.schema, self.what, self.context.wait_timeout
             )
-        return [self._conform(t) for t in self._query.push(table)]
+            for early in self._early:
+                out.extend(self._query.push(early))
+            self._early, self._early_bytes = [], 0
+        out.extend(self._query.push(table))
+        return [self._conform(t) for t in out]
+
+    def _stage_early(self) -> None:
+        """Stage the held input 0 batches (the query will run at the end)."""
+        for early in self._early:
+            self._stage(early, 0)
+        self._early, self._early_bytes = [], 0
 
     def end_input(self, input_index: int) -> Iterable[pa.Table]:
         self._ended.add(input_index)
@@ -343,6 +390,7 @@ class SqlQuery(Operator):
         if self._query is not None:  # input 0 streamed
             return self._recorded(self._conform(t) for t in self._query.finish())
         assert self.binding is not None
+        self._stage_early()  # input 0 ended before the others did
         for i in range(self.num_inputs):
             if i not in self._staged:  # no batch: an empty table of the planned schema
                 schema = self._schemas.get(i) or self._planned[i]

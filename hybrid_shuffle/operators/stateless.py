@@ -34,6 +34,8 @@ def as_table(out: Any, what: str, accepted: str) -> pa.Table:
 class MapBatches(Operator):
     """``fn(table) -> table`` (or a pandas DataFrame) on every batch."""
 
+    operator_kind = "udf"
+
     def __init__(self, fn: Callable[[pa.Table], Any], name: str) -> None:
         self.fn = fn
         self.name = name

@@ -139,7 +139,8 @@ class EdgeExplanation:
     #: the map-side combiner in front of the exchange, if any
     combiner: str | None
     mode: str
-    #: where the mode came from: code, yaml, default, output-on-eof or auto
+    #: where the mode came from: code, yaml, default, output-on-eof, auto, or the rule
+    #: that set it (``edge_rules[1]``)
     mode_origin: str
     #: why the planner picked it (origin ``auto``), else None
     mode_reason: str | None
@@ -312,7 +313,7 @@ def _edge(plan: Plan, e: JobEdge) -> EdgeExplanation:
         partitioner=e.partitioner.describe() + (", read whole" if e.reads_whole else ""),
         combiner=e.combiner.name if e.combiner is not None else None,
         mode=str(e.mode),
-        mode_origin=str(e.mode_origin),
+        mode_origin=e.origin,
         mode_reason=e.mode_reason or None,
         partitions="auto" if dst.awaits_parallelism else dst.parallelism,
         service=e.service,

@@ -34,10 +34,13 @@ EdgeName = NewType("EdgeName", str)
 
 
 class ModeOrigin(enum.StrEnum):
-    """Where an edge's effective mode came from: YAML wins over code, code over the
-    rules (``OUTPUT_ON_EOF``), the rules over the default."""
+    """Where an edge's effective mode came from: YAML (``edges:`` by name, then
+    ``edge_rules:``) wins over code, code over the planner's rules (``OUTPUT_ON_EOF``),
+    those over the default."""
 
     YAML = "yaml"
+    #: an ``edge_rules:`` entry matched the edge (``JobEdge.mode_rule`` says which)
+    RULE = "edge_rules"
     CODE = "code"
     DEFAULT = "default"
     #: FLIP-331: the edge leaves an output-on-EOF operator or one upstream of it, so it
@@ -146,6 +149,8 @@ class JobEdge:
     #: the mode set in code or YAML goes against the output-on-EOF rule on purpose
     #: (``keep``): explain notes it instead of warning; it runs as set either way
     mode_kept: bool = False
+    #: the index of the ``edge_rules:`` entry that set the mode (``ModeOrigin.RULE``)
+    mode_rule: int | None = None
     #: which operator of the target's chain it feeds: the head (0), or a broadcast
     #: join chained into its probe side's producer (its place in the chain)
     target_operator: int = 0
@@ -157,6 +162,15 @@ class JobEdge:
     @property
     def mode(self) -> Mode:
         return self.partition_type.mode
+
+    @property
+    def origin(self) -> str:
+        """Where the mode came from as explain and ``EdgeMetrics.mode_origin`` say it:
+        ``yaml``, ``code``, ``default``, ``output-on-eof``, ``auto``, or the rule that set
+        it (``edge_rules[1]``)."""
+        if self.mode_origin is ModeOrigin.RULE and self.mode_rule is not None:
+            return f"edge_rules[{self.mode_rule}]"
+        return str(self.mode_origin)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.plan.edge_rules import EdgeFacts
 from hybrid_shuffle.shuffle.routing import Partitioner
 
 if TYPE_CHECKING:
@@ -39,6 +40,9 @@ class ExchangeSpec:
     #: ``mode`` goes against the output-on-EOF rule on purpose: explain notes it instead
     #: of warning (``JobEdge.mode_kept``); only with ``mode``
     keep: bool = False
+    #: what the exchange is, for ``edge_rules:`` (a translated Spark exchange says; else
+    #: derived from the partitioner and the consumer: ``plan.edge_rules``)
+    facts: EdgeFacts | None = None
 
 
 @dataclass(eq=False)

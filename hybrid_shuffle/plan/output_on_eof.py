@@ -11,8 +11,8 @@ partition type is ``shuffle.batch_mode`` -- ``blocking`` by default, or a hybrid
 mode (the FLIP's point 8: Flink's ``execution.batch-shuffle-mode``).
 
 The rule changes only edges whose mode came from the default (or the mode
-advisor's ``auto``).  A mode set in
-code or YAML is the user's decision and is kept; when it differs from what the
+advisor's ``auto``).  A mode set in code or YAML (by name or by an ``edge_rules:``
+entry) is the user's decision and is kept; when it differs from what the
 rule would give, the plan carries a warning that ``explain()`` prints, naming
 the edge, the operator and how to let the rule apply.  A mode marked ``keep``
 (YAML ``edges.NAME.keep: true``, ``ExchangeSpec.keep`` in code) goes against the
@@ -58,10 +58,21 @@ def apply_output_on_eof(graph: JobGraph, batch_mode: str) -> KeptModes:
     return kept
 
 
-def _output_on_eof(vertex: JobVertex, start: int = 0) -> str | None:
-    """The name of the first output-on-EOF operator of the vertex's chain from operator
-    ``start`` on (what an input feeding operator ``start`` flows through), if any."""
-    return next((op.name for op in vertex.operators[start:] if op.output_on_eof), None)
+def _output_on_eof(vertex: JobVertex) -> str | None:
+    """The name of the first operator of the vertex's chain that emits only at end of
+    its input, if any: the vertex's results then come at its end."""
+    return next((op.name for op in vertex.operators if op.output_on_eof), None)
+
+
+def _output_on_eof_for(vertex: JobVertex, edge: JobEdge) -> str | None:
+    """The name of the first operator of the vertex's chain that emits nothing before
+    ``edge``'s input ended, if any: the operator it feeds, for that input
+    (``Operator.output_on_eof_of``: a hash join's probe side streams), or one chained
+    after it."""
+    fed, *after = vertex.operators[edge.target_operator :]
+    if fed.output_on_eof_of(edge.target_input):
+        return fed.name
+    return next((op.name for op in after if op.output_on_eof), None)
 
 
 def _batch_producers(graph: JobGraph) -> dict[VertexId, str]:
@@ -70,7 +81,9 @@ def _batch_producers(graph: JobGraph) -> dict[VertexId, str]:
 
     An input edge that feeds an operator chained further down (a broadcast join's
     build side, ``JobEdge.target_operator``) is upstream only of the operators from
-    that one on, so an aggregate at the head of the chain does not make it batch."""
+    that one on, so an aggregate at the head of the chain does not make it batch.  An
+    operator is judged per input: a hash join emits while its probe side arrives, so
+    only its build side's edge is batch for it."""
     found: dict[VertexId, str] = {}
     #: vertex -> the output-on-EOF operator downstream of its results
     downstream: dict[VertexId, str] = {}
@@ -81,7 +94,7 @@ def _batch_producers(graph: JobGraph) -> dict[VertexId, str]:
         if reason is not None:
             found[vid] = reason
         for edge in vertex.inputs:
-            into = _output_on_eof(vertex, edge.target_operator) or after
+            into = _output_on_eof_for(vertex, edge) or after
             if into is not None:
                 downstream.setdefault(edge.source, into)
     return found
@@ -95,6 +108,9 @@ def _kept(edge: JobEdge, operator: str, batch_mode: str) -> str:
             f"if it is on purpose, say so in YAML: edges: {{{edge.name}: {{mode: {edge.mode}, "
             "keep: true}}"
         )
+    elif edge.mode_origin is ModeOrigin.RULE:
+        where = f"by {edge.origin}"
+        meant = "add keep: true to that rule if it is on purpose"
     else:
         where, meant = "in YAML", "add keep: true beside it if it is on purpose"
     return (
@@ -105,7 +121,10 @@ def _kept(edge: JobEdge, operator: str, batch_mode: str) -> str:
 
 
 def _on_purpose(edge: JobEdge, operator: str, batch_mode: str) -> str:
-    where = "in code (keep=True)" if edge.mode_origin is ModeOrigin.CODE else "(keep: true)"
+    where = {
+        ModeOrigin.CODE: "in code (keep=True)",
+        ModeOrigin.RULE: f"({edge.origin}, keep: true)",
+    }.get(edge.mode_origin, "(keep: true)")
     return (
         f"edge '{edge.name}' keeps mode {edge.mode} on purpose {where}; the output-on-EOF "
         f"rule would make it {batch_mode}, as '{operator}' emits only at end of input"

@@ -22,11 +22,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from hybrid_shuffle.config import AUTO, Config
+from hybrid_shuffle.config import AUTO, Config, EdgeConfig
 from hybrid_shuffle.errors import ConfigError, PlanError
 from hybrid_shuffle.operators.base import Columns
 from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.plan.cache import HashPartitioning
+from hybrid_shuffle.plan.edge_rules import EdgeFacts, EdgeSettings, derived_facts
 from hybrid_shuffle.plan.explain import explain_plan
 from hybrid_shuffle.plan.graph import (
     AdaptiveParallelism,
@@ -96,7 +97,7 @@ class Plan:
                 e.mode,
                 e.partitioner.describe(),
                 g.vertices[e.target].parallelism,
-                str(e.mode_origin),
+                e.origin,
             )
             for e in g.edges
         }
@@ -140,7 +141,7 @@ def _read_of(columns: Columns, schema: pa.Schema | None) -> Columns:
 
 def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Plan:
     nodes = reachable(sink)
-    overrides = config.edges_for(job_name)
+    overrides = EdgeSettings(config.edges_for(job_name), config.rules_for(job_name))
     vertex_overrides = config.vertices_for(job_name)
     config.check_vertices(job_name, [n.name for n in nodes])
     elided = _elided_exchanges(nodes, overrides)
@@ -169,7 +170,7 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
     plan = Plan(
         graph, regions, vertex_region, slots, config, schemas[sink.id], sources, kept.warnings
     )
-    plan.notes = [e.note() for e in elided.values()] + kept.notes
+    plan.notes = [e.note() for e in elided.values()] + kept.notes + overrides.unused(job_name)
     plan.cache_schemas = {n.cache.name: schemas[n.id] for n in nodes if n.fills_cache and n.cache}
     check_slots(regions, vertex_region, graph, slots)
     return plan
@@ -195,11 +196,17 @@ def reachable(sink: LogicalNode) -> list[LogicalNode]:
     return [seen[i] for i in sorted(seen)]  # ids grow as the API builds: inputs come first
 
 
-def _edge_partitions(spec: ExchangeSpec, overrides: Any) -> int | str | None:
-    if spec.edge is not None and spec.edge in overrides:
-        override = overrides[spec.edge].partitions
-        if override is not None:
-            return override  # type: ignore[no-any-return]
+def _facts(spec: ExchangeSpec, consumer: LogicalNode) -> EdgeFacts:
+    """What the exchange into ``consumer`` is, for ``edge_rules:``."""
+    return spec.facts or derived_facts(spec.partitioner, consumer.operator)
+
+
+def _edge_partitions(
+    spec: ExchangeSpec, consumer: LogicalNode, overrides: EdgeSettings
+) -> int | str | None:
+    override, _ = overrides.lookup(spec.edge, _facts(spec, consumer))
+    if override.partitions is not None:
+        return override.partitions
     return spec.partitions
 
 
@@ -226,7 +233,7 @@ class _Elided:
 _ElidedInputs = dict[tuple[int, int], _Elided]
 
 
-def _elided_exchanges(nodes: list[LogicalNode], overrides: Any) -> _ElidedInputs:
+def _elided_exchanges(nodes: list[LogicalNode], overrides: EdgeSettings) -> _ElidedInputs:
     """The hash exchanges whose input comes out of a cache read already partitioned on
     their keys into as many partitions as their consumer asks for (``None``: whatever
     the cache has).  A node's exchanges are left out together, and only if every other
@@ -234,8 +241,8 @@ def _elided_exchanges(nodes: list[LogicalNode], overrides: Any) -> _ElidedInputs
     known: dict[int, tuple[HashPartitioning, str] | None] = {}
     elided: _ElidedInputs = {}
 
-    def hashes_as(spec: ExchangeSpec, p: HashPartitioning) -> bool:
-        wanted = _edge_partitions(spec, overrides)
+    def hashes_as(spec: ExchangeSpec, node: LogicalNode, p: HashPartitioning) -> bool:
+        wanted = _edge_partitions(spec, node, overrides)
         return (
             spec.partitioner.kind is PartitionerKind.HASH
             and tuple(spec.partitioner.keys) == p.keys
@@ -261,7 +268,7 @@ def _elided_exchanges(nodes: list[LogicalNode], overrides: Any) -> _ElidedInputs
         candidates = {
             i: k
             for i, spec, k in ins
-            if spec is not None and k is not None and hashes_as(spec, k[0])
+            if spec is not None and k is not None and hashes_as(spec, node, k[0])
         }
         targets = {k[0] for k in candidates.values()}
         if len(targets) == 1:
@@ -269,7 +276,7 @@ def _elided_exchanges(nodes: list[LogicalNode], overrides: Any) -> _ElidedInputs
             if all(
                 i in candidates
                 or (spec is None and k is not None and k[0] == target)
-                or (spec is not None and hashes_as(spec, target))
+                or (spec is not None and hashes_as(spec, node, target))
                 for i, spec, k in ins
             ):
                 for i, (p, cache) in candidates.items():
@@ -289,7 +296,7 @@ def _elided_exchanges(nodes: list[LogicalNode], overrides: Any) -> _ElidedInputs
 def _resolve_parallelism(
     nodes: list[LogicalNode],
     config: Config,
-    overrides: Any,
+    overrides: EdgeSettings,
     elided: _ElidedInputs,
     vertex_overrides: Any,
 ) -> set[int]:
@@ -318,7 +325,7 @@ def _resolve_parallelism(
             (up, None if (node.id, i) in elided else spec)
             for i, (up, spec) in enumerate(node.inputs)
         ]
-        exchanged = [_edge_partitions(spec, overrides) for _, spec in ins if spec is not None]
+        exchanged = [_edge_partitions(spec, node, overrides) for _, spec in ins if spec is not None]
         forwarded = [up.parallelism for up, spec in ins if spec is None]
         if exchanged and not forwarded:
             wanted = {p for p in exchanged if p is not None}
@@ -389,7 +396,7 @@ def _build_graph(
     nodes: list[LogicalNode],
     sink: LogicalNode,
     config: Config,
-    overrides: Any,
+    overrides: EdgeSettings,
     needs: ColumnNeeds,
     auto: set[int],
     elided: _ElidedInputs,
@@ -471,7 +478,8 @@ def _build_graph(
                 )
                 spec = ExchangeSpec(Partitioner(kind))
             name = spec.edge or _generated(f"{up.name}->{node.name}", edges)
-            mode, origin, keep = _effective_mode(name, spec, config, overrides)
+            settings, rule = overrides.lookup(name, _facts(spec, node))
+            mode, origin, keep = _effective_mode(name, spec, config, settings, rule)
             edge = JobEdge(
                 EdgeName(name),
                 producer.id,
@@ -482,9 +490,10 @@ def _build_graph(
                 origin,
                 spec.combiner,
                 needs.inputs.get((node.id, input_index)),
-                _service(name, config, overrides),
+                settings.service or config.shuffle.service,
                 target_operator=operator_index,
                 mode_kept=keep,
+                mode_rule=rule if origin is ModeOrigin.RULE else None,
             )
             edges.append(edge)
             producer.outputs.append(edge)
@@ -607,23 +616,19 @@ def _unique_names(vertices: dict[VertexId, JobVertex]) -> None:
         seen.add(vertex.name)
 
 
-def _service(name: str, config: Config, overrides: Any) -> str:
-    if name in overrides and overrides[name].service is not None:
-        return str(overrides[name].service)
-    return config.shuffle.service
-
-
 def _effective_mode(
-    name: str, spec: ExchangeSpec, config: Config, overrides: Any
+    name: str, spec: ExchangeSpec, config: Config, settings: EdgeConfig, rule: int | None
 ) -> tuple[str, ModeOrigin, bool]:
-    """(mode, where it came from, kept against the output-on-EOF rule on purpose): YAML's
-    mode with YAML's ``keep``, else code's with code's, else the default (never kept)."""
+    """(mode, where it came from, kept against the output-on-EOF rule on purpose): the
+    YAML mode (``settings``: the edge's ``edges:`` entry, or rule ``rule``'s) with its
+    ``keep``, else code's with code's, else the default (never kept)."""
     if spec.keep and spec.mode is None:
         raise ConfigError(
             f"edge '{name}': keep=True needs the mode it keeps; pass mode= too, or drop keep"
         )
-    if name in overrides and overrides[name].mode is not None:
-        return overrides[name].mode, ModeOrigin.YAML, bool(overrides[name].keep)
+    if settings.mode is not None:
+        origin = ModeOrigin.YAML if rule is None else ModeOrigin.RULE
+        return settings.mode, origin, settings.keep
     if spec.mode is not None:
         if spec.mode not in MODES:
             raise ConfigError(

@@ -263,6 +263,7 @@ class Deployer:
             tuple(channels),
             range_read,
             edge.target_operator,
+            edge.partitioner.in_producer_order,
         )
 
     def cache_gate(self, vertex: JobVertex, subtask: int) -> InputGateDescriptor:

@@ -219,6 +219,9 @@ class InputGateDescriptor:
     channels: tuple[ConsumerDescriptor, ...]
     range_read: RangeRead | None = None
     operator_index: int = 0
+    #: deliver the channels' rows one producer after the other, in subtask order
+    #: (``Partitioner.in_producer_order``)
+    in_producer_order: bool = False
 
 
 # -- the data plane ------------------------------------------------------------------------

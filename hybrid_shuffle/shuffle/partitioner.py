@@ -27,7 +27,7 @@ coarser than pyarrow's equality (a partition then holds several groups, which
 * a key of type null is null in every row: one partition.
 
 Range partitioning (a global sort) works on one key: producers publish a
-sample of their sorted keys (``sample_keys``), every consumer derives the same
+sample of their keys (``sample_keys``), every consumer derives the same
 ``range_boundaries`` from all samples, and bucket ``j`` holds the non-null keys
 ``boundaries[j-1] <= key < boundaries[j]`` (bucket 0 unbounded below, the last
 bucket unbounded above).  Null and NaN keys belong to no bucket here; callers
@@ -217,16 +217,20 @@ def split_by_ids(table: pa.Table, ids: np.ndarray, n: int) -> list[pa.Table]:
     return [grouped.slice(int(bounds[i]), int(counts[i])) for i in range(n)]
 
 
-def sample_keys(sorted_keys: pa.Array, max_samples: int) -> tuple[pa.Array, float]:
-    """Evenly spaced non-null samples of an ascending (nulls last) key column, and the
-    number of rows each sample stands for."""
+def sample_keys(keys: pa.Array | pa.ChunkedArray, max_samples: int) -> tuple[pa.Array, float]:
+    """About ``max_samples`` of a key column's non-null keys, at evenly spaced rows (in
+    any order: sorted or not), and the number of rows each sample stands for."""
     # NaN sorts after every number, with the nulls: neither may become a boundary
-    valid = len(sorted_keys) - pc.sum(pc.is_null(sorted_keys, nan_is_null=True)).as_py()
+    missing = pc.is_null(keys, nan_is_null=True)
+    valid = len(keys) - pc.sum(missing).as_py()
     if valid == 0:
-        return sorted_keys.slice(0, 0), 0.0
-    count = min(valid, max_samples)
-    positions = np.linspace(0, valid - 1, count).round().astype(np.int64)
-    return sorted_keys.take(pa.array(positions)), valid / count
+        return one_array(keys.slice(0, 0)), 0.0
+    count = min(len(keys), max_samples)
+    positions = pa.array(np.linspace(0, len(keys) - 1, count).round().astype(np.int64))
+    sample = one_array(keys.take(positions).filter(pc.invert(missing.take(positions))))
+    if len(sample) == 0:  # the evenly spaced rows were all null: sample the others
+        return sample_keys(keys.filter(pc.invert(missing)), max_samples)
+    return sample, valid / len(sample)
 
 
 def sort_order(column: pa.Array | pa.ChunkedArray, descending: bool) -> np.ndarray | None:

@@ -28,6 +28,10 @@ class Partitioner:
     kind: PartitionerKind
     keys: tuple[str, ...] = ()
     descending: bool = False
+    #: consumers take their producers' rows one producer after the other, in subtask
+    #: order, not as they arrive: a gather of rows sorted across the producer's subtasks
+    #: (a range-partitioned sort's) keeps their order, as Spark's partitions do
+    in_producer_order: bool = False
 
     def is_all_to_all(self) -> bool:
         """Every producer subtask feeds every consumer subtask."""
@@ -48,4 +52,6 @@ class Partitioner:
         if self.kind is PartitionerKind.RANGE:
             order = " desc" if self.descending else ""
             return f"range({self.keys[0]}{order})"
+        if self.in_producer_order:
+            return f"{self.kind.value} (in producer order)"
         return str(self.kind.value)

@@ -95,10 +95,19 @@ class Rel:
     """``sql`` (a complete SELECT) and the columns it outputs, in order.
 
     A relation built with a column twice (the same ``ref``) is renamed on the spot
-    (``distinct``, by position), so its SQL never outputs two columns with one name."""
+    (``distinct``, by position), so its SQL never outputs two columns with one name.
+
+    ``streams`` is the stage input whose rows flow through the relation one by one (the
+    placeholder token ``Stage.read`` gave it): an input read directly, through
+    projections and filters, or as the streamed (probe) side of a hash join.  The stage
+    then runs that input through its query as it arrives, once its other inputs ended,
+    and the edge into it is not output-on-EOF (``plan.output_on_eof``).  An operator
+    that needs all of its input (an aggregate, a sort, a window, a sort-merge join)
+    builds its relation without it: ``None``, the conservative default."""
 
     sql: str
     columns: list[Column]
+    streams: str | None = None
 
     def __post_init__(self) -> None:
         unique = distinct(self.columns)

@@ -7,7 +7,9 @@ through placeholder tables while the query is built and given their names
 (``input``, ``input1``..) when the stage is finished: the stage's main input
 (a scan or a shuffle) first, its broadcast inputs after, so a broadcast build
 side is chained into the task of the side it joins (``join(strategy=
-"broadcast")``'s rule).
+"broadcast")``'s rule).  Of two main inputs (a shuffled hash join's sides), the one
+whose rows stream through the query (``Rel.streams``: the probe side) is first,
+which is the input ``SqlQuery`` streams once the others ended.
 """
 
 from __future__ import annotations
@@ -51,10 +53,11 @@ class Stage:
         ``spec``; reading the same stream over the same edge again reuses the input."""
         for existing in self.inputs:
             if existing.stream.node is stream.node and _same(existing.spec, spec):
-                return Rel(f"SELECT {_list(columns)} FROM {existing.token}", columns)
+                token = existing.token
+                return Rel(f"SELECT {_list(columns)} FROM {token}", columns, streams=token)
         token = f"__hs_input_{len(self.inputs)}__"
         self.inputs.append(_Input(stream, spec, token))
-        return Rel(f"SELECT {_list(columns)} FROM {token}", columns)
+        return Rel(f"SELECT {_list(columns)} FROM {token}", columns, streams=token)
 
     def read_named(self, stream: Stream, names: list[str], columns: list[Column]) -> Rel:
         """A relation over a source whose columns have their own names (a Parquet scan,
@@ -64,13 +67,17 @@ class Stage:
         token = f"__hs_input_{len(self.inputs)}__"
         self.inputs.append(_Input(stream, None, token))
         items = ", ".join(f"{quote(n)} AS {c.ref}" for n, c in zip(names, columns, strict=True))
-        return Rel(f"SELECT {items or _list([])} FROM {token}", columns)
+        return Rel(f"SELECT {items or _list([])} FROM {token}", columns, streams=token)
 
     def finish(self, rel: Rel, name: str, final: bool) -> Stream:
         """The stage as a node of the job: ``rel``'s query over the inputs read."""
         from hybrid_shuffle.api.stream import Stream
 
-        order = [i for i in self.inputs if not i.side] + [i for i in self.inputs if i.side]
+        # the input whose rows stream through the query first (``SqlQuery`` streams input
+        # 0), then the other main inputs, then the broadcast ones
+        first = [i for i in self.inputs if i.token == rel.streams and not i.side]
+        rest = [i for i in self.inputs if i.token != rel.streams]
+        order = first + [i for i in rest if not i.side] + [i for i in rest if i.side]
         # the last stage: unique names, Spark's own (duplicates too) applied at the end
         spark_names = [c.name for c in rel.columns]
         query = rel.renamed(engine_names(spark_names)) if final else rel.sql
@@ -78,7 +85,7 @@ class Stage:
             query = query.replace(item.token, input_name(index))
         if not order:
             raise AssertionError(f"stage {name} reads no input")
-        operator = SqlQuery(query, name, inputs=len(order))
+        operator = SqlQuery(query, name, inputs=len(order), streams=bool(first))
         node = self.job._node("spark", name, operator, [(i.stream.node, i.spec) for i in order])
         stream = Stream(self.job, node)
         if final:

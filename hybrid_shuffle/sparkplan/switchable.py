@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hybrid_shuffle.plan.join_switch import SwitchableJoin, build_sides
+from hybrid_shuffle.sparkplan.edge_facts import ROW_BY_ROW
 from hybrid_shuffle.sparkplan.operators.join import join_type
 from hybrid_shuffle.sparkplan.relation import engine_names
 
@@ -31,21 +32,10 @@ if TYPE_CHECKING:
     from hybrid_shuffle.sparkplan.stage import Stage
     from hybrid_shuffle.sparkplan.tree import Node
 
-__all__ = ["switchable_join"]
+__all__ = ["estimate", "switchable_join"]
 
 _SHUFFLED_JOINS = frozenset({"SortMergeJoinExec", "ShuffledHashJoinExec"})
 _EXCHANGES = frozenset({"ShuffleExchangeExec", "ReusedExchangeExec"})
-#: operators that change nothing of the rows, or only per row
-_PASS = frozenset(
-    {
-        "WholeStageCodegenExec",
-        "InputAdapter",
-        "ColumnarToRowExec",
-        "RowToColumnarExec",
-        "ProjectExec",
-        "FilterExec",
-    }
-)
 _AGGREGATES = frozenset({"HashAggregateExec", "ObjectHashAggregateExec", "SortAggregateExec"})
 #: what may stand between a join and the exchange of one of its sides
 _UNDER = frozenset({"SortExec", "WholeStageCodegenExec", "InputAdapter"})
@@ -84,8 +74,8 @@ def switchable_join(
         kind,
         edges[0],
         edges[1],
-        _estimate(plan, join.children[0]) if either else None,
-        _estimate(plan, join.children[1]) if either else None,
+        estimate(plan, join.children[0]) if either else None,
+        estimate(plan, join.children[1]) if either else None,
         rel.renamed(engine_names([c.name for c in rel.columns])) if final else rel.sql,
         tokens,
     )
@@ -98,7 +88,7 @@ def _join_below(node: Node) -> Node | None:
         if node.cls in _SHUFFLED_JOINS:
             return node
         one = len(node.children) == 1
-        if one and (node.cls in _PASS or (node.cls in _AGGREGATES and _partial(node))):
+        if one and (node.cls in ROW_BY_ROW or (node.cls in _AGGREGATES and _partial(node))):
             node = node.children[0]
         elif node.cls == "BroadcastHashJoinExec" and len(node.children) == 2:
             streamed = 0 if node.object("buildSide") == "BuildRight" else 1
@@ -119,7 +109,7 @@ def _exchange_below(node: Node) -> Node | None:
     return node if node.cls in _EXCHANGES else None
 
 
-def _estimate(plan: PhysicalPlan, side: Node) -> int | None:
+def estimate(plan: PhysicalPlan, side: Node) -> int | None:
     """How big a join side (its exchange) is likely to be, to choose which side to build
     first when either may be.  Spark without cost-based optimisation estimates a filter
     as its input and an inner join as the product of its sides, so: the estimate of

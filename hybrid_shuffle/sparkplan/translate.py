@@ -25,10 +25,12 @@ from hybrid_shuffle.empty_column import EMPTY_COLUMN
 from hybrid_shuffle.errors import HybridShuffleError, PlanError, UnsupportedPlanError, summary
 from hybrid_shuffle.operators.python import PYTHON_STEPS
 from hybrid_shuffle.operators.sql import rejection
+from hybrid_shuffle.plan.edge_rules import EdgeFacts
 from hybrid_shuffle.plan.logical import ExchangeSpec
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 from hybrid_shuffle.spark import SIZE_HINT
 from hybrid_shuffle.spark.bridge import handover_types
+from hybrid_shuffle.sparkplan.edge_facts import consumer_kind, exchange_facts
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported
 from hybrid_shuffle.sparkplan.expressions.arithmetic import precision_loss
 from hybrid_shuffle.sparkplan.operators import OPERATORS
@@ -268,7 +270,7 @@ class Translator:
         partitions the parent's other inputs), or gathered into one task, over an edge
         ``handover_<id>``.  Under an exchange, or at the plan's root, the splits are
         read as they come (forward)."""
-        parents = self._parents()
+        parents = self.parents()
         parent = parents.get(id(node))
         while parent is not None and parent.cls in _WRAPPERS:
             parent = parents.get(id(parent))
@@ -285,11 +287,14 @@ class Translator:
                 f"the rows of {self.describe(node)} from Spark, hash-partitioned again on "
                 "the keys Spark left them partitioned by"
             )
-            return ExchangeSpec(Partitioner(PartitionerKind.HASH, tuple(refs)), edge)
+            names = tuple(by_id[k].name for k in keys)
+            facts = EdgeFacts("hash", names, consumer_kind(node, parents))
+            return ExchangeSpec(Partitioner(PartitionerKind.HASH, tuple(refs)), edge, facts=facts)
         self.info.edges[edge] = f"the rows of {self.describe(node)} from Spark, in one task"
-        return ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), edge, None, 1)
+        facts = EdgeFacts("gather", (), consumer_kind(node, parents))
+        return ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), edge, None, 1, facts=facts)
 
-    def _parents(self) -> dict[int, Node]:
+    def parents(self) -> dict[int, Node]:
         """``id(child)`` -> its parent operator, over the plan and its subqueries' plans."""
         if self._parent_of is None:
             self._parent_of = {}
@@ -323,7 +328,8 @@ class Translator:
         rel, partitioner, partitions, columns = build(stage)
         stream = self.finish(stage, rel, node, f"stage_{node.op_id}", final=False)
         edge = f"exchange_{self.plan.shown_id(node.op_id)}"
-        spec = ExchangeSpec(partitioner, edge, None, partitions)
+        facts = exchange_facts(node, self.parents())
+        spec = ExchangeSpec(partitioner, edge, None, partitions, facts=facts)
         self.info.edges[edge] = self.spark_text(node.op_id)
         found = (_Producer(stream, spec), columns)
         self._exchanges[node.op_id] = found
@@ -337,7 +343,11 @@ class Translator:
             f"ReusedExchange ({self.plan.shown_id(node.op_id or -1)}), reusing "
             f"{self.spark_text(original_id)}"
         )
-        return _Producer(producer.stream, dataclasses.replace(producer.spec, edge=edge))
+        facts = producer.spec.facts
+        if facts is not None:  # read by this node's consumer, not the original's
+            facts = dataclasses.replace(facts, into=consumer_kind(node, self.parents()))
+        spec = dataclasses.replace(producer.spec, edge=edge, facts=facts)
+        return _Producer(producer.stream, spec)
 
     def describe(self, node: Node) -> str:
         """``describe`` with the id the user's ``df.explain(mode="formatted")`` shows."""
@@ -354,15 +364,18 @@ class Translator:
     def original(self, op_id: int) -> Node | None:
         return self.by_id.get(op_id)
 
-    def gather(self, local: Rel, stage: Stage, node: Node) -> Rel:
+    def gather(self, local: Rel, stage: Stage, node: Node, in_order: bool = False) -> Rel:
         """End ``stage`` with ``local`` and read its rows in one subtask, over an edge
-        ``gather_<id>`` (Spark's implicit single-partition step of a limit or top-n)."""
+        ``gather_<id>`` (Spark's implicit single-partition step of a limit or top-n);
+        ``in_order``: one producer subtask after the other (rows sorted across them)."""
         producer = Stage(self.job)
         producer.inputs, stage.inputs = stage.inputs, []
         stream = self.finish(producer, local, node, f"stage_{node.op_id}_partial", final=False)
         edge = f"gather_{self.plan.shown_id(node.op_id or -1)}"
         self.info.edges[edge] = f"the gather of {self.describe(node)} (its rows into one task)"
-        spec = ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), edge, None, 1)
+        facts = EdgeFacts("gather", (), "limit")
+        partitioner = Partitioner(PartitionerKind.ROUND_ROBIN, in_producer_order=in_order)
+        spec = ExchangeSpec(partitioner, edge, None, 1, facts=facts)
         return stage.read(stream, spec, local.columns)
 
     def subquery_of_stage(self, plan: Node) -> Sql:
@@ -392,7 +405,8 @@ class Translator:
             edge += f"_{len(readers) + 1}" if readers else ""
             readers[self._stage] = edge
         self.info.edges[edge] = f"{name} (its value, broadcast to the stage using it)"
-        spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), edge)
+        facts = EdgeFacts("broadcast", (), None)
+        spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), edge, facts=facts)
         rel = self._stage.read(stream, spec, [column])
         return Sql(f"({rel.sql})", column.type)
 

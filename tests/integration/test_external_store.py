@@ -117,6 +117,27 @@ def test_hash_aggregation_gives_pyarrows_rows(
     assert_clean(session)
 
 
+@pytest.mark.parametrize("descending", [False, True])
+def test_a_sort_on_a_string_key_gives_pyarrows_order(
+    session: hs.Session, data: tuple[pa.Table, pa.Table], descending: bool
+) -> None:
+    """A range edge on a string key through the store: producers write their rows in
+    chunks of ascending key ranges (not sorted), each of 3 consumers reads the ones
+    that may hold its interval, and the result is pyarrow's order (nulls last)."""
+    table = data[0]
+    job = session.job(f"ext-sort-{descending}")
+    result = (
+        job.from_arrow(table, name="orders", parallelism=2)
+        .sort("customer", descending=descending, edge="to_sort", partitions=3)
+        .collect()
+    )
+    order = "descending" if descending else "ascending"
+    want = table.sort_by([("customer", order)])
+    assert result.table.column("customer").equals(want.column("customer"))
+    assert sorted(result.table.column("order_id").to_pylist()) == list(range(table.num_rows))
+    assert_clean(session)
+
+
 def join_reference(left: pa.Table, right: pa.Table) -> pa.Table:
     joined = left.join(right, keys="customer", join_type="inner")
     return joined.select(sorted(joined.column_names)).sort_by("order_id")

@@ -117,36 +117,68 @@ def main_job(session: hs.Session, scale: float) -> tuple[Any, hs.Stream]:
     return df, session.from_dataframe(df, "tpch-revenue")
 
 
-def test_main_yaml_names_exchanges_of_the_main_job(session: hs.Session) -> None:
-    """``configs/main.yaml`` sets modes by ``exchange_<id>``, the ids of Spark's formatted
-    plan: a change of the pipeline that renumbers them fails here, and each edge is the
-    exchange its comment in the YAML says."""
+def with_main_yaml(session: hs.Session, monkeypatch: pytest.MonkeyPatch) -> hs.Config:
+    """The session's config with ``configs/main.yaml``'s edge rules and adaptive settings
+    (its Ray and Spark stay the module's); returns main.yaml's config."""
     from main_job import default_config
 
     main = hs.load_config(default_config())
-    _df, stream = main_job(session, scale=0.01)
+    rules = session.config.with_overrides(edge_rules=main.edge_rules, adaptive=main.adaptive)
+    monkeypatch.setattr(session, "config", rules)
+    return main
+
+
+#: (scale, what Spark plans for the join there, its edges' rules in the plan's order)
+SCALES = [
+    (0.1, "BroadcastHashJoin", ["edge_rules[0]", "edge_rules[2]", "edge_rules[3]"]),
+    (1, "BroadcastHashJoin", ["edge_rules[0]", "edge_rules[2]", "edge_rules[3]"]),
+    (
+        5,
+        "SortMergeJoin",
+        ["edge_rules[1]", "edge_rules[1]", "edge_rules[2]", "edge_rules[3]"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("scale", "join", "rules"), SCALES)
+def test_main_yaml_runs_the_main_job_unchanged_at_every_scale(
+    session: hs.Session,
+    monkeypatch: pytest.MonkeyPatch,
+    scale: float,
+    join: str,
+    rules: list[str],
+) -> None:
+    """One config for every plan Spark makes of the main job: its ``edge_rules`` match
+    the edges by what they are, so the job runs at scale 0.1, 1 and 5 although Spark
+    plans a broadcast join at the first two and a sort-merge join at 5, and numbers the
+    exchanges differently each time.  Every edge gets its mode from a rule (``EdgeMetrics.
+    mode_origin`` names it), the rule a plan has no edge for is a note, and the rows and
+    types are Spark's."""
+    with_main_yaml(session, monkeypatch)
+    df, stream = main_job(session, scale)
     data = stream.explain_data()
-    edges = {str(e["name"]) for e in data["edges"]}
-    assert set(main.edges) <= edges, (
-        f"{default_config().name} names {sorted(main.edges)}; the job has {sorted(edges)}"
-    )
-    exchanges = data["spark_exchanges"]
-    broadcast, aggregate, order = sorted(main.edges)  # in the plan's order, either version
-    assert "BroadcastExchange" in exchanges[broadcast]
-    assert "hashpartitioning(c_mktsegment" in exchanges[aggregate]
-    assert "rangepartitioning(o_totalprice_sum" in exchanges[order]
-    assert data["spark_subtrees"] == []  # every operator runs in the engine
+    # a broadcast join's plan has one broadcast edge; a sort-merge join's two hash edges
+    # on the customer key, into the join
+    assert sorted(e["mode_origin"] for e in data["edges"]) == rules, join
+    assert data["warnings"] == []
+    result = stream.collect()
+    assert {m.mode_origin for m in result.edges.values()} == set(rules)
+    ours = session.bridge.to_dataframe(result.table)
+    assert ours.schema.simpleString() == df.schema.simpleString()
+    assert [tuple(r) for r in ours.collect()] == [tuple(r) for r in df.collect()]
+    (aggregate,) = [n for n, m in result.edges.items() if m.mode_origin == "edge_rules[2]"]
+    assert result.edges[aggregate].partitions == 1  # partitions: auto, a few KiB of groups
 
 
 def test_the_main_job_s_config_plans_it_with_no_warning(
     session: hs.Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What ``./dev main`` prints (``--spark 4``: with ``main-spark4.yaml``): no
-    ``warning:`` line in its explain, since every mode ``configs/main.yaml`` sets against
-    the output-on-EOF rule is marked ``keep: true`` (and each such edge is noted), and no
-    ``ConfigWarning`` (its ``job:`` is the main job's name).  The shipped configs that
-    need no Spark are planned in ``tests/unit/test_shipped_configs.py``, which lists
-    every file in ``configs/``."""
+    """What ``./dev main`` prints (on Spark 3.5 and 4 alike): no ``warning:`` line in its
+    explain, since every mode ``configs/main.yaml``'s rules set against the output-on-EOF
+    rule is marked ``keep: true`` (and each such edge is noted), and no ``ConfigWarning``
+    (its ``job:`` is the main job's name).  The shipped configs that need no Spark are
+    planned in ``tests/unit/test_shipped_configs.py``, which lists every file in
+    ``configs/``."""
     from main_job import default_config
 
     config = hs.load_config(default_config())
@@ -158,36 +190,15 @@ def test_the_main_job_s_config_plans_it_with_no_warning(
         text = stream.explain()
     assert data["warnings"] == [] and "warning:" not in text, data["warnings"]
     assert data["job"] == config.job
-    kept = sorted(edge for edge, entry in config.edges.items() if entry.keep)
-    noted = sorted(edge for edge in config.edges if any(f"'{edge}'" in n for n in data["notes"]))
+    kept = [f"edge_rules[{i}]" for i, rule in enumerate(config.edge_rules) if rule.keep]
+    noted = [r for r in kept if any(f"({r}, keep: true)" in n for n in data["notes"])]
     assert len(kept) == 2 and kept == noted  # the broadcast and the sort's exchange
+    # the sort-merge join's rule sets no edge of a broadcast join's plan: a note
+    unused = "edge_rules[1] (match: {kind: hash, into: join}) matches no edge of job"
+    assert any(n.startswith(unused) for n in data["notes"])
     assert [line for line in text.splitlines() if line.startswith("note: ")] == [
         f"note: {n}" for n in data["notes"]
     ]
-
-
-@pytest.mark.parametrize("scale", [0.1, 0.5])
-def test_main_job_matches_plain_pyspark_row_for_row_with_exact_types(
-    session: hs.Session, scale: float, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The main job's DataFrame run through ``from_dataframe`` with ``configs/main.yaml``'s
-    (on Spark 4 ``main-spark4.yaml``'s) edges and adaptive settings (``partitions: auto``
-    on the aggregate's exchange) gives the rows and types of the same DataFrame run by
-    Spark.  At scale 0.5 every task reads and writes many buffers (1 MiB each here)."""
-    from main_job import default_config
-
-    main = hs.load_config(default_config())
-    monkeypatch.setattr(
-        session, "config", session.config.with_overrides(edges=main.edges, adaptive=main.adaptive)
-    )
-    df, stream = main_job(session, scale)
-    result = stream.collect()
-    aggregate = sorted(main.edges)[1]
-    assert result.edges[aggregate].partitions == 1  # a few KiB of groups: one subtask
-    ours = session.bridge.to_dataframe(result.table)
-    assert ours.schema.simpleString() == df.schema.simpleString()
-    assert [tuple(r) for r in ours.collect()] == [tuple(r) for r in df.collect()]
-    assert session.partitions_occupying_local_resources() == {0: set(), 1: set()}
 
 
 def test_a_cache_filled_from_spark_lets_later_jobs_skip_the_hand_off(

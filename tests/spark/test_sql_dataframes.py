@@ -21,11 +21,14 @@ from .oracle import (
     check,
     check_sql,
     configured,
+    exact_value,
     exchange_ids,
+    key,
     parquet_views,
     rows,
     same_rows,
     spark_rows,
+    spark_table,
     subtrees,
 )
 
@@ -319,6 +322,138 @@ def test_global_sort_with_null_order(session: hs.Session, spark: Any, order: int
     ][order]
     df = spark.table("t").orderBy(*keys).select("id", "k", "g", "v", "day")
     check(session, session.from_dataframe(df), df, ordered=True)
+
+
+def _o_table() -> pa.Table:
+    """2,000 rows of many ties: doubles with nulls, NaN, -0.0 and 0.0, infinities;
+    strings with nulls, '' and a proper prefix; floats, decimals, dates, booleans."""
+    ids = list(range(2000))
+    doubles = [None, float("nan"), -0.0, 0.0, float("inf"), float("-inf"), 1.5, -2.5, 1e300]
+    words = [None, "", "a", "ab", "é", "Z", "b\x00", "b"]
+    start = datetime.date(1969, 12, 25)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "f": pa.array([doubles[i * 7 % 9] if i % 3 else i % 41 - 20.5 for i in ids]),
+            "s": pa.array([words[i * 5 % 8] for i in ids], pa.string()),
+            "r": pa.array(
+                [None if i % 13 == 0 else [float("nan"), -0.0, 0.5][i % 3] for i in ids],
+                pa.float32(),
+            ),
+            "d": pa.array(
+                [None if i % 11 == 0 else decimal.Decimal(i % 37 - 18) / 8 for i in ids],
+                pa.decimal128(9, 3),
+            ),
+            "day": pa.array(
+                [None if i % 17 == 0 else start + datetime.timedelta(days=i % 23) for i in ids],
+                pa.date32(),
+            ),
+            "b": pa.array([None if i % 19 == 0 else i % 2 == 0 for i in ids], pa.bool_()),
+        }
+    )
+
+
+def _tie_free(v: Any) -> Any:
+    """A value to sort rows by: NaN as a string, -0.0 as 0.0 (a sort may return either)."""
+    v = exact_value(v)
+    return v + 0.0 if isinstance(v, float) else v
+
+
+def same_sorted_rows(got: pa.Table, want: pa.Table, keys: int) -> None:
+    """Rows of an ``ORDER BY`` whose first ``keys`` columns are its keys: the keys in
+    exactly Spark's sequence (tied rows may come in any order), the rows the same."""
+    assert got.column_names == want.column_names
+    mine, spark = rows(got, exact_value), rows(want, exact_value)
+    assert [r[:keys] for r in mine] == [r[:keys] for r in spark]  # -0.0 == 0.0, NaN as text
+    assert same_multiset(mine, spark)
+
+
+def same_multiset(mine: list[tuple[Any, ...]], spark: list[tuple[Any, ...]]) -> bool:
+    def normal(r: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(_tie_free(v) for v in r)
+
+    return sorted(map(normal, mine), key=key) == sorted(map(normal, spark), key=key)
+
+
+#: ``ORDER BY`` queries over ``o`` and how many leading columns are their keys
+SORTS = [
+    ("SELECT f, s, id FROM o ORDER BY f, s", 2),
+    ("SELECT f, s, id FROM o ORDER BY f DESC NULLS LAST, s DESC", 2),
+    ("SELECT s, f, id FROM o ORDER BY s NULLS LAST, f DESC NULLS FIRST", 2),
+    ("SELECT b, d, day, r, id FROM o ORDER BY b DESC, d, day DESC NULLS LAST, r NULLS LAST", 4),
+    ("SELECT f * 2 AS g, id FROM o ORDER BY f * 2 DESC, id", 2),
+    ("SELECT id FROM o ORDER BY s, f DESC, id", 1),  # the keys projected away
+]
+
+
+@pytest.mark.parametrize("parallelism", [2, 4])
+def test_a_global_sort_is_a_range_edge_in_spark_s_order(
+    session: hs.Session, spark: Any, tmp_path: Path, parallelism: int
+) -> None:
+    """``rangepartitioning`` becomes a range edge with ``parallelism`` consumer subtasks
+    (binary sort keys in Spark's order, boundaries sampled, buffers of 16 KiB so that
+    consumers skip some), and the collected result is Spark's ``ORDER BY``."""
+    parquet_views(spark, tmp_path, {"o": _o_table()})
+    yaml = (BASE_YAML % "").replace("parallelism: 2", f"parallelism: {parallelism}")
+    with configured(session, tmp_path, yaml.replace("buffer_size: 1 MiB", "buffer_size: 16 KiB")):
+        for query, keys in SORTS:
+            stream = session.sql(query)
+            ranges = [e for e in stream.explain_data()["edges"] if "range(" in e["partitioner"]]
+            assert [e["partitions"] for e in ranges] == [parallelism], query
+            result = stream.collect()
+            assert result.vertices["result"].subtasks == parallelism
+            same_sorted_rows(result.table, spark_table(spark.sql(query)), keys)
+            assert subtrees(stream) == []
+
+
+def test_a_range_sorted_result_keeps_its_order_past_a_limit_and_back_in_spark(
+    session: hs.Session, spark: Any, tmp_path: Path
+) -> None:
+    """Rows after the sort are gathered one subtask after the other for a limit Spark
+    plans without a top-n (over a generator); ``to_spark()`` keeps the order; a window
+    after the sort (which Spark partitions again) still runs."""
+    parquet_views(spark, tmp_path, {"o": _o_table()})
+    yaml = (BASE_YAML % "").replace("parallelism: 2", "parallelism: 3")
+    with configured(session, tmp_path, yaml.replace("buffer_size: 1 MiB", "buffer_size: 16 KiB")):
+        limited = (
+            "SELECT explode(array(id, -id)) AS e, f FROM "
+            "(SELECT id, f FROM o ORDER BY f DESC, id) LIMIT 3000"
+        )
+        stream = check_sql(session, spark, limited, ordered=True, value=exact_value)
+        (gather,) = [e for e in stream.explain_data()["edges"] if e["name"].startswith("gather_")]
+        assert gather["partitioner"] == "round-robin (in producer order)"
+        query = "SELECT s, id FROM o ORDER BY s DESC NULLS FIRST, id"
+        back = session.sql(query).to_spark()
+        assert [tuple(r) for r in back.collect()] == [tuple(r) for r in spark.sql(query).collect()]
+        check_sql(
+            session,
+            spark,
+            "SELECT id, row_number() OVER (PARTITION BY s ORDER BY id) AS n "
+            "FROM (SELECT * FROM o ORDER BY f)",
+        )
+
+
+def test_partitions_auto_on_a_range_edge_keeps_the_buckets_in_order(
+    session: hs.Session, spark: Any, tmp_path: Path
+) -> None:
+    """A blocking range edge with ``partitions: auto`` gets the count its bytes ask for
+    (4, within the session's 2 slots), each consumer the next key interval of as many:
+    the result is still Spark's order."""
+    parquet_views(spark, tmp_path, {"o": _o_table()})
+    query = "SELECT s, f, id FROM o ORDER BY s DESC, f"
+    (exchange,) = exchange_ids(spark, lambda: spark.sql(query))
+    yaml = (
+        (BASE_YAML % "").replace("buffer_size: 1 MiB", "buffer_size: 8 KiB")
+        + "adaptive: {target_bytes: 16 KiB, max_partitions: 8}\n"
+        + f"edges:\n  exchange_{exchange}: {{mode: blocking, partitions: auto}}\n"
+    )
+    with configured(session, tmp_path, yaml):
+        stream = session.sql(query)
+        (edge,) = [e for e in stream.explain_data()["edges"] if e["name"] == f"exchange_{exchange}"]
+        assert edge["partitions"] == "auto"
+        result = stream.collect()
+    assert result.vertices["result"].subtasks == 2
+    same_sorted_rows(result.table, spark_table(spark.sql(query)), 2)
 
 
 # -- 5. fallback ---------------------------------------------------------------------------

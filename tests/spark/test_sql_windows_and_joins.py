@@ -31,6 +31,7 @@ from hybrid_shuffle.operators.sql import SqlQuery
 from .oracle import (
     BASE_YAML,
     check,
+    check_sql,
     configured,
     exchange_ids,
     parquet_views,
@@ -600,3 +601,51 @@ def _kill_at(session: hs.Session, marker: Path, release: Path) -> threading.Thre
     thread = threading.Thread(target=kill, daemon=True)
     thread.start()
     return thread
+
+
+# -- streaming edges into hash joins (issue 36) ----------------------------------------------
+
+SHUFFLED_HASH = "SELECT /*+ SHUFFLE_HASH(b) */ w.id, w.v, b.bid, b.y FROM w JOIN b ON w.k = b.k"
+
+
+def _join_edges(stream: hs.Stream) -> dict[str, tuple[str, str]]:
+    """The translated exchanges' (mode, mode origin), by name."""
+    edges = stream.explain_data()["edges"]
+    return {e["name"]: (e["mode"], e["mode_origin"]) for e in edges if "exchange_" in e["name"]}
+
+
+@pytest.mark.parametrize("mode", ["pipelined", "hybrid-selective"])
+def test_a_shuffled_hash_join_streams_its_probe_edge_and_reads_its_build_edge_whole(
+    session: hs.Session, spark: Any, tmp_path: Path, mode: str
+) -> None:
+    """A shuffled hash join emits while its probe side arrives, once its build side
+    ended: with a streaming default the probe side's edge runs as set, and only the
+    build side's becomes batch (FLIP-331's rule, per input); the rows are Spark's."""
+    with configured(session, tmp_path, BASE_YAML % f", default_mode: {mode}"):
+        stream = check_sql(session, spark, SHUFFLED_HASH, in_engine=True)
+        edges = _join_edges(stream)
+        text = stream.explain()
+    assert sorted(edges.values()) == sorted([(mode, "default"), ("blocking", "output-on-eof")]), (
+        edges
+    )
+    assert "(sql, streams input 0 once the others ended)" in text
+
+
+def test_a_broadcast_join_streams_the_shuffled_probe_side_into_it(
+    session: hs.Session, spark: Any, tmp_path: Path
+) -> None:
+    """A broadcast hash join over a shuffled probe side: the hash edge into the join's
+    stage runs pipelined (the default set), the broadcast edge is batch; Spark's rows."""
+    df = (
+        spark.table("w")
+        .repartition(3, "k")
+        .join(F.broadcast(spark.table("b")), "k")
+        .select("id", "v", "bid", "y")
+    )
+    with configured(session, tmp_path, BASE_YAML % ", default_mode: pipelined"):
+        stream = session.from_dataframe(df, "probe")
+        check(session, stream, df, in_engine=True)
+        modes = sorted(stream.explain_data()["edges"], key=lambda e: e["name"])
+    by_kind = {e["partitioner"].split("(")[0]: (e["mode"], e["mode_origin"]) for e in modes}
+    assert by_kind["hash"] == ("pipelined", "default"), modes
+    assert by_kind["broadcast"] == ("blocking", "output-on-eof"), modes

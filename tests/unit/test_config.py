@@ -77,8 +77,9 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     (
         "unknown-top-level-key",
         {"shufle": {}},
-        "shufle: unknown key (did you mean 'shuffle'?); allowed keys are: adaptive, edges, "
-        "failover, job, log_level, operators, parallelism, ray, shuffle, slots, spark, vertices",
+        "shufle: unknown key (did you mean 'shuffle'?); allowed keys are: adaptive, "
+        "edge_rules, edges, failover, job, log_level, operators, parallelism, ray, shuffle, "
+        "slots, spark, vertices",
     ),
     (
         "unknown-nested-key",
@@ -294,7 +295,10 @@ def test_unknown_edge_is_named_with_the_job_and_its_edges() -> None:
     with pytest.raises(ConfigError) as err:
         config.check_edges("revenue", ["to_sort", "by_customer"])
     assert str(err.value) == (
-        "edges.by_custmer: no such edge in job 'revenue'; edges are: by_customer, to_sort"
+        "edges.by_custmer: no such edge in job 'revenue'; edges are: by_customer, to_sort. "
+        "The plan may have changed with the data (Spark numbers its exchanges anew when it "
+        "picks another join): match edges by what they are with edge_rules (match: {kind, "
+        "keys, into}) instead of by name"
     )
 
 
@@ -466,7 +470,10 @@ def test_every_unknown_edge_is_named_with_the_job_and_its_edges() -> None:
     with pytest.raises(ConfigError) as err:
         config.check_job("revenue", ["to_sort", "by_customer"])
     assert str(err.value) == (
-        "edges.a, edges.b: no such edges in job 'revenue'; edges are: by_customer, to_sort"
+        "edges.a, edges.b: no such edges in job 'revenue'; edges are: by_customer, to_sort. "
+        "The plan may have changed with the data (Spark numbers its exchanges anew when it "
+        "picks another join): match edges by what they are with edge_rules (match: {kind, "
+        "keys, into}) instead of by name"
     )
 
 

@@ -210,3 +210,43 @@ def test_a_broadcast_join_chained_after_an_aggregate_leaves_its_build_side_strea
     assert (build.target, build.target_operator) == (vertex.id, 1)
     assert (build.mode, build.mode_origin) == ("hybrid-selective", ModeOrigin.DEFAULT)
     assert plan.graph.edge("by_customer").mode_origin is ModeOrigin.OUTPUT_ON_EOF
+
+
+def hash_joined(b: Builder, streams: bool) -> LogicalNode:
+    """probe -(probe)-> joined <-(build)- dim: a translated stage's shuffled hash join,
+    whose query streams input 0 (the probe side) when ``streams``."""
+    from hybrid_shuffle.operators.sql import SqlQuery
+
+    probe, dim = b.source("facts", 2), b.source("dim", 2)
+    query = "SELECT l.customer, l.amount FROM input AS l JOIN input1 AS r USING (customer)"
+    join = SqlQuery(query, "joined", inputs=2, streams=streams)
+    on = Partitioner(PartitionerKind.HASH, ("customer",))
+    return LogicalNode(
+        next(b.ids),
+        "joined",
+        join,
+        [(probe, ExchangeSpec(on, "probe")), (dim, ExchangeSpec(on, "build"))],
+    )
+
+
+@pytest.mark.parametrize("default", ["pipelined", "hybrid-selective", "hybrid-full"])
+def test_a_hash_join_s_probe_edge_runs_as_set_and_only_its_build_edge_becomes_batch(
+    default: str,
+) -> None:
+    config = load_config({"shuffle": {"default_mode": default}})
+    plan = plan_job("join", hash_joined(Builder(), streams=True), config, slots=8)
+    probe, build = plan.graph.edge("probe"), plan.graph.edge("build")
+    assert (probe.mode, probe.mode_origin) == (default, ModeOrigin.DEFAULT)
+    assert (build.mode, build.mode_origin) == ("blocking", ModeOrigin.OUTPUT_ON_EOF)
+    text = plan.explain()
+    assert f"mode {default} (default)" in text
+    assert "joined (sql, streams input 0 once the others ended)" in text
+
+
+def test_a_join_that_needs_both_sides_whole_makes_both_edges_batch() -> None:
+    config = load_config({"shuffle": {"default_mode": "pipelined"}})
+    plan = plan_job("join", hash_joined(Builder(), streams=False), config, slots=8)
+    assert {e.name: e.mode for e in plan.graph.edges} == {
+        "probe": "blocking",
+        "build": "blocking",
+    }

@@ -10,6 +10,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from hybrid_shuffle.shuffle.api import KeyRange, PartitionDescriptor, PartitionId
+from hybrid_shuffle.shuffle.metrics import WriteMetrics
+from hybrid_shuffle.shuffle.partition_type import partition_type
 from hybrid_shuffle.shuffle.partitioner import (
     bucket_overlaps,
     hash_partition_ids,
@@ -19,6 +22,8 @@ from hybrid_shuffle.shuffle.partitioner import (
     sample_keys,
     split_by_ids,
 )
+from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
+from hybrid_shuffle.shuffle.writer import ResultPartitionWriter
 
 MIXED = pa.table(
     {
@@ -136,3 +141,118 @@ def test_no_samples_means_everything_in_the_first_bucket() -> None:
     keys = pa.array([5, 1, None])
     assert range_bucket_mask(keys, empty, 0, 3).to_pylist() == [True, True, False]
     assert range_bucket_mask(keys, empty, 2, 3).to_pylist() == [False, False, False]
+
+
+def _byte_keys(rng: np.random.Generator, n: int, large: bool = False) -> pa.Array:
+    """Binary keys of 0-11 bytes drawn from few byte values (long shared prefixes, zero
+    bytes, 0xff, proper prefixes of each other), some null; sliced, so offsets start
+    past zero."""
+    alphabet = [0, 1, 127, 128, 255]
+    values = [
+        None if i % 97 == 0 else bytes(rng.choice(alphabet, rng.integers(0, 12)).tolist())
+        for i in range(n + 7)
+    ]
+    return pa.array(values, pa.large_binary() if large else pa.binary()).slice(7)
+
+
+class _Recorded:
+    """A partition that records what the writer hands it."""
+
+    def __init__(self, readers: int) -> None:
+        self.descriptor = PartitionDescriptor(
+            PartitionId("job/e/0.0"),
+            "job",
+            "e",
+            0,
+            1,
+            readers,
+            partition_type("blocking"),
+            Partitioner(PartitionerKind.RANGE, ("k",)),
+        )
+        self.metrics = WriteMetrics("e", 0)
+        self.sample: tuple[pa.Array, float] | None = None
+        self.buffers: list[tuple[pa.Table, KeyRange | None]] = []
+        self.schema: pa.Schema | None = None
+
+    def add(self, subpartition: int, table: pa.Table, key_range: KeyRange | None = None) -> None:
+        assert subpartition == 0 and self.sample is not None  # the sample comes first
+        self.buffers.append((table, key_range))
+
+    def publish_sample(self, sample: tuple[pa.Array, float]) -> None:
+        self.sample = sample
+
+    def finish(self, schema: pa.Schema | None = None) -> None:
+        self.schema = schema
+
+    def fail(self, reason: str) -> None:
+        raise AssertionError(reason)
+
+    def finished_buffers(self) -> None:
+        return None
+
+
+def _written(table: pa.Table, readers: int, buffer_size: int) -> _Recorded:
+    partition = _Recorded(readers)
+    writer = ResultPartitionWriter(partition, buffer_size)  # type: ignore[arg-type]
+    for start in range(0, table.num_rows, 3000):
+        writer.emit(table.slice(start, 3000))
+    writer.finish()
+    return partition
+
+
+@pytest.mark.parametrize("key", ["binary", "int"])
+def test_a_range_writer_s_buffers_and_sample_give_every_consumer_its_rows(key: str) -> None:
+    """Every row is written once, after a sample that yields balanced buckets, in
+    buffers whose key ranges are their rows'; a consumer that skips the buffers whose
+    range cannot hold its bucket misses none of its rows.  An integer key without
+    nulls is sorted, so a consumer reads about its share; a binary one goes as it came,
+    and each consumer reads every buffer."""
+    rng = np.random.default_rng(11)
+    keys = (
+        _byte_keys(rng, 20_000)
+        if key == "binary"
+        else pa.array(rng.integers(-500, 500, 20_000))  # no null: NumPy sorts it
+    )
+    table = pa.table({"k": keys, "row": np.arange(len(keys))})
+    partition = _written(table, readers=3, buffer_size=16 << 10)
+    got = pa.concat_tables([t for t, _ in partition.buffers])
+    assert sorted(got.column("row").to_pylist()) == list(range(table.num_rows))
+    assert len(partition.buffers) > 3
+    assert partition.sample is not None
+    boundaries = range_boundaries([partition.sample], 3)
+    sizes = [pc.sum(range_bucket_mask(keys, boundaries, j, 3)).as_py() for j in range(3)]
+    assert min(sizes) > 0.2 * len(keys)
+    for bucket in range(3):
+        read = 0
+        for piece, key_range in partition.buffers:
+            assert key_range is not None
+            values = [v for v in piece.column("k").to_pylist() if v is not None]
+            assert key_range.has_nulls == (len(values) < piece.num_rows)
+            if values:
+                assert key_range.min_key.as_py() == min(values)
+                assert key_range.max_key.as_py() == max(values)
+            if key_range.may_hold(boundaries, bucket, 3, take_nulls=bucket == 2):
+                read += piece.num_rows
+            else:
+                mask = range_bucket_mask(piece.column("k"), boundaries, bucket, 3)
+                assert not pc.any(mask).as_py()
+        assert read < 0.5 * table.num_rows if key == "int" else read == table.num_rows
+
+
+def test_a_sample_of_unsorted_keys_skips_nulls_and_weighs_the_rows_it_stands_for() -> None:
+    keys = pa.chunked_array([[None, 5, 1, None], [3, float("nan"), 2, 4]], pa.float64())
+    sample, weight = sample_keys(keys, 4)
+    assert isinstance(sample, pa.Array)
+    assert all(v is not None and v == v for v in sample.to_pylist())
+    assert weight * len(sample) == 5  # the non-null, non-NaN rows
+    nulls = pa.array([None] * 999 + [7.0])  # the evenly spaced rows miss the one value
+    assert sample_keys(nulls, 10) == (pa.array([7.0]), 1.0)
+
+
+def test_a_range_writer_with_one_reader_writes_its_rows_as_they_came() -> None:
+    table = pa.table({"k": _byte_keys(np.random.default_rng(12), 500), "row": np.arange(500)})
+    partition = _written(table, readers=1, buffer_size=1 << 20)
+    assert partition.sample is not None and len(partition.sample[0]) == 0
+    assert [(t.column("row").to_pylist(), r) for t, r in partition.buffers] == [
+        (list(range(500)), None)
+    ]

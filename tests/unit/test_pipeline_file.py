@@ -118,8 +118,33 @@ def test_validate_pipeline_names_an_unknown_edge_and_lists_the_jobs(
     assert main(["validate", "--pipeline", REVENUE, bad]) == 2
     assert stderr_of(capsys) == (
         "hybrid-shuffle: edges.by_segmnet: no such edge in job 'pipeline_revenue'; edges "
-        "are: by_segment, customers.right, to_sort"
+        "are: by_segment, customers.right, to_sort. The plan may have changed with the "
+        "data (Spark numbers its exchanges anew when it picks another join): match edges by "
+        "what they are with edge_rules (match: {kind, keys, into}) instead of by name"
     )
+
+
+def test_validate_checks_edge_rules_and_notes_a_rule_that_sets_no_edge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = config_file(tmp_path, "edge_rules:\n  - match: {into: agregate}\n    mode: blocking\n")
+    assert main(["validate", bad]) == 2
+    assert stderr_of(capsys) == (
+        "hybrid-shuffle: edge_rules[0].match.into: 'agregate' is not one of: join, aggregate, "
+        "sort, window, limit, union, udf (did you mean 'aggregate'?)"
+    )
+    rules = (
+        "job: pipeline_revenue\nedge_rules:\n"
+        "  - match: {kind: hash, into: aggregate}\n    mode: blocking\n"
+        "  - match: {into: window}\n    mode: blocking\n"
+    )
+    good = config_file(tmp_path, rules)
+    assert main(["validate", good]) == 0
+    assert "edge_rules: 2" in capsys.readouterr().out
+    assert main(["validate", "--pipeline", REVENUE, good]) == 0, stderr_of(capsys)
+    out = capsys.readouterr().out
+    assert "by_segment=blocking (edge_rules[0])" in out
+    assert "note: edge_rules[1] (match: {into: window}) matches no edge of job" in out
 
 
 def test_validate_pipeline_names_an_unknown_vertex(

@@ -101,7 +101,10 @@ def test_unknown_yaml_edge_is_rejected_with_the_list_of_edges() -> None:
     with pytest.raises(ConfigError) as err:
         plan_job("revenue", revenue(Builder()), cfg, slots=8)
     assert str(err.value) == (
-        "edges.by_custmer: no such edge in job 'revenue'; edges are: by_customer, to_sort"
+        "edges.by_custmer: no such edge in job 'revenue'; edges are: by_customer, to_sort. "
+        "The plan may have changed with the data (Spark numbers its exchanges anew when it "
+        "picks another join): match edges by what they are with edge_rules (match: {kind, "
+        "keys, into}) instead of by name"
     )
 
 

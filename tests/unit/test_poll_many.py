@@ -1,16 +1,19 @@
 """One request per producer process: ``PartitionHolder.poll_many`` answers a consumer's
 channels together and wakes on any of them, ``PartitionWatch`` wakes only the waiters of
-the partition that changed, and ``by_producer`` groups a task's channels by process.
+the partition that changed, ``by_producer`` groups a task's channels by process, and a
+gate in producer order delivers one producer's rows after the other's.
 Plain objects, no Ray (``put`` is the identity); every wait is gated on a phase."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
 import pyarrow as pa
 
 from hybrid_shuffle.shuffle.api import (
+    BufferRef,
     ConsumerDescriptor,
     InputGateDescriptor,
     PartitionDescriptor,
@@ -20,7 +23,7 @@ from hybrid_shuffle.shuffle.api import (
     ShuffleDescriptor,
     ShuffleEnvironmentContext,
 )
-from hybrid_shuffle.shuffle.local.input_gate import PollingInputGate, by_producer
+from hybrid_shuffle.shuffle.local.input_gate import PollingInputGate, by_producer, read_gates
 from hybrid_shuffle.shuffle.local.partition_holder import PartitionHolder
 from hybrid_shuffle.shuffle.partition_type import partition_type
 from hybrid_shuffle.shuffle.partition_watch import PartitionWatch
@@ -149,3 +152,46 @@ def test_a_task_asks_each_producer_process_once_for_all_its_channels_of_every_in
         ("left", 3),
         ("right", 0),
     ]
+
+
+def _gather(producers: list[int], handed: dict[int, pa.Table] | None = None) -> PollingInputGate:
+    """A gate in producer order over channels of ``producers`` (in that order), those in
+    ``handed`` with their one buffer handed over."""
+    handed = handed or {}
+
+    def channel(producer: int) -> ConsumerDescriptor:
+        shuffle = ShuffleDescriptor(
+            descriptor(PartitionId(f"j/g/{producer}"), "blocking", producer), object(), "x"
+        )
+        table = handed.get(producer)
+        buffers = None if table is None else (BufferRef(0, table, table.num_rows, table.nbytes),)
+        return ConsumerDescriptor(shuffle, producer, 0, 0, buffers, schema=BATCH.schema)
+
+    spec = InputGateDescriptor(
+        0, "gather", 0, tuple(channel(p) for p in producers), in_producer_order=True
+    )
+    return PollingInputGate(spec, 8, 30.0)
+
+
+def test_a_gate_in_producer_order_holds_a_later_producer_s_rows_until_the_earlier_end() -> None:
+    gate = _gather([2, 0, 1])
+    c0, c1, c2 = gate.channels
+    assert [c.spec.producer_subtask for c in (c0, c1, c2)] == [0, 1, 2]
+    t = {name: BATCH.slice(i, 1) for i, name in enumerate(["0a", "1a", "1b", "2a", "2b"])}
+    assert gate.in_order(c2, [t["2a"]]) == []
+    assert gate.in_order(c1, [t["1a"]]) == []
+    c0.done = True  # producer 0 ended without a row: the turn passes on
+    assert gate.in_order(None, []) == [t["1a"]]
+    assert gate.in_order(c2, [t["2b"]]) == []
+    c1.done = c2.done = True
+    assert gate.in_order(c1, [t["1b"]]) == [t["1b"], t["2a"], t["2b"]]
+    assert gate.held == {}
+    anyhow = PollingInputGate(dataclasses.replace(gate.spec, in_producer_order=False), 8, 30.0)
+    assert anyhow.in_order(anyhow.channels[0], [t["2a"]]) == [t["2a"]]  # as it comes
+
+
+def test_handed_over_buffers_of_a_gate_in_producer_order_come_in_subtask_order() -> None:
+    tables = {p: BATCH.slice(p * 10, 10) for p in range(3)}
+    gate = _gather([2, 0, 1], tables)
+    got = [t for _, t in read_gates([gate], threading.Event())]
+    assert got == [tables[0], tables[1], tables[2], None]

@@ -44,10 +44,9 @@ class Example:
 
 #: every file in configs/ -> the example whose job it configures
 SHIPPED = {
-    # ./dev main: the PySpark DataFrame through session.from_dataframe; main-spark4.yaml
-    # names Spark 4's exchange ids (./dev main --spark 4)
+    # ./dev main: the PySpark DataFrame through session.from_dataframe, on Spark 3.5 and
+    # Spark 4 alike (./dev main --spark 4): its edge_rules match edges by what they are
     "main.yaml": Example("examples/main_job.py", planned_in=SPARK_TEST),
-    "main-spark4.yaml": Example("examples/main_job.py", planned_in=SPARK_TEST),
     # docs/guide/api.md's step-by-step job is this example's build()
     "quickstart.yaml": Example("examples/arrow_quickstart.py"),
     # hybrid-shuffle run|explain examples/pipeline_revenue.py --config configs/pipeline_revenue.yaml

@@ -33,6 +33,10 @@ PER_ROW = {
     "projection": "SELECT k, v * 2 AS w, upper(k) AS u FROM input",
     "filter": "SELECT * FROM input WHERE v > 3",
     "both": "SELECT k, x + 1 AS y FROM input WHERE k IS NOT NULL AND x < 5",
+    # Spark's Expand: each input row once per projection
+    "union of projections": (
+        "(SELECT k, v FROM input WHERE x > 1) UNION ALL (SELECT k, NULL::BIGINT AS v FROM input)"
+    ),
 }
 BLOCKING = {
     "group by": "SELECT k, sum(v) AS s, count(*) AS n FROM input GROUP BY k",
@@ -287,3 +291,68 @@ def test_two_queries_of_one_chain_share_the_task_database_without_seeing_each_ot
     expected = whole("SELECT k, count(*) AS n FROM input WHERE v > 3 GROUP BY k")
     assert rows(pa.concat_tables(out)) == rows(expected)
     assert rows(pa.concat_tables(staged)) == rows(whole(BLOCKING["scalar subquery"]))
+
+
+# -- two inputs, input 0 streamed (a translated hash join's probe side) -------------------
+
+DIM = pa.table({"k": ["a", "b", None, "d"], "name": ["A", "B", "N", "D"]})
+JOIN = "SELECT p.k, p.v, d.name FROM input AS p JOIN input1 AS d ON p.k = d.k"
+
+
+def joined(streams: bool) -> SqlQuery:
+    op = SqlQuery(JOIN, "joined", inputs=2, streams=streams)
+    op.output_schema([TABLE.schema, DIM.schema])
+    return op
+
+
+def run_interleaved(op: SqlQuery, memory: int) -> pa.Table:
+    """Input 0's batches before, between and after input 1's, as gates deliver them."""
+    probe, build = batches(2), [DIM.slice(0, 2), DIM.slice(2)]
+    op.open(OperatorContext(memory))
+    out: list[pa.Table] = []
+    try:
+        out += op.process(probe[0], 0)
+        out += op.process(build[0], 1)
+        out += op.process(probe[1], 0)
+        out += op.process(build[1], 1)
+        out += op.end_input(1)
+        out += op.process(probe[2], 0)
+        out += op.process(probe[3], 0)
+        out += op.end_input(0)
+        out += op.finish()
+    finally:
+        op.close()
+    return pa.concat_tables(out)
+
+
+def oracle_join() -> pa.Table:
+    connection = duckdb.connect(config={"threads": 1})
+    try:
+        connection.register("input", TABLE)
+        connection.register("input1", DIM)
+        return connection.execute(JOIN).to_arrow_table()
+    finally:
+        connection.close()
+
+
+def test_a_streaming_query_emits_before_input_0_ends_and_needs_only_input_1_whole() -> None:
+    op = joined(streams=True)
+    assert (op.output_on_eof, op.output_on_eof_of(0), op.output_on_eof_of(1)) == (
+        False,
+        False,
+        True,
+    )
+    assert op.describe() == "joined (sql, streams input 0 once the others ended)"
+    blocking = joined(streams=False)
+    assert (blocking.output_on_eof_of(0), blocking.output_on_eof_of(1)) == (True, True)
+
+
+@pytest.mark.parametrize("memory", [64 << 20, 16], ids=["held", "staged"])
+@pytest.mark.parametrize("streams", [True, False], ids=["streams", "whole"])
+def test_a_two_input_query_equals_duckdb_whatever_order_its_inputs_arrive_in(
+    streams: bool, memory: int
+) -> None:
+    """Input 0's early batches are held (within a quarter of the memory) and pushed
+    first, or staged with the rest when they do not fit: the answer is DuckDB's."""
+    got = run_interleaved(joined(streams), memory)
+    assert rows(got) == rows(oracle_join())

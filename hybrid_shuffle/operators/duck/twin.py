@@ -73,6 +73,7 @@ class DuckTwin(Operator):
         self.name = original.name
         self.num_inputs = original.num_inputs
         self.output_on_eof = original.output_on_eof
+        self.operator_kind = original.operator_kind
         self.uses_memory = original.uses_memory
         self.needs_context = original.needs_context
 

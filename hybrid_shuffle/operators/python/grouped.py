@@ -120,6 +120,7 @@ class GroupSide:
 class _Grouped(Operator):
     """Keeps every input batch; ``finish`` groups them."""
 
+    operator_kind = "udf"
     output_on_eof = True
 
     def __init__(

@@ -157,6 +157,8 @@ class PythonMapIter(Operator):
     output their declared columns; an iterator pandas UDF reads its arguments and its
     results are appended to the ``keep`` columns of the rows they came from."""
 
+    operator_kind = "udf"
+
     def __init__(
         self,
         call: PythonCall,

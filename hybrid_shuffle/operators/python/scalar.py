@@ -48,6 +48,8 @@ def appended(
 class PythonEval(Operator):
     """Appends ``outputs`` (one column per function of ``call``) to the ``keep`` columns."""
 
+    operator_kind = "udf"
+
     def __init__(
         self,
         call: PythonCall,

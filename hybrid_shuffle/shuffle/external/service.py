@@ -13,7 +13,7 @@ fails reads them again, and no producer runs again.
   every store pending: that ref fails the moment Ray reports the store dead, and
   ``lost_partitions`` (which never blocks) reports the dead store's partitions
   once and forgets the store, so the next registration on its node starts a
-  fresh one.
+  fresh one; the dead store's spill files are removed where the driver sees them.
 - ``ExternalShuffleEnvironment`` (executor) writes through ``RemotePartition``
   proxies (routing and coalescing stay in the executor; the store receives
   whole buffers) and reads exactly as the executor-local service does: the
@@ -23,6 +23,7 @@ fails reads them again, and no producer runs again.
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ import pyarrow as pa
 import ray
 
 from hybrid_shuffle.actor_process import NAMESPACE, start_pinned
-from hybrid_shuffle.actors.partition_store import MAX_CONCURRENCY, PartitionStore
+from hybrid_shuffle.actors.partition_store import MAX_CONCURRENCY, PartitionStore, store_directory
 from hybrid_shuffle.errors import ConfigError
 from hybrid_shuffle.shuffle.api import (
     InputGate,
@@ -217,6 +218,13 @@ class ExternalShuffleMaster:
             for pid in sorted(store.partitions):
                 self._registry.pop(pid, None)
                 self._lost.append(pid)
+            # its spill files are orphans: a replacement store removes its node's on
+            # start, but a removed node gets none, and where the driver sees that node's
+            # disk (a node of this machine, a shared spill_dir) they stayed until the
+            # session closed.  Done under the lock, so before any successor starts.
+            shutil.rmtree(
+                store_directory(self._environment.spill_dir, store.node_id), ignore_errors=True
+            )
 
 
 class ExternalShuffleEnvironment:

@@ -12,6 +12,11 @@ credit of all those channels in one message.  Requests to different processes
 are multiplexed over ``ray.wait``, so a join reads both sides as their data
 arrives and a slow producer never blocks a fast one.
 
+A gate whose edge reads its producers in order (``in_producer_order``: the gather of
+a range-partitioned sort's subtasks) still asks every producer at once, but holds what
+a later producer sends until every earlier one has ended, so its rows come out one
+producer after the other.
+
 Every wait is bounded: a producer that does not answer a poll within
 ``wait_timeout`` seconds, or a buffer that cannot be fetched in that time, ends
 the task with an error naming the edge and the producer.
@@ -84,9 +89,15 @@ class PollingInputGate:
     schema: pa.Schema | None = None
     #: the end of this input was yielded
     ended: bool = False
+    #: gates in producer order: the channel whose rows are delivered now (an index into
+    #: ``channels``, sorted by producer), and what later channels sent meanwhile
+    current: int = 0
+    held: dict[int, list[pa.Table]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.channels = [_Channel(c) for c in self.spec.channels]
+        if self.spec.in_producer_order:  # a producer's several channels keep their order
+            self.channels.sort(key=lambda c: c.spec.producer_subtask)
         self.metrics = ReadMetrics(self.spec.edge, self.spec.consumer_subtask)
 
     @property
@@ -156,6 +167,24 @@ class PollingInputGate:
         if rr is None or buffer.key_range is None:
             return True
         return buffer.key_range.may_hold(self.boundaries, rr.bucket, rr.consumers, rr.take_nulls)
+
+    def in_order(self, channel: _Channel | None, tables: list[pa.Table]) -> list[pa.Table]:
+        """The tables to deliver now: all of ``tables`` for a gate that reads its
+        producers as they come; for one in producer order, those of the current channel
+        and, once it ended, of the next ones (``channel``'s ``tables`` are held until
+        its turn; ``channel`` None: only see whether a turn passed)."""
+        if not self.spec.in_producer_order:
+            return tables
+        if channel is not None and tables:
+            self.held.setdefault(id(channel), []).extend(tables)
+        ready: list[pa.Table] = []
+        while self.current < len(self.channels):
+            now = self.channels[self.current]
+            ready.extend(self.held.pop(id(now), []))
+            if not now.done:
+                break
+            self.current += 1
+        return ready
 
     def select_rows(self, table: pa.Table) -> pa.Table:
         """Range edges: keep the rows of this consumer's key interval."""
@@ -270,8 +299,10 @@ def read_gates(
             yield from _read_handed_over(gate)
         if arrived:
             tables = _fetch_arrived(arrived, producer)
-            for (gate, _, _), fetched in zip(arrived, tables, strict=True):
-                yield from _deliver(gate, fetched)
+            for (gate, channel, _), fetched in zip(arrived, tables, strict=True):
+                yield from _deliver(gate, fetched, channel)
+        for gate in {id(g): g for g, _ in asked if g.spec.in_producer_order}.values():
+            yield from _deliver(gate, [])  # a channel that ended passes the turn on
         for gate, _ in asked:
             if gate.finished:
                 yield from _end(gate)
@@ -322,15 +353,16 @@ def _read_handed_over(
         gate.metrics.producer_finished_at[producer] = c.spec.producer_finished_at
         if tables:
             gate.received_from(producer)
-        yield from _deliver(gate, tables)
+        yield from _deliver(gate, tables, c)
     if gate.finished:
         yield from _end(gate)
 
 
 def _deliver(
-    gate: PollingInputGate, tables: list[pa.Table]
+    gate: PollingInputGate, tables: list[pa.Table], channel: _Channel | None = None
 ) -> Iterator[tuple[InputGateDescriptor, pa.Table | None]]:
-    for table in tables:
+    """``channel``'s new ``tables``, as far as their turn has come (``in_order``)."""
+    for table in gate.in_order(channel, tables):
         gate.metrics.buffers += 1
         gate.metrics.bytes += table.nbytes
         selected = gate.select_rows(table)

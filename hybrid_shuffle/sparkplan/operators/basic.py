@@ -16,7 +16,7 @@ from hybrid_shuffle.sparkplan.types import column_type
 if TYPE_CHECKING:
     from hybrid_shuffle.sparkplan.translate import Translator
 
-__all__ = ["named_output", "order_by"]
+__all__ = ["keeps_global_order", "named_output", "order_by", "sort_key"]
 
 
 @register_operator(
@@ -56,7 +56,7 @@ def named_output(tr: Translator, exprs: list[Node], child: Rel) -> tuple[str, li
 def _project(tr: Translator, node: Node, stage: Stage) -> Rel:
     child = tr.rel(node.child, stage)
     items, columns = named_output(tr, node.exprs("projectList"), child)
-    return Rel(f"SELECT {items} FROM ({child.sql}) AS t", columns)
+    return Rel(f"SELECT {items} FROM ({child.sql}) AS t", columns, streams=child.streams)
 
 
 @register_operator("FilterExec")
@@ -66,21 +66,68 @@ def _filter(tr: Translator, node: Node, stage: Stage) -> Rel:
     assert condition is not None
     sql = compile_expression(condition, child.scope(tr.subquery_of_stage))
     return Rel(
-        f"SELECT {child.select_list()} FROM ({child.sql}) AS t WHERE {sql.text}", child.columns
+        f"SELECT {child.select_list()} FROM ({child.sql}) AS t WHERE {sql.text}",
+        child.columns,
+        streams=child.streams,
     )
 
 
-def order_by(tr: Translator, orders: list[Node], rel: Rel) -> str:
-    """``ORDER BY`` items of Spark ``SortOrder``s: direction and null order as given
-    (Spark: ascending puts nulls first, descending last)."""
+def _orders(tr: Translator, orders: list[Node], rel: Rel) -> list[tuple[str, str]]:
+    """Each Spark ``SortOrder`` as (its expression's SQL, ``ASC NULLS FIRST`` or the like):
+    direction and null order as given (Spark: ascending puts nulls first, descending
+    last)."""
     scope = rel.scope(tr.subquery_of_stage)
     parts = []
     for o in orders:
         sql = compile_expression(o.child, scope)
         direction = "DESC" if o.object("direction") == "Descending" else "ASC"
         nulls = "NULLS LAST" if o.object("nullOrdering") == "NullsLast" else "NULLS FIRST"
-        parts.append(f"{sql.text} {direction} {nulls}")
-    return ", ".join(parts)
+        parts.append((sql.text, f"{direction} {nulls}"))
+    return parts
+
+
+def order_by(tr: Translator, orders: list[Node], rel: Rel) -> str:
+    """``ORDER BY`` items of Spark ``SortOrder``s."""
+    return ", ".join(f"{sql} {order}" for sql, order in _orders(tr, orders, rel))
+
+
+def sort_key(tr: Translator, orders: list[Node], rel: Rel) -> str:
+    """One ``BLOB`` whose byte order is the order ``order_by`` sorts in
+    (``create_sort_key``, the key DuckDB's own sort compares): a range edge partitions
+    on it as one ascending key.  Never null (a null sorts first or last as asked), so
+    every row falls in a bucket; NaN is above every number and -0.0 equals 0.0, as in
+    Spark."""
+    items = ", ".join(f"{sql}, '{order}'" for sql, order in _orders(tr, orders, rel))
+    return f"create_sort_key({items})"
+
+
+#: operators that keep the order of their rows in a task and their partitioning: a
+#: global sort below them still orders their output across subtasks
+_ORDER_KEEPING = frozenset(
+    {
+        "ProjectExec",
+        "FilterExec",
+        "LocalLimitExec",
+        "GlobalLimitExec",
+        "GenerateExec",
+        "WholeStageCodegenExec",
+        "InputAdapter",
+        "ColumnarToRowExec",
+        "RowToColumnarExec",
+        "BatchEvalPythonExec",
+        "ArrowEvalPythonExec",
+    }
+)
+
+
+def keeps_global_order(node: Node) -> bool:
+    """Whether ``node``'s rows are sorted across its partitions, partition 0's first (a
+    global sort's, through operators that keep it): gathering them into one task then
+    takes the producers in order (``Partitioner.in_producer_order``), as Spark reads
+    the partitions of a ``SinglePartition`` shuffle or a ``CollectLimit``."""
+    while node.cls in _ORDER_KEEPING and node.children:
+        node = node.child
+    return node.cls == "SortExec" and bool(node.get("global", False))
 
 
 @register_operator("SortExec")
@@ -148,7 +195,7 @@ def _collect_limit(tr: Translator, node: Node, stage: Stage) -> Rel:
     # gathered rows skip the ``offset`` first (in the child's order, as Spark's partitions)
     head = f" LIMIT {limit}" if limit >= 0 else ""
     local = Rel(f"SELECT {child.select_list()} FROM ({child.sql}) AS t{head}", child.columns)
-    gathered = tr.gather(local, stage, node)
+    gathered = tr.gather(local, stage, node, keeps_global_order(node.child))
     return Rel(
         f"SELECT {gathered.select_list()} FROM ({gathered.sql}) AS t{_limit_clause(limit, offset)}",
         gathered.columns,

@@ -3,9 +3,15 @@
 
 - ``hashpartitioning(keys)`` -> a hash edge on the keys (a key that is an expression
   is computed into a column of the producer's stage first);
-- ``SinglePartition`` and ``rangepartitioning`` -> one consumer subtask (a global
-  sort's input is small after the plan's aggregates; a range edge sorted in
-  Spark's null order is future work);
+- ``rangepartitioning(orders)`` -> a range edge: the producer's stage computes one
+  binary key whose byte order is Spark's sort order (``basic.sort_key``: directions,
+  nulls first or last, NaN above every number, -0.0 equal to 0.0), its boundaries
+  are sampled from every producer's rows, and consumer subtask ``i`` gets the ``i``-th
+  key interval; the global ``Sort`` above it sorts each subtask's rows, and the
+  result, collected in subtask order, is Spark's order;
+- ``SinglePartition`` -> one consumer subtask; when its input is sorted across
+  subtasks (a sort with a limit or a generator above it) the consumer takes its
+  producers in subtask order, so the order is kept;
 - ``RoundRobinPartitioning`` -> a round-robin edge;
 - ``BroadcastExchange`` -> a broadcast edge (the build side of a join);
 - ``ReusedExchange`` -> the same producer as the exchange it reuses, so its rows
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
+from hybrid_shuffle.sparkplan.operators.basic import keeps_global_order, sort_key
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
 from hybrid_shuffle.sparkplan.relation import Column, Rel
 from hybrid_shuffle.sparkplan.stage import Stage
@@ -60,8 +67,16 @@ def _partitioning(
         if extra:
             child = Rel(f"SELECT *, {', '.join(extra)} FROM ({child.sql}) AS t", child.columns)
         return child, Partitioner(PartitionerKind.HASH, tuple(keys)), None, child.columns
-    if kind in ("SinglePartition", "RangePartitioning"):
-        return child, Partitioner(PartitionerKind.ROUND_ROBIN), 1, child.columns
+    if kind == "RangePartitioning":
+        assert partitioning is not None
+        name = f"k{node.op_id}"
+        text = sort_key(tr, partitioning.children, child)
+        child = Rel(f"SELECT *, {text} AS {name} FROM ({child.sql}) AS t", child.columns)
+        return child, Partitioner(PartitionerKind.RANGE, (name,)), None, child.columns
+    if kind == "SinglePartition":
+        ordered = keeps_global_order(node.child)
+        partitioner = Partitioner(PartitionerKind.ROUND_ROBIN, in_producer_order=ordered)
+        return child, partitioner, 1, child.columns
     if kind == "RoundRobinPartitioning":
         return child, Partitioner(PartitionerKind.ROUND_ROBIN), None, child.columns
     raise Unsupported(f"an exchange by {kind}")

@@ -5,7 +5,11 @@ of them and of the nested loop joins (``nested_loop``).
 
 The strategy Spark chose decides the edges (its exchanges), not the SQL: a
 broadcast side arrives over a broadcast edge, a shuffled one over a hash edge,
-and the join itself is the same SQL join in every case.  Keys never match
+and the join itself is the same SQL join in every case.  A hash join (broadcast or
+shuffled) streams the side it does not build (``Rel.streams``): its rows flow
+through the stage's query as they arrive once the built side ended, so the edge
+into that side is not output-on-EOF.  A sort-merge join is the same SQL join, run by
+DuckDB as a hash join, so it streams one side too (``streamed_side``).  Keys never match
 null, as in Spark (a ``<=>`` key is planned by Spark as ``coalesce`` and ``isnull``
 keys).
 
@@ -38,7 +42,7 @@ from hybrid_shuffle.sparkplan.types import BOOLEAN
 if TYPE_CHECKING:
     from hybrid_shuffle.sparkplan.translate import Translator
 
-__all__ = ["join_sql", "join_type"]
+__all__ = ["join_sql", "join_type", "streamed_side"]
 
 _SQL_JOINS = {
     "Inner": "JOIN",
@@ -140,4 +144,29 @@ def _null_aware_anti(node, left, right, scope, l_sql, r_sql, on) -> Rel:  # type
 def _hash_join(tr: Translator, node: Node, stage: Stage) -> Rel:
     left = tr.rel(node.children[0], stage)
     right = tr.rel(node.children[1], stage)
-    return join_sql(tr, node, left, right)
+    joined = join_sql(tr, node, left, right)
+    joined.streams = (left, right)[streamed_side(tr, node)].streams
+    return joined
+
+
+def streamed_side(tr: Translator, node: Node) -> int:
+    """The side (0: left, 1: right) whose rows flow through the join as they arrive: the
+    one a hash join does not build.  A broadcast or shuffled hash join says which side it
+    builds.  A sort-merge join runs here as DuckDB's hash join too, so it streams the
+    side Spark's shuffled hash join would: the left of a left outer, semi, anti or
+    existence join, the right of a right outer join, and of an inner or full outer join
+    the side Spark estimates larger (the left when it cannot tell)."""
+    if node.cls != "SortMergeJoinExec":
+        return 1 if node.object("buildSide") == "BuildLeft" else 0
+    from hybrid_shuffle.plan.join_switch import build_sides
+    from hybrid_shuffle.sparkplan.switchable import estimate  # it imports this module
+
+    kind = join_type(node)
+    sides = build_sides(kind)
+    if sides == ("left",):
+        return 1
+    if kind in ("Inner", "Cross", "FullOuter"):
+        left, right = (estimate(tr.plan, child) for child in node.children)
+        if left is not None and right is not None and left < right:
+            return 1
+    return 0

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hybrid_shuffle.plan.edge_rules import EdgeFacts
 from hybrid_shuffle.plan.logical import ExchangeSpec
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
+from hybrid_shuffle.sparkplan.edge_facts import consumer_kind
 from hybrid_shuffle.sparkplan.expressions import Unsupported
 from hybrid_shuffle.sparkplan.operators.join import join_sql, join_type
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
@@ -80,13 +82,15 @@ def _in_one_task(tr: Translator, node: Node, stage: Stage, streamed: int) -> Rel
         stream = own.finish(rel, f"stage_{node.op_id}_streamed", final=False)
         edge = f"gather_{shown}"
         tr.info.edges[edge] = f"the streamed side of {what}, into the one task joining it"
-        spec = ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), edge, None, 1)
+        facts = EdgeFacts("gather", (), "join")
+        spec = ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), edge, None, 1, facts=facts)
         sides.append(joining.read(stream, spec, rel.columns))
     joined = join_sql(tr, node, sides[0], sides[1])
     stream = joining.finish(joined, f"stage_{node.op_id}_join", final=False)
     edge = f"spread_{shown}"
     tr.info.edges[edge] = f"the rows of {what}, joined in one task, to the next operators"
-    spec = ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), edge)
+    facts = EdgeFacts("round_robin", (), consumer_kind(node, tr.parents()))
+    spec = ExchangeSpec(Partitioner(PartitionerKind.ROUND_ROBIN), edge, facts=facts)
     return stage.read(stream, spec, joined.columns)
 
 
@@ -98,6 +102,7 @@ def _cartesian(tr: Translator, node: Node, stage: Stage) -> Rel:
     stream = own.finish(rel, f"stage_{node.op_id}_right", final=False)
     edge = f"broadcast_{tr.plan.shown_id(node.op_id or -1)}"
     tr.info.edges[edge] = f"the right side of {tr.describe(node)}, sent to every subtask"
-    spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), edge)
+    facts = EdgeFacts("broadcast", (), "join")
+    spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), edge, facts=facts)
     right = stage.read(stream, spec, rel.columns)
     return join_sql(tr, node, left, right)
