@@ -8,7 +8,8 @@ One Parquet dataset (``--rows`` rows, 8 files: a unique ``id``, a double ``k`` w
 nulls, some NaN and many ties, a short string ``s`` and a long ``v``) and one query,
 ``SELECT id, k, s, v FROM o ORDER BY k DESC NULLS LAST, id``, the whole result brought
 back to the driver as Arrow.  Each of the three runs it, in the same session and the
-same run, one after the other within every round:
+same run, one after the other within every round (Spark first, the engine's two in
+turns):
 
 * **spark**: ``spark.sql(query)`` collected as Arrow in Spark on Ray (one executor with
   both cores, AQE on);
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=_count, default=10_000_000, help="10M, 1e6 or 200000")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--no-spark", action="store_true", help="only the engine (checked against Spark once)"
+    )
     args = parser.parse_args(argv)
     path = dataset(args.rows)
     timings: dict[str, list[float]] = {s: [] for s in SYSTEMS}
@@ -128,13 +132,25 @@ def main(argv: list[str] | None = None) -> int:
             if fell_back:
                 raise AssertionError(f"ran in Spark: {fell_back}")
             result = stream.collect()
-            profiles[system] = str(result.profile())
+            start = min(t.started_at for t in result.tasks)
+            tasks = [
+                f"  {t.vertex}[{t.subtask}] on executor {t.executor_index}: "
+                f"{t.started_at - start:5.2f} s -> {t.finished_at - start:5.2f} s, "
+                f"CPU {t.process_cpu_seconds or t.cpu_seconds:.2f} s"
+                for t in sorted(result.tasks, key=lambda t: t.started_at)
+            ]
+            profiles[system] = "\n".join([str(result.profile()), "Tasks:", *tasks])
             subtasks[system] = result.vertices["result"].subtasks
             return result.table
 
         want: np.ndarray | None = None
         for round_ in range(args.runs + 1):  # round 0: the warm-up
-            for system in SYSTEMS:
+            # Spark first in every round (its answer is the check); the engine's two in
+            # turns, so that neither always follows the other's job
+            engine = ["parallel", "single"] if round_ % 2 else ["single", "parallel"]
+            for system in ["spark", *engine]:
+                if system == "spark" and args.no_spark and want is not None:
+                    continue
                 started = time.perf_counter()
                 table = run_spark() if system == "spark" else run_engine(system)
                 seconds = time.perf_counter() - started
@@ -147,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                 if round_:
                     timings[system].append(seconds)
                 print(f"round {round_}: {system:>8} {seconds:7.2f} s", flush=True)
-    medians = {s: statistics.median(timings[s]) for s in SYSTEMS}
+    medians = {s: statistics.median(timings[s] or [float("nan")]) for s in SYSTEMS}
     print(f"\nORDER BY of {args.rows:,} rows ({QUERY}), median of {args.runs}:")
     for system in SYSTEMS:
         tasks = f" ({subtasks[system]} sorting subtasks)" if system in subtasks else ""
