@@ -172,3 +172,24 @@ def configured(session: hs.Session, tmp_path: Path, yaml: str) -> Iterator[None]
         yield
     finally:
         session.config = before
+
+
+# -- TPC-H --------------------------------------------------------------------------------
+
+
+def tpch_queries() -> dict[int, str]:
+    """TPC-H's 22 queries as DuckDB's ``tpch`` extension has them (from its wheel's file:
+    nothing is downloaded), by number, without their trailing ``;``."""
+    import duckdb
+    import duckdb_extension_tpch
+
+    folder = Path(duckdb_extension_tpch.__file__).parent / "extensions"
+    wanted = folder / f"v{duckdb.__version__}" / "tpch.duckdb_extension"
+    extension = wanted if wanted.is_file() else sorted(folder.glob("*/tpch.duckdb_extension"))[-1]
+    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    with duckdb.connect(config=config) as con:
+        con.execute(f"LOAD '{extension}'")
+        rows = con.execute("SELECT query_nr, query FROM tpch_queries()").fetchall()
+    found = {int(n): str(q).strip().rstrip(";") for n, q in rows}
+    assert sorted(found) == list(range(1, 23))
+    return found

@@ -33,6 +33,8 @@ import ray
 import hybrid_shuffle as hs
 from hybrid_shuffle.spark.backends import installed_pyspark
 
+from .oracle import tpch_queries
+
 pytestmark = pytest.mark.spark
 
 SCALE = 0.01
@@ -111,21 +113,7 @@ def tpch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def queries() -> dict[int, str]:
-    """TPC-H's queries as DuckDB's ``tpch`` extension has them (from its wheel's file:
-    nothing is downloaded)."""
-    import duckdb
-    import duckdb_extension_tpch
-
-    folder = Path(duckdb_extension_tpch.__file__).parent / "extensions"
-    wanted = folder / f"v{duckdb.__version__}" / "tpch.duckdb_extension"
-    extension = wanted if wanted.is_file() else sorted(folder.glob("*/tpch.duckdb_extension"))[-1]
-    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-    with duckdb.connect(config=config) as con:
-        con.execute(f"LOAD '{extension}'")
-        rows = con.execute("SELECT query_nr, query FROM tpch_queries()").fetchall()
-    found = {int(n): str(q).strip().rstrip(";") for n, q in rows}
-    assert sorted(found) == list(range(1, 23))
-    return found
+    return tpch_queries()
 
 
 @pytest.fixture(scope="module", params=RUN)

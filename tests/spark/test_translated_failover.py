@@ -45,7 +45,7 @@ import hybrid_shuffle as hs
 from ..integration.clusters import cluster_with_a_driver_head
 from ..integration.conftest import assert_no_leaks, wait_until
 from ..integration.phases import gate, kill_at
-from .oracle import exact_value, rows, spark_table
+from .oracle import exact_value, rows, spark_table, tpch_queries
 
 pytestmark = pytest.mark.spark
 
@@ -98,19 +98,8 @@ def tpch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def q18() -> str:
-    """TPC-H's Q18 as DuckDB's ``tpch`` extension has it (from its wheel's file)."""
-    import duckdb
-    import duckdb_extension_tpch
-
-    folder = Path(duckdb_extension_tpch.__file__).parent / "extensions"
-    wanted = folder / f"v{duckdb.__version__}" / "tpch.duckdb_extension"
-    extension = wanted if wanted.is_file() else sorted(folder.glob("*/tpch.duckdb_extension"))[-1]
-    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-    with duckdb.connect(config=config) as con:
-        con.execute(f"LOAD '{extension}'")
-        found = con.execute("SELECT query FROM tpch_queries() WHERE query_nr = 18").fetchone()
-    assert found is not None
-    return str(found[0]).strip().rstrip(";")
+    """TPC-H's Q18 as DuckDB's ``tpch`` extension has it."""
+    return tpch_queries()[18]
 
 
 @pytest.fixture(scope="module")
