@@ -42,7 +42,7 @@ class Partitioner:
 
         Broadcast needs every row everywhere; range partitioning decides each
         consumer's key interval only when every producer's sample is known, so
-        the producer writes one sorted stream and consumers read their slice.
+        the producer writes one stream and consumers read their slice of it.
         """
         return self.kind in (PartitionerKind.BROADCAST, PartitionerKind.RANGE)
 

@@ -8,12 +8,13 @@ producer keeps its whole output and publishes a key sample first, so consumers c
 agree on key intervals before any row moves (see
 ``Partitioner.shares_one_subpartition``).  Each buffer carries its key range, and
 a consumer reads the buffers that may hold its interval and keeps its rows of them.
-An integer key is sorted first (by NumPy, cheaply), so each consumer reads about
-its share.  Any other key (a translated sort's binary key) goes as it came: each
-consumer then reads every buffer and keeps its share, a filter that cost a tenth of
-regrouping the rows by key in the producer (a 5M-row ``take``) and less than the
-consumers' sort saved; on one node those reads are zero-copy.  With one consumer
-nothing is sampled or filtered.
+An integer key without nulls is sorted first (by NumPy, cheaply), so each consumer reads
+about its share.  Any other key (a translated sort's binary key) goes as it came: each
+consumer then reads every buffer and keeps its share.  On 5M rows per producer that
+filter cost about a sixth of regrouping the rows by key in the producer (a ``take``
+of every row, which cost as much as the consumers' sort saved); on one node those
+reads are zero-copy, across nodes each consumer fetches every buffer.  With one
+consumer nothing is sampled or filtered.
 
 At ``finish`` the writer hands the partition its output schema (of the first
 table with rows, else of the first without), which readers receive with the

@@ -6,6 +6,7 @@ import gc
 import os
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import ray
@@ -44,8 +45,10 @@ def assert_no_leaks(session: hs.Session) -> None:
     # ref that was in flight to a cancelled consumer is dropped by its owner a moment
     # after the consumer let go; wait for that count to settle (bounded), then insist
     none = {i: 0 for i in range(session.slots)}
-    wait_until(lambda: session.owned_objects() == none, 10.0, "executors' refs released")
-    assert session.owned_objects() == none
+    try:
+        wait_until(lambda: session.owned_objects() == none, 30.0, "executors' refs released")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; still held: {held_references(session)}") from None
     # and the partition stores of the external service, if the session runs any
     assert all(held == set() for held in session.stored_partitions().values())
     wait_until(lambda: not any(session.stored_objects().values()), 10.0, "stores' refs released")
@@ -53,6 +56,18 @@ def assert_no_leaks(session: hs.Session) -> None:
     # no actor is left over: the session's named actors are its executors and stores
     wanted = session.slots + len(session.stored_partitions())
     wait_until(lambda: len(session_actors(session)) == wanted, 10.0, "dead actors gone")
+
+
+def held_references(session: hs.Session) -> dict[int, dict[str, Any]]:
+    """Per executor that still holds any, the object references and their counts (what
+    Ray's reference table says: local Python refs, refs in submitted tasks), so that a
+    failed leak check names what leaked."""
+
+    def table(_actor: Any) -> dict[str, Any]:
+        return dict(ray._private.worker.global_worker.core_worker.get_all_reference_counts())
+
+    tables = ray.get([e.__ray_call__.remote(table) for e in session.executors], timeout=30)
+    return {i: t for i, t in enumerate(tables) if t}
 
 
 def session_actors(session: hs.Session) -> list[str]:

@@ -121,9 +121,9 @@ def test_hash_aggregation_gives_pyarrows_rows(
 def test_a_sort_on_a_string_key_gives_pyarrows_order(
     session: hs.Session, data: tuple[pa.Table, pa.Table], descending: bool
 ) -> None:
-    """A range edge on a string key through the store: producers write their rows in
-    chunks of ascending key ranges (not sorted), each of 3 consumers reads the ones
-    that may hold its interval, and the result is pyarrow's order (nulls last)."""
+    """A range edge on a string key through the store: producers write their rows as
+    they came (not sorted), each of 3 consumers keeps its key interval's rows of every
+    buffer, and the result is pyarrow's order (nulls last)."""
     table = data[0]
     job = session.job(f"ext-sort-{descending}")
     result = (

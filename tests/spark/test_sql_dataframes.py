@@ -391,8 +391,8 @@ def test_a_global_sort_is_a_range_edge_in_spark_s_order(
     session: hs.Session, spark: Any, tmp_path: Path, parallelism: int
 ) -> None:
     """``rangepartitioning`` becomes a range edge with ``parallelism`` consumer subtasks
-    (binary sort keys in Spark's order, boundaries sampled, buffers of 16 KiB so that
-    consumers skip some), and the collected result is Spark's ``ORDER BY``."""
+    (binary sort keys in Spark's order, boundaries sampled, buffers of 16 KiB, many of
+    them straddling the boundaries), and the collected result is Spark's ``ORDER BY``."""
     parquet_views(spark, tmp_path, {"o": _o_table()})
     yaml = (BASE_YAML % "").replace("parallelism: 2", f"parallelism: {parallelism}")
     with configured(session, tmp_path, yaml.replace("buffer_size: 1 MiB", "buffer_size: 16 KiB")):

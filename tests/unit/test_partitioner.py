@@ -247,6 +247,8 @@ def test_a_sample_of_unsorted_keys_skips_nulls_and_weighs_the_rows_it_stands_for
     assert weight * len(sample) == 5  # the non-null, non-NaN rows
     nulls = pa.array([None] * 999 + [7.0])  # the evenly spaced rows miss the one value
     assert sample_keys(nulls, 10) == (pa.array([7.0]), 1.0)
+    chunked = pa.chunked_array([[], [4, 1], [], [3], [2, 5, 0]], pa.int64())
+    assert sample_keys(chunked, 3)[0].to_pylist() == [4, 3, 0]  # rows 0, 2 and 5
 
 
 def test_a_range_writer_with_one_reader_writes_its_rows_as_they_came() -> None:
