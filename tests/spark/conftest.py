@@ -1,11 +1,20 @@
-"""One Spark on Ray (through RayDP) per test module: Spark starts in about 15 s."""
+"""One Spark on Ray (through RayDP) shared by the modules that take the ``session``
+fixture: Spark and Ray start in 15-30 s, once instead of once per module.
+
+A module that needs a Ray of its own (a cluster, another runtime_env, an attached
+Spark) sets ``STARTS_ITS_OWN_RAY = True`` and calls :func:`own_ray` before it starts
+one; such modules run after the sharing ones (``pytest_collection_modifyitems``), so
+the shared session starts once per pass.  Each sharing module leaves the session as it
+found it: its config restored and the temporary views it made dropped.
+"""
 
 from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
@@ -14,6 +23,7 @@ import hybrid_shuffle as hs
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
+HERE = Path(__file__).resolve().parent
 
 CONFIG = {
     "parallelism": 2,
@@ -22,15 +32,77 @@ CONFIG = {
     "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "1 GiB"},
 }
 
+#: the open shared session and the SIGINT handler from before it started
+_shared: list[tuple[hs.Session, Callable[..., Any] | int | None]] = []
 
-@pytest.fixture(scope="module")
-def session() -> Iterator[hs.Session]:
-    if ray.is_initialized():
-        ray.shutdown()
-    sigint = signal.getsignal(signal.SIGINT)
-    with hs.Session(CONFIG, slots=2) as s:
-        yield s
+
+def close_shared_session() -> None:
+    """Close the shared session if one is open, and check it stopped what it started."""
+    if not _shared:
+        return
+    session, sigint = _shared.pop()
+    session.close()
     assert not ray.is_initialized()  # the session started Ray, so it stopped it
     # PySpark's handler (cancel the context's jobs) is gone with the Spark it served:
     # Ctrl-C raises KeyboardInterrupt again, not AttributeError from a stopped context
     assert signal.getsignal(signal.SIGINT) is sigint
+
+
+def own_ray() -> None:
+    """Make way for a Ray of the caller's own: close the shared session, stop any Ray."""
+    close_shared_session()
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def _shared_session() -> hs.Session:
+    if _shared:
+        assert ray.is_initialized(), (
+            "a module stopped Ray under the shared session: set STARTS_ITS_OWN_RAY and "
+            "call own_ray() before starting a Ray of its own"
+        )
+        return _shared[0][0]
+    if ray.is_initialized():
+        ray.shutdown()
+    sigint = signal.getsignal(signal.SIGINT)
+    _shared.append((hs.Session(CONFIG, slots=2), sigint))
+    return _shared[0][0]
+
+
+def _temporary_views(session: hs.Session) -> set[str]:
+    return {t.name for t in session.spark.catalog.listTables() if t.isTemporary}
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[hs.Session]:
+    """The shared session, as the module found it once the module is done."""
+    s = _shared_session()
+    config, views = s.config, _temporary_views(s)
+    yield s
+    s.config = config
+    for view in _temporary_views(s) - views:
+        s.spark.catalog.dropTempView(view)
+
+
+def _starts_its_own_ray(item: pytest.Item) -> bool:
+    module = getattr(item, "module", None)
+    return bool(getattr(module, "STARTS_ITS_OWN_RAY", False))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules of this folder that start their own Ray run after those sharing the
+    session (each keeps its tests' order); every other test keeps its place."""
+    places = [i for i, item in enumerate(items) if HERE in Path(str(item.path)).parents]
+    ours = [items[i] for i in places]
+    ordered = sorted(ours, key=_starts_its_own_ray)  # stable: False first
+    for place, item in zip(places, ordered, strict=True):
+        items[place] = item
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """The shared session closes when the pass leaves this folder (or ends), once the
+    last module's fixtures are torn down."""
+    yield
+    if nextitem is None or HERE not in Path(str(nextitem.path)).parents:
+        close_shared_session()

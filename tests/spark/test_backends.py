@@ -25,9 +25,13 @@ from hybrid_shuffle.config import SparkConfig, load_config
 from hybrid_shuffle.spark import JAVA_OPTIONS
 from hybrid_shuffle.spark.backends import choose_backend, installed_pyspark
 
+from .conftest import own_ray
 from .test_bridge import holder_worker, owners, rows
 
 pytestmark = pytest.mark.spark
+
+#: runs after the modules sharing conftest's session, which own_ray() closes
+STARTS_ITS_OWN_RAY = True
 pyspark_sql = pytest.importorskip("pyspark.sql")
 
 PYSPARK = installed_pyspark() or "0"
@@ -45,8 +49,7 @@ def test_the_default_backend_fits_the_installed_pyspark() -> None:
 
 @pytest.mark.skipif(not SPARK4, reason="RayDP runs on the installed pyspark 3.5")
 def test_raydp_on_pyspark_4_is_one_sentence_naming_both_versions() -> None:
-    if ray.is_initialized():
-        ray.shutdown()
+    own_ray()
     with pytest.raises(hs.ConfigError) as raised:
         hs.Session({**CONFIG, "spark": {"backend": "raydp"}})
     message = str(raised.value)
@@ -81,6 +84,8 @@ def own_spark() -> Iterator[Any]:
     """A local SparkSession made here, as a notebook would: the engine must not stop it."""
     from pyspark.sql import SparkSession
 
+    own_ray()  # the shared session's Spark would otherwise be the one getOrCreate returns
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers' Python: the driver's
     spark = (
         SparkSession.builder.master("local[2]")
@@ -96,8 +101,7 @@ def own_spark() -> Iterator[Any]:
 
 @_ATTACH_HERE
 def test_attach_serves_the_session_and_the_spark_outlives_it(own_spark: Any) -> None:
-    if ray.is_initialized():
-        ray.shutdown()
+    own_ray()
     df = own_spark.range(0, 5000, numPartitions=3).selectExpr(
         "id", "cast(id % 7 as int) as k", "cast(id / 3 as decimal(12,2)) as d"
     )
@@ -117,8 +121,7 @@ def test_a_hand_over_above_collect_limit_never_passes_through_the_driver(
 ) -> None:
     """On an attached Spark; ``test_bridge`` checks the same on the Spark the session
     starts (RayDP on Spark 3.5, local mode on Spark 4)."""
-    if ray.is_initialized():
-        ray.shutdown()
+    own_ray()
     config = {**CONFIG, "spark": {"collect_limit": "1 KiB", "collect_chunk": 20_000}}
     with hs.Session(config, spark=own_spark) as session:
         df = own_spark.range(0, 100_000, numPartitions=3).selectExpr(

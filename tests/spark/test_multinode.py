@@ -10,18 +10,20 @@ from ray.cluster_utils import Cluster
 
 import hybrid_shuffle as hs
 
-from .conftest import CONFIG
+from .conftest import CONFIG, own_ray
 from .test_bridge import rows
 
 pytestmark = pytest.mark.spark
+
+#: runs after the modules sharing conftest's session, which own_ray() closes
+STARTS_ITS_OWN_RAY = True
 
 NODE = {"num_cpus": 2, "object_store_memory": 250 * 2**20}
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    if ray.is_initialized():
-        ray.shutdown()
+    own_ray()
     cluster = Cluster(initialize_head=True, head_node_args=NODE)
     cluster.add_node(**NODE)
     cluster.wait_for_nodes()

@@ -23,7 +23,6 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pytest
-import ray
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.sql.functions import pandas_udf, udf
@@ -31,9 +30,13 @@ from pyspark.sql.types import DoubleType, LongType, StringType
 
 import hybrid_shuffle as hs
 
+from .conftest import own_ray
 from .oracle import BASE_YAML, check, check_sql, configured, parquet_views, rows, subtrees
 
 pytestmark = pytest.mark.spark
+
+#: runs after the modules sharing conftest's session, which own_ray() closes
+STARTS_ITS_OWN_RAY = True
 
 ROWS = 300
 #: the module only ``ray.runtime_env`` ships to the executors
@@ -54,8 +57,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hs.Session]:
     unshipped = tmp_path_factory.mktemp("unshipped")
     _module(unshipped, UNSHIPPED, "def negated(x):\n    return -x\n")
     sys.path[:0] = [str(shipped), str(unshipped)]  # the driver imports both
-    if ray.is_initialized():
-        ray.shutdown()
+    own_ray()
     sigint = signal.getsignal(signal.SIGINT)
     config = {
         "parallelism": 2,

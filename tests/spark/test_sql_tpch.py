@@ -33,9 +33,13 @@ import ray
 import hybrid_shuffle as hs
 from hybrid_shuffle.spark.backends import installed_pyspark
 
+from .conftest import own_ray
 from .oracle import tpch_queries
 
 pytestmark = pytest.mark.spark
+
+#: runs after the modules sharing conftest's session, which own_ray() closes
+STARTS_ITS_OWN_RAY = True
 
 SCALE = 0.01
 TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
@@ -119,8 +123,7 @@ def queries() -> dict[int, str]:
 @pytest.fixture(scope="module", params=RUN)
 def tpch(request: pytest.FixtureRequest, tpch_dir: Path) -> Iterator[Tpch]:
     setup = SETUPS[request.param]
-    if ray.is_initialized():
-        ray.shutdown()
+    own_ray()
     with hs.Session(setup.config(), slots=2) as session:
         spark = session.spark
         if setup.broadcast_threshold is not None:

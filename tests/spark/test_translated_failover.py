@@ -45,9 +45,13 @@ import hybrid_shuffle as hs
 from ..integration.clusters import cluster_with_a_driver_head
 from ..integration.conftest import assert_no_leaks, wait_until
 from ..integration.phases import gate, kill_at
+from .conftest import own_ray
 from .oracle import exact_value, rows, spark_table, tpch_queries
 
 pytestmark = pytest.mark.spark
+
+#: runs after the modules sharing conftest's session, which own_ray() closes
+STARTS_ITS_OWN_RAY = True
 
 MODES = ("pipelined", "blocking", "hybrid-selective", "hybrid-full")
 SERVICES = ("executor-local", "external")
@@ -75,6 +79,7 @@ CONFIG: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
+    own_ray()
     cluster = cluster_with_a_driver_head(100 * 2**20)
     for _ in range(3):  # two for the slots, one spare for the node-loss test
         cluster.add_node(**NODE)
