@@ -40,7 +40,6 @@ __all__ = [
     "BATCH_MODES",
     "EDGE_CONSUMERS",
     "EDGE_KINDS",
-    "KERNELS",
     "MAX_CREDITS",
     "MAX_WAIT_TIMEOUT",
     "MIN_WAIT_TIMEOUT",
@@ -260,29 +259,18 @@ class FailoverConfig:
     speculation: SpeculationConfig = field(default_factory=SpeculationConfig)
 
 
-#: ``operators.kernel``: the libraries a task's operators can run on
-KERNELS = ("duckdb", "arrow")
-
-
 @dataclass(frozen=True)
 class OperatorsConfig:
-    """How a task runs its operators: the kernel library, its threads, and the memory
-    each sort, join, aggregate or co_group task may use for its state (Flink's
-    managed memory per slot).  On the duckdb kernel the task's DuckDB keeps that
-    state within it and spills the rest to a private directory under
-    ``shuffle.spill_dir``; the arrow kernel is pyarrow compute in memory, for
-    comparison: it reports its peak but never spills.  A task with several such
-    operators (an aggregate and the combiner in front of its exchange) splits the
-    memory evenly between them.  The kernels are compared in
-    ``docs/architecture.md`` §11."""
+    """How a task runs its operators: its DuckDB's threads, and the memory each sort,
+    join, aggregate or co_group task may use for its state (Flink's managed memory
+    per slot).  Every such operator runs on the task's DuckDB, which keeps that
+    state within the memory and spills the rest to a private directory under
+    ``shuffle.spill_dir``.  A task with several such operators (an aggregate and
+    the combiner in front of its exchange) splits the memory evenly between them."""
 
     #: bytes of operator state per task (DuckDB's memory_limit, at least 64 MiB);
-    #: beyond it sorts, joins and aggregates spill on duckdb, arrow only reports it
+    #: beyond it sorts, joins and aggregates spill
     memory: int = 512 * MiB
-    #: the library that runs aggregates, joins, sorts, top_n and sql inside a task:
-    #: duckdb (spills within memory) or arrow (pyarrow compute in memory, never
-    #: spills, kept for comparison)
-    kernel: str = "duckdb"
     #: threads each task's DuckDB may use (one slot is one core, so 1)
     threads: int = 1
 
@@ -824,6 +812,11 @@ def _speculation(raw: Mapping[str, Any]) -> SpeculationConfig:
 
 
 def _operators(raw: Mapping[str, Any]) -> OperatorsConfig:
+    if "kernel" in raw:
+        raise ConfigError(
+            "operators.kernel: the key was removed: every operator runs on DuckDB now; "
+            "delete it from the config"
+        )
     _check_keys(raw, _OPERATORS, "operators.")
     s: dict[str, Any] = {}
     if "memory" in raw:
@@ -834,13 +827,6 @@ def _operators(raw: Mapping[str, Any]) -> OperatorsConfig:
                 "give at least 1 MiB, like 256 MiB"
             )
         s["memory"] = memory
-    if "kernel" in raw:
-        if raw["kernel"] not in KERNELS:
-            raise ConfigError(
-                f"operators.kernel: {raw['kernel']!r} is not a kernel; use one of: "
-                f"{', '.join(KERNELS)}"
-            )
-        s["kernel"] = raw["kernel"]
     if "threads" in raw:
         s["threads"] = _positive_int(raw["threads"], "operators.threads")
     return OperatorsConfig(**s)

@@ -15,9 +15,11 @@ partials straight on, so it never costs more than one ``group_by`` per batch.
 
 Memory (``OperatorContext``): ``HashAggregate`` keeps its partials in memory
 and re-reduces them once they take half of ``context.memory`` (or pile up); it
-reports what it holds (``peak_memory_bytes``) but never spills.  On the Arrow
-kernel ``operators.memory`` is not enforced: bounded memory and spilling are the
-DuckDB twin's job (``duck/aggregate.py``, which spills within the task's
+reports what it holds (``peak_memory_bytes``) but never spills.  A task runs
+``HashAggregate`` on DuckDB (``duck/aggregate.py``, swapped in by
+``duck.operators.on_duckdb``), and this in-memory reduction only on the inputs
+it hands back (float keys): bounded memory and spilling are the DuckDB
+operator's job (``duck/aggregate.py``, which spills within the task's
 ``memory_limit``).  ``PartialAggregate`` emits its partials when they fill its
 memory (``min(max_bytes, context.memory)``), FLIP-44's flush on a full buffer.
 
@@ -93,13 +95,6 @@ class HashAggregate(Operator):
     @property
     def reduction(self) -> Reduction:
         return self._agg
-
-    def on_kernel(self, kernel: str) -> Operator:
-        if kernel != "duckdb":
-            return self
-        from hybrid_shuffle.operators.duck.aggregate import DuckAggregate
-
-        return DuckAggregate(self)
 
     def open(self, context: OperatorContext | None = None) -> None:
         self._context = context if context is not None else OperatorContext.unbounded()

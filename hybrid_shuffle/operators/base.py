@@ -103,13 +103,6 @@ class Operator(ABC):
         """The task ended, however it ended (after ``finish``, or after a failure or a
         cancellation mid-input): let go of what ``open`` started.  Idempotent."""
 
-    def on_kernel(self, kernel: str) -> Operator:
-        """The operator that runs this one on ``kernel`` (``operators.kernel``): itself
-        (the default, and every operator on ``arrow``), or its twin in
-        ``operators.duck``, which plans like it and computes the same rows.  The task
-        asks before it opens the chain."""
-        return self
-
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         """The output schema for these input schemas, or ``None`` if unknown.
 

@@ -5,11 +5,11 @@ right; batches arrive interleaved, in any order), sorts each by the key
 columns, and at the end walks the two sorted streams together
 (``key_groups.align``), calling ``fn(left, right)`` once per aligned chunk.
 
-The sorters are the kernel's (``SortedSides``): on ``operators.kernel:
-duckdb`` (``on_kernel``) each side is a DuckDB ``ORDER BY`` on the task's
-database (``duck/sorter.py``), which spills within its ``memory_limit``; on
-``arrow``, and for float keys on either (DuckDB orders NaN and ``-0.0``
-differently), a ``sorter.Sorter``, in memory.
+The sorters (``SortedSides``): each side is a DuckDB ``ORDER BY`` on the
+task's database (``duck/sorter.py``), which spills within its
+``memory_limit``; a side DuckDB would order differently from pyarrow (float
+keys: DuckDB orders NaN and ``-0.0`` differently; ``lowering.duck_types``) is
+sorted by pyarrow instead (``sorter.Sorter``, in memory).
 
 A call gets *many* keys -- every row of each of them, from both sides -- so
 ``fn`` groups inside (``table.group_by``, pandas ``groupby``); a key is in
@@ -29,9 +29,8 @@ When neither is known and ``fn`` has to be called, ``SchemaMismatchError``.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -39,12 +38,10 @@ from hybrid_shuffle.errors import PlanError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.operators.context import HeldBytes, OperatorContext
+from hybrid_shuffle.operators.duck.sorter import DuckSorter, usable
 from hybrid_shuffle.operators.key_groups import align
 from hybrid_shuffle.operators.sorter import Sorter
 from hybrid_shuffle.operators.stateless import as_table
-
-if TYPE_CHECKING:
-    from hybrid_shuffle.operators.duck.sorter import DuckSorter
 
 __all__ = ["CoGroup", "SortedSides", "check_key_types"]
 
@@ -73,18 +70,15 @@ def check_key_types(schemas: Sequence[pa.Schema | None], on: Sequence[str], what
 
 class SortedSides:
     """The two key sorters of a two-input operator and their aligned output (co_group and
-    the sort-merge join share it).  On ``kernel="duckdb"`` a side whose schema DuckDB
-    sorts as Arrow does (``duck.sorter.usable``) gets a ``DuckSorter``, made on its
-    first batch; every other side a ``Sorter``."""
+    the sort-merge join share it).  A side whose schema DuckDB sorts as pyarrow does
+    (``duck.sorter.usable``) gets a ``DuckSorter``, made on its first batch; every other
+    side a ``Sorter``."""
 
-    def __init__(
-        self, on: Sequence[str], context: OperatorContext, operator: str, kernel: str = "arrow"
-    ) -> None:
+    def __init__(self, on: Sequence[str], context: OperatorContext, operator: str) -> None:
         """``operator`` names the operator in errors (``join 'j'``)."""
         self.on = list(on)
         self.operator = operator
         self.context = context
-        self.kernel = kernel
         self.held = HeldBytes(context)
         keys = [(c, "ascending") for c in on]
         self.sorters: list[Sorter | DuckSorter] = [Sorter(keys, context, self.held) for _ in _SIDES]
@@ -97,13 +91,10 @@ class SortedSides:
         if self.schemas[input_index] is None:
             self.schemas[input_index] = table.schema
             check_key_types(self.schemas, self.on, self.operator)
-            if self.kernel == "duckdb":
-                self._on_duckdb(input_index, table.schema)
+            self._on_duckdb(input_index, table.schema)
         self.sorters[input_index].add(table)
 
     def _on_duckdb(self, input_index: int, schema: pa.Schema) -> None:
-        from hybrid_shuffle.operators.duck.sorter import DuckSorter, usable
-
         if usable(schema, self.on):
             self.sorters[input_index] = DuckSorter(
                 self.on, schema, self.context, self.operator, self.held
@@ -145,23 +136,12 @@ class CoGroup(Operator):
         self.name = name
         #: the input schemas the planner knew (``output_schema``); travels with the operator
         self.planned_schemas: tuple[pa.Schema | None, pa.Schema | None] = (None, None)
-        #: the kernel whose sorters it opens with (``on_kernel``)
-        self.kernel = "arrow"
-
-    def on_kernel(self, kernel: str) -> Operator:
-        """A copy that sorts on ``kernel``'s sorters (``SortedSides``); ``fn`` is the same."""
-        if kernel == self.kernel:
-            return self
-        twin = copy.copy(self)
-        twin.kernel = kernel
-        return twin
 
     def open(self, context: OperatorContext | None = None) -> None:
         self._sides = SortedSides(
             self.on,
             context or OperatorContext.unbounded(),
             f"co_group '{self.name}'",
-            self.kernel,
         )
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:

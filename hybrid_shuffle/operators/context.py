@@ -5,12 +5,12 @@ its sort, join, aggregate and co_group operators (and a map-side combiner);
 a task whose chain holds several such operators splits it evenly between
 them, as Flink splits a slot's managed memory by operator weights.
 
-On the DuckDB kernel (``operators.duck``, the default) the budget is enforced:
+The budget is enforced on DuckDB (``operators.duck``, where every stateful operator runs):
 an operator's queries run on the task's ``TaskDatabase`` (``database``), whose
 ``memory_limit`` is the task's memory and whose ``temp_directory`` is the
 task's private spill directory; DuckDB spills there and the operator reports
-DuckDB's own peaks (``peak_memory_bytes``, ``spilled_bytes``).  On the Arrow
-kernel operators compute in memory with pyarrow, for comparison: they report
+DuckDB's own peaks (``peak_memory_bytes``, ``spilled_bytes``).  The pyarrow
+operators (the combiner, and the inputs a DuckDB operator hands back) compute in memory: they report
 the bytes they hold with ``hold`` (the largest value becomes the operator's
 ``peak_memory_bytes``) and use the budget only to size their steps (when to
 re-reduce partials, how many probe rows to join at once), never spill.

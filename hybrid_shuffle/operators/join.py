@@ -21,9 +21,10 @@ some 40 times per subtask in the main job.
 
 Memory (``OperatorContext``): the operator holds the build side and the probe
 batches waiting for it, in memory, and reports them (``peak_memory_bytes``); it
-never spills.  On the Arrow kernel ``operators.memory`` is not enforced (it only
+never spills.  A task runs the join on DuckDB and this operator only on the inputs the
+DuckDB join hands back to it: ``operators.memory`` is not enforced here (it only
 sizes the probe groups and the key index): bounded memory and spilling are the
-DuckDB twin's job (``duck/join.py``, which spills within the task's
+DuckDB join's job (``duck/join.py``, which spills within the task's
 ``memory_limit``).  The held figure is the Arrow data the operator references
 (build side, its index, waiting probe rows), not pyarrow's own hash table inside a
 ``Table.join`` call nor the output handed on.
@@ -223,13 +224,6 @@ class HashJoin(Operator):
         return itertools.chain(self.end_input(_RIGHT), self.end_input(_LEFT))
 
     # -- schemas --------------------------------------------------------------------------
-
-    def on_kernel(self, kernel: str) -> Operator:
-        if kernel != "duckdb":
-            return self
-        from hybrid_shuffle.operators.duck.join import DuckJoin
-
-        return DuckJoin(self)
 
     def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
         # a joined row has its key values (once, whichever side it came from)

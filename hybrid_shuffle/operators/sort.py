@@ -1,8 +1,9 @@
 """Sort of one partition (the range exchange in front of it makes the sort global).
 
-On the Arrow kernel the rows are kept and sorted in memory (``sorter.Sorter``):
-``operators.memory`` is reported, not enforced.  On DuckDB (``on_kernel``) the
-twin ``duck/sort.py`` sorts within the task's ``memory_limit`` and spills.
+A task runs it on DuckDB (``duck/sort.py``, swapped in by
+``duck.operators.on_duckdb``), which sorts within the task's ``memory_limit``
+and spills; this operator plans it, and sorts in memory with pyarrow
+(``sorter.Sorter``) only the inputs the DuckDB sort hands back to it.
 ``finish`` yields the sorted rows in batches of bounded size; nulls are last in
 both directions.
 """
@@ -60,13 +61,6 @@ class SortPartition(Operator):
             yield self._schema.empty_table()
             return
         yield from self._sorter.sorted_batches()
-
-    def on_kernel(self, kernel: str) -> Operator:
-        if kernel != "duckdb":
-            return self
-        from hybrid_shuffle.operators.duck.sort import DuckSort
-
-        return DuckSort(self)
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         schema = input_schemas[0]

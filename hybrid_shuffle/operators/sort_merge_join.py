@@ -1,15 +1,14 @@
 """Sort-merge join of two co-partitioned inputs.
 
-Both inputs are sorted by the key columns in memory (``co_group.SortedSides``;
-on DuckDB the twin ``duck/join.py`` runs the whole join within the task's
-``memory_limit``, spilling), then walked together in aligned chunks
-(``key_groups.align``: every key's rows of both sides in one chunk, many keys a
-chunk), and each chunk is joined by pyarrow's ``Table.join``.  A chunk holds
-every row of its keys on both sides, so joining chunk by chunk gives what one
-join of the whole inputs gives, for every ``how`` -- outer joins included, since
-a key on one side only is a chunk whose other part is empty.  Inputs arrive
-interleaved in any order; the output comes after both ended (``output_on_eof``),
-in no defined row order.
+A task runs the DuckDB join ``duck/join.py`` instead, within the task's
+``memory_limit``, spilling, and this operator only on the inputs it hands over.  Both
+inputs are sorted by the key columns (``co_group.SortedSides``), then walked together in
+aligned chunks (``key_groups.align``: every key's rows of both sides in one chunk, many
+keys a chunk), and each chunk is joined by pyarrow's ``Table.join``.  A chunk holds
+every row of its keys on both sides, so joining chunk by chunk gives what one join of
+the whole inputs gives, for every ``how`` -- outer joins included, since a key on one
+side only is a chunk whose other part is empty.  Inputs arrive interleaved in any order;
+the output comes after both ended (``output_on_eof``), in no defined row order.
 
 ``how`` is one of ``join_types.JOIN_TYPES`` (inner, left, right, full, semi,
 anti).  As with pyarrow: key columns appear once (coalesced), a right column
@@ -152,13 +151,6 @@ class SortMergeJoin(Operator):
         if left is None or right is None:
             return None
         return self._join(left.empty_table(), right.empty_table()).schema
-
-    def on_kernel(self, kernel: str) -> Operator:
-        if kernel != "duckdb":
-            return self
-        from hybrid_shuffle.operators.duck.join import DuckJoin
-
-        return DuckJoin(self)
 
     def partition_keys(self, keys: tuple[str, ...]) -> tuple[str, ...] | None:
         # a joined row has its key values (once, whichever side it came from)

@@ -1,15 +1,15 @@
-"""The Arrow kernel's sorter: every row added, sorted in memory by pyarrow.
+"""pyarrow's sorter: every row added, sorted in memory by pyarrow.
 
-``Sorter`` is what the sort, co_group and sort-merge join operators sort with
-on ``operators.kernel: arrow`` (and co_group on DuckDB for float keys, which
-DuckDB orders differently: ``duck/twin.py``).  ``add`` keeps the batches;
+``Sorter`` is what the pyarrow sort and sort-merge join sort with where their
+DuckDB operators hand an input to them (float keys, which DuckDB orders
+differently: ``duck/base.py``), and co_group's side with such keys.  ``add`` keeps the batches;
 ``sorted_batches`` sorts them once (``sort_keys.sort_indices``: nulls last in
 either direction, NaN just before them) and yields the rows in slices of at
 most ``SLICE_BYTES``, each gathered on its own (``sort_keys.RowTaker``), so
 the sorted copy never exists whole.
 
-It never spills: on the Arrow kernel ``operators.memory`` is reported, not
-enforced (bounded memory and spilling are the DuckDB kernel's job, and
+It never spills: ``operators.memory`` is reported, not enforced (bounded
+memory and spilling are the DuckDB operators' job, and
 co_group's DuckDB sorter is ``duck/sorter.py``).  What it holds -- the
 batches, then their sort indices and one slice -- is reported through
 ``HeldBytes``, which sums the parts of one operator (co_group holds two

@@ -1,7 +1,6 @@
 """``Stream.sql``: a DuckDB query over each subtask's input, which it names ``input``.
 
-SQL runs on DuckDB whatever ``operators.kernel`` says (there is no Arrow
-kernel for it), on the task's database (``TaskDatabase``): its threads, its
+SQL runs on the task's DuckDB (``TaskDatabase``): its threads, its
 ``memory_limit`` and its spill directory.
 
 **Binding.**  The planner asks ``output_schema`` before anything runs; the
@@ -72,14 +71,15 @@ from hybrid_shuffle.empty_column import EMPTY_COLUMN, placeholder
 from hybrid_shuffle.errors import PlanError, summary
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.duck.lowering import conform
 from hybrid_shuffle.operators.duck.planning_database import planning_cursor
+from hybrid_shuffle.operators.duck.staging import StagedInputs
 from hybrid_shuffle.operators.duck.streamed_query import (
     OUTPUT_ROWS,
     StreamedQuery,
     close_query,
     query_error,
 )
-from hybrid_shuffle.operators.duck.twin import conform
 
 __all__ = ["DuckRelation", "SqlBinding", "SqlQuery", "bind", "rejection"]
 
@@ -89,8 +89,6 @@ __all__ = ["DuckRelation", "SqlBinding", "SqlQuery", "bind", "rejection"]
 _PER_ROW = frozenset({"ARROW_SCAN", "PROJECTION", "FILTER", "UNION"})
 #: how a registered Arrow table (``input``) is scanned in DuckDB's plan
 _INPUT_SCAN = "ARROW_SCAN"
-#: the name a batch is registered under while it is staged into the ``input`` table
-_BATCH = "__hs_sql_batch"
 
 
 @dataclass(frozen=True)
@@ -288,7 +286,10 @@ class SqlQuery(Operator):
         self._cursor = None
         self._query = None
         self._relation = None
-        self._staged: set[int] = set()
+        #: inputs read whole, each in a temp table named as the query names it
+        self._staged = StagedInputs(
+            lambda: self.cursor, [input_name(i) for i in range(self.num_inputs)], self.what
+        )
         self._ended: set[int] = set()
         #: input 0's batches held while the other inputs have not ended (``streams``)
         self._early: list[pa.Table] = []
@@ -431,19 +432,7 @@ class SqlQuery(Operator):
 
     def _stage(self, table: pa.Table, index: int = 0) -> None:
         """Add ``table`` to the temp table of input ``index`` (created by its first batch)."""
-        cursor = self.cursor
-        target = input_name(index)
-        cursor.register(_BATCH, table)
-        try:
-            if index in self._staged:
-                cursor.execute(f"INSERT INTO {target} SELECT * FROM {_BATCH}")
-            else:
-                cursor.execute(f"CREATE TEMP TABLE {target} AS SELECT * FROM {_BATCH}")
-                self._staged.add(index)
-        except duckdb.Error as e:
-            raise query_error(e, self.what) from e
-        finally:
-            cursor.unregister(_BATCH)
+        self._staged.stage(table, index)
 
     def _run_staged(self) -> Iterator[pa.Table]:
         try:

@@ -76,7 +76,7 @@ class Deployer:
         self.graph = graph
         #: the sink writes the result partition the driver reads
         self.collect = collect
-        #: ``operators:`` (memory, kernel, threads), shipped with every task
+        #: ``operators:`` (memory, threads), shipped with every task
         self.operators = operators or OperatorsConfig()
         #: the service of the sink's result partitions (the session's default)
         self.result_service = result_service
@@ -224,7 +224,6 @@ class Deployer:
             buffer_size=self.buffer_size,
             wait_timeout=self.wait_timeout,
             operator_memory=self.operators.memory,
-            kernel=self.operators.kernel,
             threads=self.operators.threads,
         )
 

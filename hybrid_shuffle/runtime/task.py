@@ -41,6 +41,7 @@ from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import project
 from hybrid_shuffle.operators.context import OperatorContext, OperatorMetrics
 from hybrid_shuffle.operators.duck.database import DatabasePool, TaskDatabase
+from hybrid_shuffle.operators.duck.operators import on_duckdb as duck_operator
 from hybrid_shuffle.operators.sql import SqlQuery
 from hybrid_shuffle.runtime.failures import TaskFailure, describe_failure
 from hybrid_shuffle.runtime.process_cpu import LEDGER
@@ -97,8 +98,6 @@ class TaskDeployment:
     #: ``operators.memory``: bytes the task's stateful operators may hold, split evenly
     #: between them (``operators.context``)
     operator_memory: int = 512 << 20
-    #: ``operators.kernel``: the library the chain's operators run on (``Operator.on_kernel``)
-    kernel: str = "duckdb"
     #: ``operators.threads``: the threads of the task's DuckDB
     threads: int = 1
 
@@ -276,7 +275,7 @@ def run_task(
     )
     writers: Sequence[ResultPartitionWriter] = ()
     task_dir = None if spill_dir is None else os.path.join(spill_dir, "operators", uuid.uuid4().hex)
-    on_kernel(deployment)
+    on_duckdb(deployment)
     database = TaskDatabase(
         deployment.threads,
         deployment.operator_memory,
@@ -316,14 +315,11 @@ def _all_operators(deployment: TaskDeployment) -> list[Operator]:
     return [*deployment.operators, *(c for c in deployment.combiners if c is not None)]
 
 
-def on_kernel(deployment: TaskDeployment) -> None:
-    """Swap the chain's and combiners' operators for the ones that run them on
-    ``deployment.kernel`` (``Operator.on_kernel``); the deployment is the task's own
-    copy."""
-    deployment.operators = [op.on_kernel(deployment.kernel) for op in deployment.operators]
-    deployment.combiners = [
-        None if c is None else c.on_kernel(deployment.kernel) for c in deployment.combiners
-    ]
+def on_duckdb(deployment: TaskDeployment) -> None:
+    """Swap the chain's and combiners' operators for the DuckDB operators that run them
+    (``operators.duck.operators.on_duckdb``); the deployment is the task's own copy."""
+    deployment.operators = [duck_operator(op) for op in deployment.operators]
+    deployment.combiners = [None if c is None else duck_operator(c) for c in deployment.combiners]
 
 
 def operator_contexts(

@@ -1,6 +1,6 @@
 """``join(strategy="broadcast")``: the build side goes whole to every join subtask, the
 probe side stays where its producer made it, and every supported ``how`` equals
-pyarrow's join, in every mode and on both kernels.
+pyarrow's join, in every mode (on DuckDB, the one kernel).
 
 The probe side runs at a parallelism (3) other than the session's default (2), so a
 join that kept it without an exchange shows it: the join has the probe producer's
@@ -27,12 +27,11 @@ PROBE_ROWS = 20_000
 PROBE_PARALLELISM = 3
 
 
-@pytest.fixture(scope="module", params=["duckdb", "arrow"])
-def session(request: pytest.FixtureRequest, local_ray: None) -> Iterator[hs.Session]:
+@pytest.fixture(scope="module")
+def session(local_ray: None) -> Iterator[hs.Session]:
     config = {
         "parallelism": 2,
         "shuffle": {"buffer_size": "16 KiB", "memory_budget": "32 MiB"},
-        "operators": {"kernel": request.param},
     }
     with hs.Session(config, slots=4) as s:
         yield s

@@ -1,4 +1,4 @@
-"""A join on the DuckDB kernel through a real job: past ``operators.memory`` it spills to
+"""A join on DuckDB through a real job: past ``operators.memory`` it spills to
 the task's temp directory, stays exact and leaves no file behind.
 
 Each join subtask stages about 96 MB of rows (both sides), past the 64 MiB floor of its

@@ -1,4 +1,4 @@
-"""The DuckDB kernel through real jobs: it spills within ``operators.memory``, stays
+"""The DuckDB operators through real jobs: it spills within ``operators.memory``, stays
 exact, leaves no file behind, and runs each task's DuckDB on ``operators.threads``.
 
 With ``operators.memory: 16 MiB`` a task's DuckDB gets the 64 MiB floor
@@ -36,7 +36,7 @@ MIX = np.uint64(0x9E3779B97F4A7C15)
 def config(threads: int = 1) -> dict[str, object]:
     return {
         "parallelism": 2,
-        "operators": {"memory": MEMORY, "kernel": "duckdb", "threads": threads},
+        "operators": {"memory": MEMORY, "threads": threads},
         "shuffle": {"buffer_size": "4 MiB", "memory_budget": "128 MiB"},
     }
 

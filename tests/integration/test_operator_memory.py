@@ -1,4 +1,4 @@
-"""co_group within ``operators.memory``, through real jobs, on the default kernel.
+"""co_group within ``operators.memory``, through real jobs, on DuckDB.
 
 co_group runs in all four modes (each key in exactly one call, the answer equal to
 one single-process pyarrow computation, the vertex's memory and peak reported), with
@@ -6,10 +6,9 @@ keys on one side only and with empty sides; the output-on-EOF rule shows in
 ``EdgeMetrics.mode_origin`` and ``explain()``; a wrong join or co_group argument is
 one sentence before running.
 
-Spilling is the DuckDB kernel's (the Arrow kernel runs in memory, for comparison):
-these jobs stay under DuckDB's 64 MiB floor, and ``test_duckdb_spilling.py`` and
-``test_duckdb_join_spilling.py`` make the aggregate, the sort, the joins and co_group
-spill.
+Spilling is DuckDB's: these jobs stay under DuckDB's 64 MiB floor, and
+``test_duckdb_spilling.py`` and ``test_duckdb_join_spilling.py`` make the aggregate,
+the sort, the joins and co_group spill.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fixtures shared by the unit tests: the operator kernels (``operators.kernel``)."""
+"""Fixtures shared by the unit tests: the DuckDB operator and its pyarrow fallback."""
 
 from __future__ import annotations
 
@@ -9,5 +9,6 @@ from .kernels import KERNELS
 
 @pytest.fixture(params=KERNELS)
 def kernel(request: pytest.FixtureRequest) -> str:
-    """Each kernel in turn: a test taking ``kernel`` runs its operators on both."""
+    """``duckdb`` and ``arrow`` in turn (``kernels``): a test taking ``kernel`` runs the
+    DuckDB operator a task runs and the pyarrow operator it falls back to."""
     return str(request.param)

@@ -21,6 +21,7 @@ from hybrid_shuffle.errors import PlanError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.co_group import CoGroup
 from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.duck.operators import on_duckdb
 from hybrid_shuffle.operators.duck.sorter import DuckSorter
 from hybrid_shuffle.operators.key_groups import align
 from hybrid_shuffle.operators.sorter import Sorter
@@ -232,20 +233,18 @@ def test_align_cuts_both_streams_at_whole_keys() -> None:
 
 
 def test_co_group_sorts_on_duckdb_unless_its_keys_are_floats() -> None:
-    """On DuckDB each side gets a ``DuckSorter`` on its first batch; a float key keeps
-    the Arrow sorter (DuckDB orders NaN and -0.0 differently), and on Arrow nothing
-    changes: ``on_kernel("arrow")`` is the operator itself."""
+    """Each side gets a ``DuckSorter`` on its first batch; a float key keeps pyarrow's
+    sorter (DuckDB orders NaN and -0.0 differently).  A task runs co_group as it is
+    (``on_duckdb``): it sorts on DuckDB itself."""
     op = CoGroup(["k"], Recorder(), "cg")
-    assert op.on_kernel("arrow") is op
-    twin = op.on_kernel("duckdb")
-    assert isinstance(twin, CoGroup) and twin is not op and op.kernel == "arrow"
+    assert on_duckdb(op) is op
     for key, sorter in ((pa.int64(), DuckSorter), (pa.float64(), Sorter)):
         table = pa.table({"k": pa.array([2, 1, None], key), "v": [1, 2, 3]})
-        twin.open(OperatorContext.unbounded())
-        twin.process(table, 0)
-        assert isinstance(twin._sides.sorters[0], sorter)
-        assert isinstance(twin._sides.sorters[1], Sorter)  # no batch yet
-        twin.close()
+        op.open(OperatorContext.unbounded())
+        op.process(table, 0)
+        assert isinstance(op._sides.sorters[0], sorter)
+        assert isinstance(op._sides.sorters[1], Sorter)  # no batch yet
+        op.close()
 
 
 @pytest.mark.parametrize("key", ["int", "string", "date", "decimal"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,6 @@ from typing import Any
 import pytest
 
 from hybrid_shuffle.config import (
-    KERNELS,
     Config,
     ConfigWarning,
     EdgeConfig,
@@ -194,21 +194,6 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("job-not-a-string", {"job": 5}, "job: must be the job's name as a string, got 5"),
     (
-        "unknown-kernel",
-        {"operators": {"kernel": "velox"}},
-        "operators.kernel: 'velox' is not a kernel; use one of: duckdb, arrow",
-    ),
-    (
-        "kernel-in-capitals",
-        {"operators": {"kernel": "DuckDB"}},
-        "operators.kernel: 'DuckDB' is not a kernel; use one of: duckdb, arrow",
-    ),
-    (
-        "kernel-not-a-string",
-        {"operators": {"kernel": 1}},
-        "operators.kernel: 1 is not a kernel; use one of: duckdb, arrow",
-    ),
-    (
         "zero-threads",
         {"operators": {"threads": 0}},
         "operators.threads: must be a positive integer, got 0",
@@ -248,25 +233,31 @@ def test_bad_config_is_one_sentence_naming_the_key(raw: dict[str, Any], message:
     assert str(err.value) == message
 
 
-def test_operators_default_to_duckdb_on_one_thread() -> None:
-    operators = load_config(None).operators
-    assert (operators.kernel, operators.threads) == ("duckdb", 1)
+def test_operators_default_to_one_thread() -> None:
+    assert load_config(None).operators.threads == 1
 
 
-@pytest.mark.parametrize("kernel", KERNELS)
-def test_each_kernel_and_a_thread_count_are_kept(kernel: str) -> None:
-    config = load_config({"operators": {"kernel": kernel, "threads": 2, "memory": "16 MiB"}})
-    assert config.operators == OperatorsConfig(memory=16 << 20, kernel=kernel, threads=2)
+def test_a_thread_count_and_memory_are_kept() -> None:
+    config = load_config({"operators": {"threads": 2, "memory": "16 MiB"}})
+    assert config.operators == OperatorsConfig(memory=16 << 20, threads=2)
     assert load_config(config) == config  # and survive revalidation
-    assert config.with_overrides(operators={"kernel": "arrow"}).operators.kernel == "arrow"
 
 
-def test_a_bad_kernel_is_one_sentence_naming_the_key_and_the_choices() -> None:
+KERNEL_REMOVED = (
+    "operators.kernel: the key was removed: every operator runs on DuckDB now; "
+    "delete it from the config"
+)
+
+
+@pytest.mark.parametrize("kernel", ["duckdb", "arrow", "velox", 1])
+def test_the_removed_kernel_key_is_one_sentence_saying_to_delete_it(kernel: Any) -> None:
+    """``operators.kernel`` was removed (every operator runs on DuckDB): a config that
+    still sets it, to any value, is told so, in a file and in overrides alike."""
     with pytest.raises(ConfigError) as err:
-        load_config({"operators": {"kernel": "polars"}})
-    message = str(err.value)
-    assert message.startswith("operators.kernel: ") and message.count(". ") == 0
-    assert all(k in message for k in KERNELS)
+        load_config({"operators": {"kernel": kernel, "threads": 2}})
+    assert str(err.value) == KERNEL_REMOVED and err.value.args[0].count(". ") == 0
+    with pytest.raises(ConfigError, match=re.escape(KERNEL_REMOVED)):
+        load_config(None).with_overrides(operators={"kernel": kernel})
 
 
 def test_missing_file_is_named(tmp_path: Path) -> None:

@@ -1,11 +1,11 @@
-"""The DuckDB join twin (``operators.duck.join``) against pyarrow's ``Table.join`` and the
+"""The DuckDB join (``operators.duck.join``) against pyarrow's ``Table.join`` and the
 Arrow operator it stands in for, for every ``how`` of both join operators.
 
 Each case feeds the inputs interleaved as a task may (probe, build, probe), then
 compares the rows (sorted) and the schema with pyarrow's join and with the Arrow
 operator's output.  Float keys, column types DuckDB does not give back and
 sides whose columns nobody knows go to the Arrow operator: those cases check
-that the twin handed over (with the rows it had staged) and answers as it does.
+that the DuckDB join handed over (with the rows it had staged) and answers as it does.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.database import MIN_MEMORY, TaskDatabase
 from hybrid_shuffle.operators.duck.join import STREAMED, DuckJoin
+from hybrid_shuffle.operators.duck.operators import on_duckdb
 from hybrid_shuffle.operators.join_types import JOIN_TYPES
 
 LEFT, RIGHT = 0, 1
@@ -115,10 +116,10 @@ def test_duckdb_join_equals_pyarrow_and_the_arrow_operator(
     cls: JoinClass, how: str, on: list[str]
 ) -> None:
     left, right = left_table(), right_table()
-    twin = planned(cls, on, how, left, right).on_kernel("duckdb")
-    assert isinstance(twin, DuckJoin)
-    got = run(twin, left, right)
-    assert twin._fallback is None  # DuckDB ran it
+    duck = on_duckdb(planned(cls, on, how, left, right))
+    assert isinstance(duck, DuckJoin)
+    got = run(duck, left, right)
+    assert duck._fallback is None  # DuckDB ran it
     assert_same(got, pyarrow_join(left, right, on, how))
     assert_same(got, run(planned(cls, on, how, left, right), left, right))
 
@@ -128,20 +129,20 @@ def test_probe_batches_after_the_build_side_ended_stream_through_one_query(how: 
     """Inner, left, semi and anti joins answer probe batches as they come once the build
     side ended (a ``StreamedQuery``); right and full wait for every probe row."""
     left, right = left_table(), right_table()
-    twin = planned(HashJoin, ["k"], how, left, right).on_kernel("duckdb")
-    assert isinstance(twin, DuckJoin)
-    twin.open()
+    duck = on_duckdb(planned(HashJoin, ["k"], how, left, right))
+    assert isinstance(duck, DuckJoin)
+    duck.open()
     try:
-        out = [*twin.process(right, RIGHT), *twin.end_input(RIGHT)]
+        out = [*duck.process(right, RIGHT), *duck.end_input(RIGHT)]
         for start in range(0, left.num_rows, 500):
-            out += twin.process(left.slice(start, 500), LEFT)
-        assert (twin._query is not None) == (how in STREAMED)
-        out += [*twin.end_input(LEFT), *twin.finish()]
+            out += duck.process(left.slice(start, 500), LEFT)
+        assert (duck._query is not None) == (how in STREAMED)
+        out += [*duck.end_input(LEFT), *duck.finish()]
         # the hash table is built on the staged build side, not on the probe stream
-        disabled = twin.context.database.setting("disabled_optimizers")
+        disabled = duck.context.database.setting("disabled_optimizers")
         assert ("build_side_probe_side" in disabled) == (how in STREAMED)
     finally:
-        twin.close()
+        duck.close()
     assert_same(pa.concat_tables(out), pyarrow_join(left, right, ["k"], how))
 
 
@@ -172,9 +173,9 @@ def test_every_kept_type_joins_on_duckdb_as_on_pyarrow(key: str, how: str) -> No
     right = pa.table(
         {key: columns[key].take([3, 0, 0, 2]), "w": list("xyzn"), "dec": columns["dec"]}
     )
-    twin = planned(HashJoin, [key], how, left, right).on_kernel("duckdb")
-    got = run(twin, left, right)
-    assert isinstance(twin, DuckJoin) and twin._fallback is None
+    duck = on_duckdb(planned(HashJoin, [key], how, left, right))
+    got = run(duck, left, right)
+    assert isinstance(duck, DuckJoin) and duck._fallback is None
     want = pyarrow_join(left, right, [key], how)
     assert got is not None and got.schema == want.schema
     assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, want.to_pylist()))
@@ -188,21 +189,22 @@ def test_a_fallback_after_the_build_side_ended_still_ends_it(how: str) -> None:
         {"k": pa.array([3, 6, None], pa.int32()), "t": pa.array([1, 2, 3], pa.duration("s"))}
     )
     right = right_table()
-    twin = HashJoin(["k"], how, "j").on_kernel("duckdb")
-    twin.open()
+    duck = on_duckdb(HashJoin(["k"], how, "j"))
+    duck.open()
     try:
-        out = [*twin.process(right, RIGHT), *twin.end_input(RIGHT), *twin.process(left, LEFT)]
-        out += [*twin.end_input(LEFT), *twin.finish()]
+        out = [*duck.process(right, RIGHT), *duck.end_input(RIGHT), *duck.process(left, LEFT)]
+        out += [*duck.end_input(LEFT), *duck.finish()]
     finally:
-        twin.close()
-    assert isinstance(twin, DuckJoin) and twin._fallback is not None
+        duck.close()
+    assert isinstance(duck, DuckJoin) and duck._fallback is not None
     assert_same(pa.concat_tables(out), pyarrow_join(left, right, ["k"], how))
 
 
-def test_the_arrow_kernel_keeps_the_arrow_operator() -> None:
+def test_a_task_runs_every_join_strategy_on_duckdb() -> None:
     for cls in JOINS:
         op = cls(["k"], "inner", "j")
-        assert op.on_kernel("arrow") is op
+        duck = on_duckdb(op)
+        assert isinstance(duck, DuckJoin) and duck.original is op and on_duckdb(duck) is duck
 
 
 @pytest.mark.parametrize("how", HOWS)
@@ -218,10 +220,10 @@ def test_an_empty_side_of_planned_columns_joins_as_pyarrow(
         right = right.schema.empty_table()
     want = pyarrow_join(left, right, ["k"], how)
     # a zero-row batch, and no batch at all with the planned columns
-    assert_same(run(planned(cls, ["k"], how, left, right).on_kernel("duckdb"), left, right), want)
-    twin = planned(cls, ["k"], how, left, right).on_kernel("duckdb")
+    assert_same(run(on_duckdb(planned(cls, ["k"], how, left, right)), left, right), want)
+    duck = on_duckdb(planned(cls, ["k"], how, left, right))
     if side == "right":
-        assert_same(run(twin, left, None), want)
+        assert_same(run(duck, left, None), want)
 
 
 @pytest.mark.parametrize("how", HOWS)
@@ -230,14 +232,14 @@ def test_a_right_side_nobody_knows_answers_as_the_arrow_operator(cls: JoinClass,
     """No right batch and no planned right columns: the Arrow operator decides (no row, the
     left rows as they are, or ``SchemaMismatchError``)."""
     left = left_table()
-    arrow, twin = cls(["k"], how, "j"), cls(["k"], how, "j").on_kernel("duckdb")
+    arrow, duck = cls(["k"], how, "j"), on_duckdb(cls(["k"], how, "j"))
     try:
         want = run(arrow, left, None)
     except SchemaMismatchError as e:
         with pytest.raises(SchemaMismatchError, match=str(e)[:40]):
-            run(twin, left, None)
+            run(duck, left, None)
         return
-    got = run(twin, left, None)
+    got = run(duck, left, None)
     if want is None or got is None:
         assert want is None or want.num_rows == 0
         assert got is None or got.num_rows == 0
@@ -250,9 +252,9 @@ def test_float_keys_fall_back_to_the_arrow_operator(how: str) -> None:
     """DuckDB matches 0.0 with -0.0 and NaN with NaN; pyarrow's join is the answer."""
     left = pa.table({"f": [0.0, -0.0, float("nan"), 1.5, None], "v": [1, 2, 3, 4, 5]})
     right = pa.table({"f": [0.0, float("nan"), 1.5, 1.5, None], "w": [10, 20, 30, 40, 50]})
-    twin = planned(HashJoin, ["f"], how, left, right).on_kernel("duckdb")
-    got = run(twin, left, right)
-    assert isinstance(twin, DuckJoin) and twin._fallback is not None
+    duck = on_duckdb(planned(HashJoin, ["f"], how, left, right))
+    got = run(duck, left, right)
+    assert isinstance(duck, DuckJoin) and duck._fallback is not None
     want = run(planned(HashJoin, ["f"], how, left, right), left, right)
     assert got is not None and want is not None and got.schema == want.schema
     assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, want.to_pylist()))
@@ -265,17 +267,17 @@ def test_a_type_duckdb_does_not_keep_hands_over_the_rows_it_staged(how: str) -> 
     left = left_table()
     durations = pa.array([1, 2, 3, None], pa.duration("s"))
     right = pa.table({"k": pa.array([3, 6, 6, None], pa.int32()), "t": durations})
-    twin = HashJoin(["k"], how, "j").on_kernel("duckdb")
-    got = run(twin, left, right)
-    assert isinstance(twin, DuckJoin) and twin._fallback is not None
+    duck = on_duckdb(HashJoin(["k"], how, "j"))
+    got = run(duck, left, right)
+    assert isinstance(duck, DuckJoin) and duck._fallback is not None
     assert_same(got, pyarrow_join(left, right, ["k"], how))
 
 
 def test_names_duckdb_cannot_tell_apart_fall_back() -> None:
     left = pa.table({"k": [1, 2], "a": [1, 2], "A": [3, 4]})
     right = pa.table({"k": [2, 2], "b": [5, 6]})
-    twin = planned(HashJoin, ["k"], "inner", left, right).on_kernel("duckdb")
-    assert_same(run(twin, left, right), pyarrow_join(left, right, ["k"], "inner"))
+    duck = on_duckdb(planned(HashJoin, ["k"], "inner", left, right))
+    assert_same(run(duck, left, right), pyarrow_join(left, right, ["k"], "inner"))
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["staged", "streamed"])
@@ -289,21 +291,21 @@ def test_a_join_larger_than_its_memory_spills_and_stays_exact(
     rows, batch = 5_000_000, 1 << 20
     database = TaskDatabase(1, 16 << 20, str(tmp_path / "duckdb"))
     context = OperatorContext(16 << 20, database=database)
-    twin = HashJoin(["k"], "inner", "j").on_kernel("duckdb")
-    twin.open(context)
+    duck = on_duckdb(HashJoin(["k"], "inner", "j"))
+    duck.open(context)
     out: list[pa.Table] = []
     try:
         for start in range(0, rows, batch):
             k = np.arange(start, min(start + batch, rows), dtype=np.int64)
-            assert not list(twin.process(pa.table({"k": k, "w": -k}), RIGHT))
+            assert not list(duck.process(pa.table({"k": k, "w": -k}), RIGHT))
         if streamed:
-            out += twin.end_input(RIGHT)
+            out += duck.end_input(RIGHT)
         probe = np.arange(0, rows, 7, dtype=np.int64)
         for part in np.array_split(probe, 4):
-            out += twin.process(pa.table({"k": part, "v": part}), LEFT)
-        out += [*twin.end_input(LEFT), *twin.end_input(RIGHT), *twin.finish()]
+            out += duck.process(pa.table({"k": part, "v": part}), LEFT)
+        out += [*duck.end_input(LEFT), *duck.end_input(RIGHT), *duck.finish()]
     finally:
-        twin.close()
+        duck.close()
         database.close()
     got = pa.concat_tables(out)
     assert rows * 16 > MIN_MEMORY

@@ -2,7 +2,7 @@
 ``group_by`` does, for the keys where that is easy to get wrong: floats (``0.0``
 and ``-0.0``, NaNs with different payloads), nulls, uint64 keys at and above
 2^63, and ``mean`` of integers whose sum passes 2^53.  The aggregations run on both
-kernels (``kernels``; the DuckDB twin hands float keys to the Arrow operator).
+kernels (``kernels``; the DuckDB operator hands float keys to the Arrow operator).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The aggregate is opened with an ``OperatorContext`` a few times smaller than its
 partials; the groups must be pyarrow's (null keys a group, all-null sums null,
 ``count`` of non-null values) on both kernels (``kernels``).  Neither spills here:
 the Arrow kernel aggregates in memory whatever the budget (it reports its peak, which
-passes the budget), and the DuckDB twin's floor (64 MiB) is far above these tables
+passes the budget), and the DuckDB operator's floor (64 MiB) is far above these tables
 (``tests/integration/test_duckdb_spilling.py`` makes it spill).  The combiner flushes
 when its memory fills.
 """

@@ -5,7 +5,7 @@ The operator is opened with an ``OperatorContext`` a few times smaller than the 
 fed both inputs interleaved in random orders (probe batches before and after the
 build side ended), and must give pyarrow's rows (compared after sorting on every
 column) in pyarrow's schema.  It never spills: on the Arrow kernel the budget is
-reported, not enforced (its DuckDB twin, which spills, is ``test_duck_join``'s).
+reported, not enforced (its DuckDB operator, which spills, is ``test_duck_join``'s).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """FLIP-44's local stage (``LocalAggregate``) and its merge, without a cluster: the
 phases against one pyarrow reduction of all rows, the flush policy, ``TopN``'s order,
 the merge checks, and how the planner chains a local operator.  ``LocalAggregate`` has no
-DuckDB twin; the merge after it (a ``HashAggregate``) runs on both kernels
+DuckDB operator; the merge after it (a ``HashAggregate``) runs on both kernels
 (``kernels``)."""
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from hybrid_shuffle.operators import (
     SortPartition,
 )
 from hybrid_shuffle.operators.base import Operator
+from hybrid_shuffle.operators.duck.operators import on_duckdb
 
 from .kernels import on_kernel
 
@@ -192,7 +194,7 @@ def test_integer_sums_wrap_as_pyarrows_do(kernel: str) -> None:
 @pytest.mark.parametrize("which", ["aggregate", "sort"])
 def test_close_in_the_middle_of_the_input_stops_the_work(which: str, kernel: str) -> None:
     """A task that fails or is cancelled mid-input only closes its operators: a DuckDB
-    twin's query (running in a thread of its own) must stop, and nothing stays alive."""
+    operator's query (running in a thread of its own) must stop, and nothing stays alive."""
     op = on_kernel(
         HashAggregate(["k"], {"n": "sum"}, "stopped")
         if which == "aggregate"
@@ -205,3 +207,16 @@ def test_close_in_the_middle_of_the_input_stops_the_work(which: str, kernel: str
     op.close()
     op.close()  # idempotent
     assert [t.name for t in threading.enumerate() if "stopped" in t.name] == []
+
+
+def test_a_decimal_sum_past_its_type_is_an_error_never_a_wrapped_value() -> None:
+    """A ``decimal(38, 2)`` column's sum has Spark's type, ``decimal(38, 2)``
+    (``aggregation``): three of its largest values outgrow it, which is a ``PlanError``
+    naming the column (DuckDB's int128 sum overflows).  On DuckDB only: pyarrow's
+    ``group_by`` sum wraps there, so the pyarrow operator, which runs only inputs with
+    float keys, does not keep this promise."""
+    top = Decimal(f"{10**38 - 1}e-2")  # the type's largest value
+    table = pa.table({"k": [1, 1, 1], "d": pa.array([top] * 3, pa.decimal128(38, 2))})
+    op = on_duckdb(HashAggregate(["k"], {"d": "sum"}, "agg"))
+    with pytest.raises(PlanError, match="'d'"):
+        run(op, batches(table, 1))

@@ -2,7 +2,7 @@
 
 ``SortPartition`` runs on both kernels (``kernels``).  Neither spills here: the Arrow
 kernel sorts in memory, whatever ``operators.memory`` (it reports what it holds), and
-the DuckDB twin's 64 MiB floor is far above these tables
+the DuckDB operator's 64 MiB floor is far above these tables
 (``tests/integration/test_duckdb_spilling.py`` makes it spill).  Rows with equal sort
 keys may come out in any order (DuckDB's sort is not stable), so a sort's output is
 compared on its key columns, and as a whole after a total order.
@@ -170,7 +170,7 @@ def test_sort_partition_orders_the_keys_as_pyarrow_does(
     by: list[str], descending: bool, kernel: str
 ) -> None:
     """Nulls last and NaN after every number (before the nulls) in both directions, on
-    int, string and float keys; the DuckDB twin hands a descending float key to Arrow."""
+    int, string and float keys; the DuckDB operator hands a descending float key to Arrow."""
     table = data(30_000)
     op = on_kernel(SortPartition(by, descending, "s"), kernel)
     op.open()

@@ -1,5 +1,5 @@
 """SortMergeJoin (the Arrow kernel's, in memory) against one pyarrow Table.join of the
-whole inputs, every how; its DuckDB twin is tested in ``test_duck_join``."""
+whole inputs, every how; its DuckDB operator is tested in ``test_duck_join``."""
 
 from __future__ import annotations
 

@@ -130,7 +130,6 @@ def test_a_tasks_operators_share_its_database_and_its_directory_goes_with_it(
         [],
         source_refs=[data],
         operator_memory=16 * MiB,
-        kernel="duckdb",
         threads=threads,
     )
     spill = tmp_path / "spill"

@@ -1,7 +1,7 @@
 """Partial (map-side) then final aggregation, and the dense integer-key path, against
 one ``pyarrow`` ``group_by`` over the whole input.  The two phases run on both kernels
 (``kernels``); the combiner's flush tests and the dense path are the Arrow kernel's
-(``PartialAggregate`` has no twin: it is the same operator on both)."""
+(``PartialAggregate`` is a per-batch step: it stays on Arrow)."""
 
 from __future__ import annotations
 

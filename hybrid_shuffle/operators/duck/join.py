@@ -1,29 +1,28 @@
 """Hash and sort-merge join on DuckDB: inputs staged in temp tables, joined by one query.
 
-The twin of ``HashJoin`` and ``SortMergeJoin`` (every ``how`` of
-``join_types``).  A join reads two inputs that arrive interleaved, so the
-streamed reader of the aggregate and the sort does not fit: DuckDB reads a
-join's build side whole before the probe side, and a reader blocking on one
-input's queue while the task has a batch of the other would deadlock.  So each
-batch is appended to a DuckDB TEMP table of its input as it arrives (``CREATE
-TEMP TABLE ... AS`` on the first, ``INSERT INTO`` after), and ``finish`` runs
-one join query (``join_sql``) and streams its rows out, conformed to the
-Arrow kernel's output schema.  An inner, left, semi or anti join (whose output
-row needs one probe row and the build rows: ``STREAMED``) does better once its
-build side ended, as the Arrow ``HashJoin`` does: a ``StreamedQuery`` then
-joins the probe rows staged so far and every probe batch after, pushed as it
-comes, with the staged build side, so its rows flow out while the probe side
-is still arriving (a broadcast join's large probe side is never staged).
+Runs ``HashJoin`` and ``SortMergeJoin`` (every ``how`` of ``join_types``).  A join reads
+two inputs that arrive interleaved, so the streamed reader of the aggregate and the sort
+does not fit: DuckDB reads a join's build side whole before the probe side, and a reader
+blocking on one input's queue while the task has a batch of the other would deadlock.
+So each batch is appended to a DuckDB TEMP table of its input as it arrives
+(``staging.StagedInputs``, which ``sql`` stages with too), and ``finish`` runs one join
+query (``lowering.join_query``) and streams its rows out, conformed to pyarrow's join
+schema.  An inner, left, semi or anti join (whose output row needs one probe row and the
+build rows: ``STREAMED``) does better once its build side ended, as the Arrow
+``HashJoin`` does: a ``StreamedQuery`` then joins the probe rows staged so far and every
+probe batch after, pushed as it comes, with the staged build side, so its rows flow out
+while the probe side is still arriving (a broadcast join's large probe side is never
+staged).
 
 DuckDB keeps the staged rows and the join's hash table within the task's
-``memory_limit``, spilling both to the task's temp directory (the Arrow operators
+``memory_limit``, spilling both to the task's temp directory (the pyarrow operators
 join in memory). The peaks recorded are the join query's
 (DuckDB keeps no profile of an ``INSERT``; the join's temp directory peak holds the
 staged rows that spilled).
 
 A side with no batch is an empty table of its planned columns
 (``planned_schemas``, remembered by the original's ``output_schema``).  The
-Arrow operator runs instead (``fall_back``, the staged rows replayed into it)
+pyarrow operator runs instead (``fall_back``, the staged rows replayed into it)
 where DuckDB would not give its answer: float keys (DuckDB matches ``0.0``
 with ``-0.0`` and NaN with NaN), a column type the round trip through DuckDB
 does not keep, column names DuckDB cannot tell apart (it ignores case), a
@@ -33,7 +32,6 @@ Arrow operator decides whether that is no row or ``SchemaMismatchError``).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Iterable, Iterator
 
@@ -42,50 +40,30 @@ import pyarrow as pa
 
 from hybrid_shuffle.operators.co_group import check_key_types
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.duck.join_sql import JoinQuery, join_query
+from hybrid_shuffle.operators.duck.base import DuckOperator
+from hybrid_shuffle.operators.duck.lowering import (
+    JoinQuery,
+    conform,
+    duck_types,
+    join_query,
+    quote,
+)
+from hybrid_shuffle.operators.duck.staging import StagedInputs
 from hybrid_shuffle.operators.duck.streamed_query import OUTPUT_ROWS, query_error
-from hybrid_shuffle.operators.duck.twin import DuckTwin, conform, quote
 from hybrid_shuffle.operators.join import HashJoin
 from hybrid_shuffle.operators.sort_merge_join import SortMergeJoin
 
-__all__ = ["STREAMED", "DuckJoin", "duck_types"]
+__all__ = ["STREAMED", "DuckJoin"]
 
 _SIDES = 2
 _LEFT, _RIGHT = 0, 1
 #: the joins a probe batch can be answered for as soon as the build side ended
 STREAMED = ("inner", "left", "semi", "anti")
-_BATCH = "__hs_join_batch"
 #: DuckDB's optimizers the streamed join turns off (``_streamed_optimizers`` says why)
 _OFF = ("build_side_probe_side", "join_filter_pushdown")
 
 
-def _kept(t: pa.DataType) -> bool:
-    """A type DuckDB gives back as it came (after ``conform``'s cast)."""
-    return (
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_date32(t)
-        or (pa.types.is_timestamp(t) and t.tz is None)
-        or pa.types.is_decimal128(t)
-    )
-
-
-def duck_types(schema: pa.Schema, on: Iterable[str]) -> bool:
-    """Whether a side of schema ``schema`` joins on DuckDB as on Arrow (see the module
-    docstring): every type kept, keys not floating, names distinct ignoring case."""
-    if len({n.lower() for n in schema.names}) != len(schema.names):
-        return False
-    if not all(_kept(t) for t in schema.types):
-        return False
-    return not any(pa.types.is_floating(schema.field(k).type) for k in on)
-
-
-class DuckJoin(DuckTwin):
+class DuckJoin(DuckOperator):
     """``HashJoin`` or ``SortMergeJoin`` on DuckDB (see the module docstring)."""
 
     original: HashJoin | SortMergeJoin
@@ -97,9 +75,12 @@ class DuckJoin(DuckTwin):
         super().open(context)
         #: per input, the schema of its first batch
         self._schemas: list[pa.Schema | None] = [None, None]
-        #: per input, whether its temp table exists
-        self._staged = [False, False]
-        self._tables = tuple(f"__hs_join_{id(self):x}_{i}" for i in range(_SIDES))
+        #: the inputs staged in temp tables (``staging``)
+        self._staged = StagedInputs(
+            lambda: self.cursor,
+            [quote(f"__hs_join_{id(self):x}_{i}") for i in range(_SIDES)],
+            self.what,
+        )
         self._build_ended = False
         #: the schema the join's rows are conformed to, once its query started
         self._output: pa.Schema | None = None
@@ -117,7 +98,7 @@ class DuckJoin(DuckTwin):
                 return self._replayed([(table, input_index)])
         if input_index == _LEFT and self._build_ended and self.original.how in STREAMED:
             return self._streamed(table)
-        self._stage(table, input_index)
+        self._staged.stage(table, input_index)
         return ()
 
     def end_input(self, input_index: int) -> Iterable[pa.Table]:
@@ -132,7 +113,7 @@ class DuckJoin(DuckTwin):
             return self._fallback.finish()
         if self._query is not None:
             return self._ended(self._conformed(t) for t in self._query.finish())
-        query = self._join_query(quote(self._tables[_LEFT]))
+        query = self._join_query(self._staged.names[_LEFT])
         if query is None:
             return itertools.chain(self._replayed([]), self._fallback_finish())
         return self._ended(self._joined(query))
@@ -148,7 +129,7 @@ class DuckJoin(DuckTwin):
         query = join_query(
             left,
             right,
-            (left_relation, quote(self._tables[_RIGHT])),
+            (left_relation, self._staged.names[_RIGHT]),
             on,
             self.original.how,
             self.original.right_suffix,
@@ -156,15 +137,14 @@ class DuckJoin(DuckTwin):
         if query is None:
             return None
         for index, schema in ((_LEFT, left), (_RIGHT, right)):
-            if not self._staged[index]:
-                self._stage(schema.empty_table(), index)
+            self._staged.stage_empty(schema, index)
         self._output = query.output
         return query
 
     def _streamed(self, table: pa.Table) -> Iterable[pa.Table]:
         """Push probe batch ``table`` into the streamed join, started on the first."""
         if self._query is None:
-            staged = quote(self._tables[_LEFT])
+            staged = self._staged.names[_LEFT]
             query = self._join_query(f"(SELECT * FROM {staged} UNION ALL SELECT * FROM input)")
             if query is None:
                 return self._replayed([(table, _LEFT)])
@@ -190,7 +170,7 @@ class DuckJoin(DuckTwin):
         names = {n.strip() for n in disabled.split(",") if n.strip()}
         if not names.issuperset(_OFF):
             value = ",".join(sorted(names.union(_OFF)))
-            self._execute(f"SET disabled_optimizers = '{value}'")
+            self._staged.execute(f"SET disabled_optimizers = '{value}'")
 
     def _conformed(self, table: pa.Table) -> pa.Table:
         assert self._output is not None
@@ -203,25 +183,6 @@ class DuckJoin(DuckTwin):
 
     # -- staging --------------------------------------------------------------------------
 
-    def _execute(self, sql: str) -> duckdb.DuckDBPyConnection:
-        try:
-            return self.cursor.execute(sql)
-        except duckdb.Error as e:
-            raise query_error(e, self.what) from e
-
-    def _stage(self, table: pa.Table, index: int) -> None:
-        """Append ``table`` to input ``index``'s temp table (made by the first batch)."""
-        name = quote(self._tables[index])
-        self.cursor.register(_BATCH, table)
-        try:
-            if self._staged[index]:
-                self._execute(f"INSERT INTO {name} SELECT * FROM {_BATCH}")
-            else:
-                self._execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM {_BATCH}")
-                self._staged[index] = True
-        finally:
-            self.cursor.unregister(_BATCH)
-
     def _replayed(self, pending: list[tuple[pa.Table, int]]) -> list[pa.Table]:
         """Hand the join to the Arrow operator: the staged rows (read back with their
         input's types), then ``pending``; what it emits for them."""
@@ -229,32 +190,26 @@ class DuckJoin(DuckTwin):
         out: list[pa.Table] = []
         for index in range(_SIDES):
             schema = self._schemas[index]
-            if not self._staged[index] or schema is None:
+            if index not in self._staged or schema is None:
                 continue
-            name = quote(self._tables[index])
-            reader = self._execute(f"SELECT * FROM {name}").to_arrow_reader(OUTPUT_ROWS)
+            name = self._staged.names[index]
+            reader = self._staged.execute(f"SELECT * FROM {name}").to_arrow_reader(OUTPUT_ROWS)
             for batch in reader:
                 rows = conform(pa.Table.from_batches([batch]), schema, f"join {self.what}")
                 out.extend(fallback.process(rows, index))
-            self._drop(index)
-            if index == _RIGHT and self._build_ended:  # as the task told this twin
+            self._staged.drop(index)
+            if index == _RIGHT and self._build_ended:  # as the task told this operator
                 out.extend(fallback.end_input(_RIGHT))
         for table, index in pending:
             out.extend(fallback.process(table, index))
         return out
-
-    def _drop(self, index: int) -> None:
-        if self._staged[index]:
-            self._staged[index] = False
-            with contextlib.suppress(duckdb.Error):
-                self.cursor.execute(f"DROP TABLE IF EXISTS {quote(self._tables[index])}")
 
     # -- the join -------------------------------------------------------------------------
 
     def _joined(self, query: JoinQuery) -> Iterator[pa.Table]:
         """The staged join's rows, conformed."""
         try:
-            reader = self._execute(query.sql).to_arrow_reader(OUTPUT_ROWS)
+            reader = self._staged.execute(query.sql).to_arrow_reader(OUTPUT_ROWS)
             for batch in reader:
                 yield self._conformed(pa.Table.from_batches([batch]))
         except duckdb.Error as e:  # raised while the reader streams
@@ -268,6 +223,6 @@ class DuckJoin(DuckTwin):
                 yield table
         self.record()
         for index in range(_SIDES):
-            self._drop(index)
+            self._staged.drop(index)
         if not self._emitted and self._output is not None:
             yield self._output.empty_table()

@@ -1,11 +1,11 @@
 """Sort of one partition on DuckDB: one streamed ``ORDER BY`` per task.
 
-The twin of ``SortPartition``: DuckDB's sort runs within the task's
+Runs ``SortPartition`` (``lowering.sort_query``): DuckDB's sort runs within the task's
 ``memory_limit`` and spills sorted runs to the task's temp directory (the Arrow
 operator sorts in memory).  Nulls are last in both
 directions, as on Arrow; a float key is sorted on as an expression (``sort_key``),
 so that its ``-0.0`` values come out as they went in.  A descending float key
-falls back to the Arrow operator (DuckDB puts NaN first there, pyarrow last), as
+falls back to the pyarrow operator (DuckDB puts NaN first there, pyarrow last), as
 does an input with no batch at all.
 """
 
@@ -16,13 +16,14 @@ from collections.abc import Iterable
 import pyarrow as pa
 
 from hybrid_shuffle.operators.columns import require_key_columns
-from hybrid_shuffle.operators.duck.twin import DuckTwin, conform, sort_key
+from hybrid_shuffle.operators.duck.base import DuckOperator
+from hybrid_shuffle.operators.duck.lowering import conform, floating, sort_query
 from hybrid_shuffle.operators.sort import SortPartition
 
 __all__ = ["DuckSort"]
 
 
-class DuckSort(DuckTwin):
+class DuckSort(DuckOperator):
     """``SortPartition`` on DuckDB."""
 
     original: SortPartition
@@ -36,15 +37,11 @@ class DuckSort(DuckTwin):
         if self._query is None:
             schema = table.schema
             require_key_columns(schema, self.original.by, f"sort {self.what}")
-            floats = any(pa.types.is_floating(schema.field(c).type) for c in self.original.by)
-            if floats and self.original.descending:
+            by, descending = self.original.by, self.original.descending
+            if descending and floating(schema, by):
                 return self.fall_back().process(table, input_index)
-            direction = "DESC" if self.original.descending else "ASC"
-            order = ", ".join(
-                f"{sort_key(c, schema)} {direction} NULLS LAST" for c in self.original.by
-            )
             self._schema = schema
-            self.stream(f"SELECT * FROM input ORDER BY {order}", schema)
+            self.stream(sort_query(by, descending, schema), schema)
         assert self._query is not None
         return [self._conform(t) for t in self._query.push(table)]
 

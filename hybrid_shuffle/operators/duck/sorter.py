@@ -1,7 +1,7 @@
 """co_group's sorter on DuckDB: one streamed ``ORDER BY`` per input, spilling within
 the task's ``memory_limit``.
 
-``DuckSorter`` has the interface of the Arrow kernel's ``sorter.Sorter``
+``DuckSorter`` has the interface of pyarrow's ``sorter.Sorter``
 (``add``, ``rows``, ``sorted_batches``, ``close``, held bytes reported through
 ``HeldBytes``), so ``co_group.SortedSides`` takes either.  Each side is a
 ``StreamedQuery`` of ``SELECT * FROM input ORDER BY keys ASC NULLS LAST`` on a
@@ -13,9 +13,9 @@ then records DuckDB's peaks (``peak_memory_bytes``, ``spilled_bytes``).
 The two sides must come out in exactly the order ``key_groups.align`` compares
 with (pyarrow's: nulls last, strings by their bytes), so ``usable`` keeps the
 Arrow sorter for float keys (DuckDB puts NaN above every number in both
-directions and ties ``0.0`` with ``-0.0`` differently: ``twin.sort_key``) and for
+directions and ties ``0.0`` with ``-0.0`` differently: ``lowering.sort_key``) and for
 a side with a column whose type the round trip through DuckDB does not keep
-(``duck.join.duck_types``), or names DuckDB cannot tell apart.
+(``lowering.duck_types``), or names DuckDB cannot tell apart.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ import duckdb
 import pyarrow as pa
 
 from hybrid_shuffle.operators.context import HeldBytes, OperatorContext
-from hybrid_shuffle.operators.duck.join import duck_types
+from hybrid_shuffle.operators.duck.lowering import conform, duck_types, sort_query
 from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery, close_query
-from hybrid_shuffle.operators.duck.twin import conform, quote
 
 __all__ = ["DuckSorter", "usable"]
 
@@ -57,11 +56,10 @@ class DuckSorter:
         self.held = held if held is not None else HeldBytes(context)
         #: rows added so far
         self.rows = 0
-        order = ", ".join(f"{quote(c)} ASC NULLS LAST" for c in on)
         self._cursor: duckdb.DuckDBPyConnection | None = context.database.cursor()
         self._query: StreamedQuery | None = StreamedQuery(
             self._cursor,
-            f"SELECT * FROM input ORDER BY {order}",
+            sort_query(on, False, schema),
             schema,
             what,
             context.wait_timeout,

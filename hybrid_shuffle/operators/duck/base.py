@@ -1,16 +1,20 @@
-"""The DuckDB twin of an Arrow operator: plans like it, runs its work as SQL.
+"""The base of the DuckDB operators: every aggregate, sort, top-n and join a task runs.
 
 The planner only ever sees the operators a ``Stream`` built (``HashAggregate``,
-``SortPartition``, ...); on ``operators.kernel: duckdb`` the task swaps each
-for its twin (``Operator.on_kernel``) before it opens the chain.  A twin
-answers every planning question as its original does and computes the same
-rows: its DuckDB result is cast to the original's output types (``conform``),
-so a later batch, an exchange or ``to_spark`` cannot tell the kernels apart.
+``SortPartition``, ``HashJoin``, ``SortMergeJoin``): they answer every planning
+question (schemas, columns, keys) and hold the parameters.  Before it opens the
+chain a task swaps each for the DuckDB operator that runs it
+(``operators.duck.operators.on_duckdb``), which plans as it does and runs its
+work as the SQL ``lowering`` writes; its DuckDB result is cast to the planned
+output types (``lowering.conform``), so a later batch, an exchange or
+``to_spark`` sees the types pyarrow's answer has.
 
 Where DuckDB's semantics differ from pyarrow's on a given input (float keys:
 DuckDB groups ``0.0`` with ``-0.0`` and sorts NaN above every number in both
-directions), the twin hands that task's input to its original instead
-(``fall_back``), decided on the first batch, when the schema is known.
+directions; a type DuckDB does not give back as it came; names that differ only
+in case), the operator hands that task's input to the pyarrow operator instead
+(``fall_back``), decided on the first batch, when the schema is known: that is
+the only place the pyarrow operators still run.
 """
 
 from __future__ import annotations
@@ -19,54 +23,18 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery, close_query
 
-__all__ = ["DuckTwin", "conform", "quote", "sort_key"]
+__all__ = ["DuckOperator"]
 
 
-def quote(name: str) -> str:
-    """``name`` as a DuckDB identifier (any character, quotes doubled)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def sort_key(name: str, schema: pa.Schema) -> str:
-    """Column ``name`` as an ORDER BY expression that leaves the column's values as they
-    are: DuckDB writes a float column it sorts on back from its normalized sort key,
-    so ``-0.0`` came out as ``0.0``; ordering by ``column + 0.0`` (the same order:
-    the zeros tie, NaN stays above every number) keeps the column itself a payload."""
-    if pa.types.is_floating(schema.field(name).type):
-        return f"({quote(name)} + 0.0)"
-    return quote(name)
-
-
-def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
-    """``table`` (DuckDB's output) with ``schema``'s column types; a value that does not
-    fit its type (a decimal sum past its precision) is a ``PlanError`` naming it."""
-    if table.schema.types == schema.types:
-        return table if table.schema.names == schema.names else table.rename_columns(schema.names)
-    columns = []
-    for column, field in zip(table.columns, schema, strict=True):
-        if column.type == field.type:
-            columns.append(column)
-            continue
-        try:
-            columns.append(pc.cast(column, field.type))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise PlanError(
-                f"{what}: column '{field.name}' does not fit {field.type} ({e}); cast the "
-                "input column to a wider type first"
-            ) from e
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-class DuckTwin(Operator):
-    """Base of the twins: delegates planning to ``original``, owns the cursor and the
-    streamed query, records DuckDB's peaks in the operator's metrics."""
+class DuckOperator(Operator):
+    """Base of the DuckDB operators: plans as ``original`` (the operator the ``Stream``
+    built), owns the cursor and the streamed query, records DuckDB's peaks in the
+    operator's metrics."""
 
     def __init__(self, original: Operator) -> None:
         self.original = original
