@@ -46,8 +46,8 @@ from hybrid_shuffle.spill_dirs import new_session_id
 if TYPE_CHECKING:
     from hybrid_shuffle.api.stream import Stream
     from hybrid_shuffle.result import JobResult
+    from hybrid_shuffle.runtime.cluster import Cluster
     from hybrid_shuffle.runtime.progress import JobProgress
-    from hybrid_shuffle.session import Session
 
 __all__ = ["PlanningJob", "PlanningOnlyError", "PlanningSession", "PlanningTransport"]
 
@@ -152,8 +152,9 @@ class PlanningSession:
     def job(self, name: str) -> Job:
         """A job to build and plan (a ``PlanningJob``: running it is refused)."""
         self.check_open()
-        # the API reads only config, slots, session_id, transport and check_open of it
-        return PlanningJob(cast("Session", self), name)
+        # it stands in for the cluster too: the API reads only config, slots, session_id,
+        # transport and check_open of it, and is refused the rest
+        return PlanningJob(cast("Cluster", self), name, session=self)
 
     @property
     def closed(self) -> bool:

@@ -44,8 +44,8 @@ class CachedStream(Stream):
     def fill(self, timeout: float | None = None) -> CacheInfo:
         """Compute the cache now if it is not filled (nothing comes back to the driver but
         the report), as Spark's ``df.cache().count()`` or Ray Data's ``materialize()``."""
-        self.job.session.check_open()
-        self.job.session.cache_catalog.check(self._cache)
+        self.job.cluster.check_open()
+        self.job.cluster.cache_catalog.check(self._cache)
         if not self._cache.readable:
             self.job.run(self, timeout, collect=False)
         return self.info()
@@ -53,9 +53,9 @@ class CachedStream(Stream):
     def invalidate(self) -> None:
         """Release the cache's partitions; the next run that reaches it fills it again.
         Idempotent, and a no-op once the session is closed (close released them)."""
-        if not self.job.session.closed:
-            self.job.session.cache_catalog.invalidate(self._cache)
+        if not self.job.cluster.closed:
+            self.job.cluster.cache_catalog.invalidate(self._cache)
 
     def info(self) -> CacheInfo:
         """This cache's line of ``Session.caches()``."""
-        return next(c for c in self.job.session.caches() if c.name == self._cache.name)
+        return next(c for c in self.job.cluster.caches() if c.name == self._cache.name)

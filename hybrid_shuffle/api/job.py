@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from hybrid_shuffle._words import plural
 from hybrid_shuffle.api._validate import positive_count
+from hybrid_shuffle.api.spark_plan import SparkPlanInfo
 from hybrid_shuffle.api.stream import Stream
 from hybrid_shuffle.errors import CacheLostError, CacheSessionError, ConfigError, PlanError
 from hybrid_shuffle.operators import Identity
@@ -33,9 +34,8 @@ from hybrid_shuffle.runtime.progress import JobProgress, NoProgress, guarded
 
 if TYPE_CHECKING:
     from hybrid_shuffle.api.cached_stream import CachedStream
+    from hybrid_shuffle.runtime.cluster import Cluster
     from hybrid_shuffle.runtime.execution import Executed
-    from hybrid_shuffle.session import Session
-    from hybrid_shuffle.sparkplan.translate import SparkPlanInfo
 
 __all__ = ["Job"]
 
@@ -43,8 +43,12 @@ __all__ = ["Job"]
 class Job:
     """A named dataflow job built in a session; see the module docstring."""
 
-    def __init__(self, session: Session, name: str) -> None:
-        self.session = session
+    def __init__(self, cluster: Cluster, name: str, session: Any = None) -> None:
+        #: what the job is planned with and runs on: config, slots, executors, caches
+        self.cluster = cluster
+        #: the session the job was made in (``hs.Session``), for the user's own calls in a
+        #: build function (``job.session.spark``); the job itself uses only ``cluster``
+        self.session = session if session is not None else cluster
         self.name = name
         self._ids = itertools.count()
         self._last: LogicalNode | None = None
@@ -83,11 +87,11 @@ class Job:
         subtasks.  Tables are put into the object store by the driver, which owns
         them for the job's life.
         """
-        self.session.check_open()
+        self.cluster.check_open()
         parallelism = positive_count(parallelism, f"from_arrow '{name}': parallelism")
-        transport = self.session.transport
+        transport = self.cluster.transport
         if isinstance(data, pa.Table):
-            p = parallelism or self.session.config.parallelism
+            p = parallelism or self.cluster.config.parallelism
             rows = -(-data.num_rows // p) if data.num_rows else 0
             pieces: list[Any] = [data.slice(i * rows, rows) for i in range(p)]
             schema: pa.Schema | None = data.schema
@@ -125,7 +129,7 @@ class Job:
         ``parallelism`` defaults to config ``parallelism``, as ``from_arrow``'s does;
         give the real source the same, and ``explain`` shows the run's plan.
         """
-        self.session.check_open()
+        self.cluster.check_open()
         what = f"from_schema '{name}'"
         parallelism = positive_count(parallelism, f"{what}: parallelism")
         if not isinstance(schema, pa.Schema):
@@ -135,8 +139,8 @@ class Job:
             )
         if not schema.names:
             raise PlanError(f"{what}: the schema has no columns; give it the input's columns")
-        p = parallelism or self.session.config.parallelism
-        empty = self.session.transport.put(schema.empty_table())  # one object, read by all
+        p = parallelism or self.cluster.config.parallelism
+        empty = self.cluster.transport.put(schema.empty_table())  # one object, read by all
         node = self._node(
             "source",
             name,
@@ -155,7 +159,7 @@ class Job:
         the job reads are converted (column pruning: Spark selects them first).
         """
         parallelism = positive_count(parallelism, f"from_spark '{name}': parallelism")
-        bridge = self.session.bridge
+        bridge = self.cluster.bridge
         schema = bridge.arrow_schema(df, name)
         if parallelism is None:
             parallelism = max(int(df._jdf.rdd().getNumPartitions()), 1)
@@ -198,12 +202,12 @@ class Job:
         a ``PlanError`` naming it."""
         from hybrid_shuffle.sources.parquet import ParquetSource
 
-        self.session.check_open()
+        self.cluster.check_open()
         node_name = name or "parquet"
         parallelism = positive_count(parallelism, f"from_parquet '{node_name}': parallelism")
         source = ParquetSource(path, node_name, columns, filter)
         if parallelism is None:
-            parallelism = max(min(self.session.config.parallelism, len(source.fragments)), 1)
+            parallelism = max(min(self.cluster.config.parallelism, len(source.fragments)), 1)
         p = parallelism
         node = self._node(
             "source",
@@ -227,7 +231,7 @@ class Job:
         Arrow types is a ``PlanError``."""
         from hybrid_shuffle import ray_data
 
-        self.session.check_open()
+        self.cluster.check_open()
         what = f"from_ray_data '{name}'"
         parallelism = positive_count(parallelism, f"{what}: parallelism")
         schema = ray_data.arrow_schema(ds, what)
@@ -236,7 +240,7 @@ class Job:
             name,
             None,
             [],
-            parallelism=parallelism or self.session.config.parallelism,
+            parallelism=parallelism or self.cluster.config.parallelism,
             source_schema=schema,
             load=lambda _columns: ray_data.block_refs(ds),
         )
@@ -250,16 +254,16 @@ class Job:
         no exchange (``explain()`` notes it)."""
         from hybrid_shuffle.api.cached_stream import CachedStream
 
-        self.session.check_open()
+        self.cluster.check_open()
         if not isinstance(cached, CachedStream):
             raise PlanError(
                 f"from_cache: got a {type(cached).__name__}; pass what stream.cache() returned"
             )
         cache = cached._cache
-        if cache.session_id != self.session.session_id:
+        if cache.session_id != self.cluster.session_id:
             raise CacheSessionError(
                 f"from_cache: cache '{cache.name}' belongs to session {cache.session_id}, not "
-                f"to this session ({self.session.session_id}); a cache lives and dies with its "
+                f"to this session ({self.cluster.session_id}); a cache lives and dies with its "
                 "session, so build and cache the stream again in this one"
             )
         node_name = name or f"from_cache({cache.name})"
@@ -275,7 +279,7 @@ class Job:
                 n.cache.expected = n.cache.expected or _expected_layout(n.cache)
         started = time.perf_counter()
         try:
-            return plan_job(self.name, node, self.session.config, self.session.slots)
+            return plan_job(self.name, node, self.cluster.config, self.cluster.slots)
         finally:
             self.planning_seconds += time.perf_counter() - started
 
@@ -331,8 +335,8 @@ class Job:
         partition, or of an empty one from another job, fills it beforehand (a run
         of its own, with its own bars); a run that loses a cache's partition while it
         reads it runs again, filling it (the bars start over)."""
-        session = self.session
-        session.check_open()
+        cluster = self.cluster
+        cluster.check_open()
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
         ):
@@ -361,14 +365,14 @@ class Job:
         # never need (``hybrid-shuffle explain`` plans without it)
         from hybrid_shuffle.runtime.execution import execute
 
-        session = self.session
+        cluster = self.cluster
         started = time.perf_counter()
         began, planned_before = time.time(), self.planning_seconds
         statuses: dict[str, str] = {}
         sources_seconds = 0.0
-        attempts = max(session.config.failover.max_attempts, 1)
+        attempts = max(cluster.config.failover.max_attempts, 1)
         for attempt in range(attempts):
-            session.heal()  # executors that died since the last job are replaced first
+            cluster.heal()  # executors that died since the last job are replaced first
             self._check_caches(stream.node)
             # a bad job fails here, before any cache is filled or lazy source fetched
             plan = self.plan(stream)
@@ -389,11 +393,11 @@ class Job:
             try:
                 executed = execute(
                     plan,
-                    tracker=session.tracker,
-                    master=session.master,
-                    pool=session.pool,
-                    transport=session.transport,
-                    reader=session.reader,
+                    tracker=cluster.tracker,
+                    master=cluster.master,
+                    pool=cluster.pool,
+                    transport=cluster.transport,
+                    reader=cluster.reader,
                     timeout=plan.config.failover.job_timeout if timeout is None else timeout,
                     progress=observer,
                 )
@@ -445,7 +449,7 @@ class Job:
     def _check_caches(self, sink: LogicalNode) -> None:
         """Before a run: every cache it reaches is checked, and a lost one emptied, so
         that its lineage becomes part of the run."""
-        catalog = self.session.cache_catalog
+        catalog = self.cluster.cache_catalog
         checked: set[str] = set()
         while True:  # an emptied cache uncovers its lineage, which may hold more caches
             fresh = [n for n in reachable(sink) if n.cache and n.cache.name not in checked]
@@ -476,7 +480,7 @@ class Job:
 
     def _record_caches(self, plan: Plan, executed: Executed, statuses: dict[str, str]) -> None:
         """After a run: the caches it filled are filled, the ones it read had a hit."""
-        catalog = self.session.cache_catalog
+        catalog = self.cluster.cache_catalog
         for vertex in plan.cache_fills():
             cache = vertex.cache_fill
             assert cache is not None

@@ -92,7 +92,7 @@ class Stream:
         that does not), with its module shipped by value when the executors could not
         import it: a pipeline's own module (a script folder on ``sys.path``, a file
         the CLI loaded) does not exist there, as Ray's docs note."""
-        transport = self.job.session.transport
+        transport = self.job.cluster.transport
         module = sys.modules.get(getattr(fn, "__module__", "") or "")
         path = getattr(module, "__file__", None)
         if (
@@ -278,8 +278,8 @@ class Stream:
         ``<edge>.left`` and ``<edge>.right`` (default ``<join name>.left/right``).
         ``strategy="hash"`` builds a hash table of ``other`` and probes it with this
         stream as it arrives; ``"sort-merge"`` sorts both sides and merges them,
-        emitting only at end of input.  On ``operators.kernel: duckdb`` (the default)
-        either spills beyond ``operators.memory``; on ``arrow`` it runs in memory.
+        emitting only at end of input.  Either runs on DuckDB and spills beyond
+        ``operators.memory``.
 
         ``strategy="broadcast"`` (Spark's BroadcastHashJoin, for a small ``other``)
         moves no row of this stream: the join is chained into this stream's producer
@@ -351,7 +351,7 @@ class Stream:
 
         Both sides are hash-partitioned on ``on`` (edges ``<edge>.left`` and
         ``<edge>.right``, default ``<name>.left/right``), each side is sorted
-        (by DuckDB, spilling beyond ``operators.memory``, on the default kernel) and
+        (by DuckDB, spilling beyond ``operators.memory``) and
         the two are merged.  ``fn``
         receives every row of the keys it covers, from both sides, in key order:
         one call covers many keys (it is vectorized, not called per key), each key
@@ -454,10 +454,10 @@ class Stream:
         taken in the session is an error."""
         from hybrid_shuffle.api.cached_stream import CachedStream
 
-        self.job.session.check_open()
+        self.job.cluster.check_open()
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise PlanError(f"cache: name must be a non-empty string, got {name!r}")
-        catalog = self.job.session.cache_catalog
+        catalog = self.job.cluster.cache_catalog
         cache_name = catalog.new_name(name, self.node.name)
         node_name = f"cache({cache_name})"
         node = self.job._node("cache", node_name, Identity(node_name), [(self.node, None)])
@@ -536,7 +536,7 @@ class Stream:
         result = self.job.run(self, timeout, blocks=True)
         blocks = result.blocks
         if blocks is None:  # read instead (a spilled partition): put back, the driver owns it
-            blocks = [self.job.session.transport.put(result.table)] if result.table.num_rows else []
+            blocks = [self.job.cluster.transport.put(result.table)] if result.table.num_rows else []
         return ray_data.dataset_of(blocks, result.table.schema)
 
     def write_parquet(
@@ -561,7 +561,7 @@ class Stream:
             prepare,
         )
 
-        self.job.session.check_open()
+        self.job.cluster.check_open()
         # Spark refuses them too ([COLUMN_ALREADY_EXISTS]), as Parquet holds one of a name
         self._unique_names("write_parquet", "which one Parquet file cannot hold")
         directory = os.path.abspath(os.fspath(dir))
@@ -590,8 +590,8 @@ class Stream:
         table = self._spark_typed(self.job.run(self, timeout, progress=progress).table)
         names = self._renaming(table)
         if names == []:  # rows of no column
-            return self.job.session.spark.range(table.num_rows).select()
-        return self.job.session.bridge.to_dataframe(table, self.spark_schema, names)
+            return self.job.cluster.spark.range(table.num_rows).select()
+        return self.job.cluster.bridge.to_dataframe(table, self.spark_schema, names)
 
     def explain(self) -> str:
         return self.job.explain(self)

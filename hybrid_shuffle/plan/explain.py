@@ -13,7 +13,7 @@ Contract of ``as_dict``: plain JSON types only (str, int, None, lists, dicts); k
 ``speculation``, ``adaptive`` (lines: what ``adaptive.broadcast_bytes`` may change or
 changed at run time).  ``speculation`` is ``{"enabled": bool, "vertices": [{"name",
 "eligible", "reason"}]}``: which vertices ``failover.speculation`` may give a second
-attempt, and for the others why not (``runtime.speculation``); the text shows it as a
+attempt, and for the others why not (``plan.speculation``); the text shows it as a
 section only when speculation is enabled.
 A note is a fact about the plan that needs nothing done; a warning is something the user
 may not have meant (a mode set against the output-on-EOF rule without ``keep``), so a
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from hybrid_shuffle._words import plural
 from hybrid_shuffle.config import format_size
-from hybrid_shuffle.runtime.speculation import eligibility
+from hybrid_shuffle.plan.speculation import eligibility
 
 if TYPE_CHECKING:
     from hybrid_shuffle.plan.graph import JobEdge, JobGraph, JobVertex

@@ -3,7 +3,8 @@
 Plain Python, no Ray: chaining, effective modes (YAML over code over the
 default) and where they came from, parallelism of exchange consumers, schema
 checks (every key column exists and can be hashed, before anything runs), and
-the pipelined regions with their slot check (``plan.regions``).
+the pipelined regions with their slot check (``plan.regions``), and the check that
+each of them can ever deploy (``plan.deployable``).
 
 Caches (``plan.cache``): a cache node that fills ends its vertex (the vertex
 writes the cache's partitions, so nothing may be chained after it); one that
@@ -27,6 +28,7 @@ from hybrid_shuffle.errors import ConfigError, PlanError
 from hybrid_shuffle.operators.base import Columns
 from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.plan.cache import HashPartitioning
+from hybrid_shuffle.plan.deployable import check_deployable
 from hybrid_shuffle.plan.edge_rules import EdgeFacts, EdgeSettings, derived_facts
 from hybrid_shuffle.plan.explain import explain_plan
 from hybrid_shuffle.plan.graph import (
@@ -172,6 +174,7 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
     )
     plan.notes = [e.note() for e in elided.values()] + kept.notes + overrides.unused(job_name)
     plan.cache_schemas = {n.cache.name: schemas[n.id] for n in nodes if n.fills_cache and n.cache}
+    check_deployable(graph, vertex_region)
     check_slots(regions, vertex_region, graph, slots)
     return plan
 

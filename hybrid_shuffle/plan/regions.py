@@ -23,6 +23,7 @@ __all__ = [
     "TaskKey",
     "check_slots",
     "pipelined_regions",
+    "task_pairs",
     "vertex_regions",
 ]
 
@@ -64,7 +65,9 @@ class Region:
         return sum(self.group_slots().values())
 
 
-def _task_pairs(graph: JobGraph, edge: JobEdge) -> list[tuple[TaskKey, TaskKey]]:
+def task_pairs(graph: JobGraph, edge: JobEdge) -> list[tuple[TaskKey, TaskKey]]:
+    """The (producer subtask, consumer subtask) pairs ``edge`` connects: every pair on an
+    all-to-all edge, subtask i with i on a forward one."""
     src, dst = graph.vertices[edge.source], graph.vertices[edge.target]
     if edge.partitioner.is_all_to_all():
         return [
@@ -103,7 +106,7 @@ def pipelined_regions(graph: JobGraph) -> list[Region]:
             uf.find((vid, i))
     pipelined = [e for e in graph.edges if e.partition_type.must_be_pipelined()]
     for edge in pipelined:
-        for a, b in _task_pairs(graph, edge):
+        for a, b in task_pairs(graph, edge):
             uf.union(a, b)
     position = {vid: n for n, vid in enumerate(order)}
     members: dict[Any, list[TaskKey]] = defaultdict(list)
@@ -115,7 +118,7 @@ def pipelined_regions(graph: JobGraph) -> list[Region]:
     for edge in graph.edges:
         if edge.partition_type.must_be_pipelined():
             continue
-        for a, b in _task_pairs(graph, edge):
+        for a, b in task_pairs(graph, edge):
             ra, rb = uf.find(a), uf.find(b)
             if ra != rb:
                 reads_from[rb].add(ra)

@@ -35,8 +35,8 @@ cause is raised.  A job past its deadline fails the same way with a
 ``JobTimeoutError``.  Ctrl-C cancels the same way and re-raises
 ``KeyboardInterrupt``.
 
-Speculation (``failover.speculation``, Flink's FLIP-168; ``runtime.speculation``
-decides *which* and *when*): after each turn, a slow running task of an eligible
+Speculation (``failover.speculation``, Flink's FLIP-168; ``plan.speculation`` decides
+*which*, ``runtime.speculation`` *when*): after each turn, a slow running task of an eligible
 vertex gets a second attempt (the next attempt number) on another executor's free
 slot, whose partitions the tracker keeps apart from the consumers'.  The first of the
 two to finish wins: the other becomes a zombie that reports nothing that counts (no
@@ -75,6 +75,7 @@ from hybrid_shuffle.errors import (
 from hybrid_shuffle.plan.graph import JobVertex, VertexId
 from hybrid_shuffle.plan.planner import Plan
 from hybrid_shuffle.plan.regions import Region, TaskKey, pipelined_regions, vertex_regions
+from hybrid_shuffle.plan.speculation import eligibility
 from hybrid_shuffle.runtime.deployment import Deployer, producers_of
 from hybrid_shuffle.runtime.failover import (
     FailoverTopology,
@@ -89,7 +90,7 @@ from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
 from hybrid_shuffle.runtime.placement import place, prefer_nodes
 from hybrid_shuffle.runtime.progress import JobProgress, NoProgress
 from hybrid_shuffle.runtime.slot_pool import ExecutorPool, SlotAllocation
-from hybrid_shuffle.runtime.speculation import eligibility, slow_tasks
+from hybrid_shuffle.runtime.speculation import slow_tasks
 from hybrid_shuffle.runtime.task import TaskReport, TaskState, attempt_key
 from hybrid_shuffle.runtime.transport import TaskRef, TaskTransport
 from hybrid_shuffle.shuffle.api import PartitionId, ProducerDescriptor
@@ -262,7 +263,7 @@ class Scheduler:
                     break
                 self._deploy(self._pending.pop(0))
             if not self._running and self._pending and not self._backing_off():
-                raise WaitTimeoutError(  # cannot happen with a valid plan; never hang on it
+                raise WaitTimeoutError(  # plan.deployable refuses such a plan; never hang on it
                     f"job '{self.graph.job_name}': region {self._pending[0].id} can never deploy"
                 )
             for ref in self._wait():

@@ -18,9 +18,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hybrid_shuffle.api.spark_plan import SparkPlanInfo
 from hybrid_shuffle.empty_column import EMPTY_COLUMN
 from hybrid_shuffle.errors import HybridShuffleError, PlanError, UnsupportedPlanError, summary
 from hybrid_shuffle.operators.python import PYTHON_STEPS
@@ -59,20 +60,6 @@ FALLBACKS = ("spark", "error")
 #: translations of one plan at most: each one after the first runs one more operator that
 #: DuckDB rejected in Spark
 _ATTEMPTS = 16
-
-
-@dataclass
-class SparkPlanInfo:
-    """What a translated job keeps of its Spark plan, for ``explain()``."""
-
-    #: edge name -> the Spark exchange it replaces (``Exchange (11) hashpartitioning(..)``)
-    edges: dict[str, str] = field(default_factory=dict)
-    #: what ran in Spark and why: ``{"operator": "Generate (4)", "reason": ...}``
-    spark_subtrees: list[dict[str, str]] = field(default_factory=list)
-    formatted: str = ""
-    #: seconds Spark took to plan the query (AQE off), and the translation after it
-    spark_seconds: float = 0.0
-    translate_seconds: float = 0.0
 
 
 @dataclass

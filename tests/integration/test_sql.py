@@ -164,6 +164,7 @@ def test_a_query_failing_on_the_data_fails_the_job_once_without_retries(
     with pytest.raises(hs.JobFailedError) as err:
         casts.collect()
     assert isinstance(err.value, hs.QueryFailedError)
+    assert err.value.attempts == 1  # deterministic: not retried (failover.max_attempts)
     message = str(err.value)
     assert "sql 'casts': DuckDB failed on the data: Conversion Error" in message
     assert "three" in message

@@ -239,3 +239,29 @@ def test_an_empty_result_keeps_the_columns_only_running_could_tell(
     assert result.num_rows == 0
     assert result.column_names == [*orders(1).column_names, "flag"]
     assert_no_leaks(session)
+
+
+def test_a_blocking_edge_inside_a_pipelined_region_is_a_plan_error_before_running(
+    local_ray: None,
+) -> None:
+    """Issue 37: a diamond streamed on both sides but blocking into the join is one region
+    whose join would wait for its own producer; explain() and collect() both refuse it,
+    naming the edge, before any task runs (it used to fail at run time: "can never
+    deploy")."""
+    edges = {"left_branch": "pipelined", "right_branch": "pipelined"}
+    edges |= {"rejoin.left": "pipelined", "rejoin.right": "blocking"}
+    config = {**CONFIG, "job": "diamond", "edges": {k: {"mode": v} for k, v in edges.items()}}
+    table = pa.table({"k": list(range(100)), "v": list(range(100))})
+    with hs.Session(config, slots=2) as diamond_session:
+        job = diamond_session.job("diamond")
+        src = job.from_arrow(table, name="src")
+        left = src.rebalance(edge="left_branch").select("k", "v", name="left")
+        right = src.rebalance(edge="right_branch").select("k", name="right")
+        joined = left.join(right, on="k", edge="rejoin")
+        for plan_or_run in (joined.explain, joined.collect):
+            with pytest.raises(hs.PlanError) as err:
+                plan_or_run()
+            message = str(err.value)
+            assert message.startswith("job 'diamond': edge 'rejoin.right' is blocking")
+            assert "edges.rejoin.right.mode pipelined or hybrid-selective" in message
+        assert_no_leaks(diamond_session)

@@ -12,9 +12,10 @@ import pytest
 from hybrid_shuffle.config import FailoverConfig, SpeculationConfig, load_config
 from hybrid_shuffle.errors import ConfigError
 from hybrid_shuffle.plan.planner import plan_job
+from hybrid_shuffle.plan.speculation import Link, eligibility, why_not
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker, TrackedState
 from hybrid_shuffle.runtime.scheduler import Scheduler
-from hybrid_shuffle.runtime.speculation import Link, eligibility, slow_tasks, why_not
+from hybrid_shuffle.runtime.speculation import slow_tasks
 from hybrid_shuffle.runtime.task import TaskState
 from hybrid_shuffle.shuffle.api import PartitionDescriptor, PartitionId, ProducerDescriptor
 from hybrid_shuffle.shuffle.partition_type import partition_type

@@ -117,12 +117,12 @@ def _loaded_name(commands: tuple[bytes, ...]) -> str:
 
 def _check_loadable(tr: Translator, commands: list[bytes]) -> None:
     """``Unsupported`` if an executor cannot unpickle the functions (a module it lacks)."""
-    session = tr.job.session
-    executors = session.pool.executors[:1]
+    cluster = tr.job.cluster
+    executors = cluster.pool.executors[:1]
     if not executors:
         return
     try:
-        [error] = session.transport.call_all(
+        [error] = cluster.transport.call_all(
             executors, "python_loads", _LOAD_CHECK_TIMEOUT, commands
         )
     except WaitTimeoutError as e:
