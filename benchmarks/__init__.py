@@ -1,1 +1,1 @@
-"""Benchmarks against the peers, in one run: ``python -m benchmarks --help``."""
+"""Benchmarks against the peers: ``python -m benchmarks list | run SUITE | compare A B``."""

@@ -14,7 +14,8 @@ tables have their value in ``w``:
 * the **co_group's right side**: ``make_table(rows, seed=43)`` (100,000 uniform keys,
   like the left), ``v`` renamed ``w``.
 
-**Set-up**: its own embedded Ray (``num_cpus=2``, ``--object-store``) started by a
+**Set-up**: its own embedded Ray (``num_cpus=2``, a 3 GiB object store, 300 MiB under
+scale 1) started by a
 session with ample operator memory (``AMPLE``, 1 GiB a task) and ``SLOTS`` = 10
 slots, ``parallelism: 8``; Spark in that session on one executor with both cores
 (``SPARK``, as ``benchmarks/mainjob.py``).  Every other memory setting is a session
@@ -90,9 +91,6 @@ from benchmarks.harness import Measurement, measure
 
 PARALLELISM = 8
 SLOTS = 10
-DEFAULT_ROWS = (2_000_000, 10_000_000, 40_000_000)
-DEFAULT_JOIN_ROWS = 10_000_000
-DEFAULT_BASELINE_ROWS = 1_000_000
 #: "ample" operator memory: far more than any task of this workload holds
 AMPLE = 1 << 30
 #: the engine's smallest operators.memory
@@ -837,36 +835,3 @@ def _summary(b: Batch, seconds: float) -> dict[str, Any]:
         "measurements": rows,
         "targets": _targets(b),
     }
-
-
-def print_summary(summary: dict[str, Any] | None) -> None:
-    if not summary:
-        return
-    print("\nbatch operators (issue 12): engine runs with their operator memory")
-    print(
-        f"  {'workload':<36} {'rows':>11} {'system':<58} {'median s':>9} {'us/row':>7}"
-        f" {'memory':>10} {'peak/mem':>8} {'spilled':>11}"
-    )
-    for row in summary["measurements"]:
-        median = row["median_seconds"]
-        cells = (
-            f"  {row['workload']:<36} {row['rows']:>11,} {row['system'][:58]:<58}"
-            f" {_cell(median, '9.3f')} {_cell(row['us_per_row'], '7.3f')}"
-        )
-        if "memory_bytes" in row and row["peak_over_memory"] is not None:
-            cells += (
-                f" {mib(row['memory_bytes']):>10} {row['peak_over_memory']:>7.2f}x"
-                f" {mib(row['spilled_bytes']):>11}"
-            )
-        if row["error"]:
-            cells += f"  {row['error'][:90]}"
-        print(cells)
-    print("\nissue 12 targets")
-    for t in summary["targets"]:
-        value = f"{t['value']:.2f}{t['unit']}" if t["value"] is not None else "-"
-        print(f"  [{t['status']:>12}] {t['target']}: {value} ({t['measured']})")
-
-
-def _cell(x: float | None, fmt: str) -> str:
-    width = int(fmt.split(".")[0])
-    return format(x, fmt) if x is not None else "-".rjust(width)

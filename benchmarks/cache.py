@@ -2,7 +2,7 @@
 prepared aggregation, with and without the cache, against Spark's ``df.cache()`` and
 Ray Data's ``materialize()`` on the same data and the same 2 cores.
 
-**Data** (seeded): the **facts**, ``rows`` rows (``--cache-rows``, default 10M):
+**Data** (seeded): the **facts**, ``rows`` rows (``--scale`` million, default 10M):
 ``k`` int64 uniform over ``rows / 10`` keys (1M at 10M rows), ``v`` float64 in
 [0, 1), ``q`` int64 in [0, 1,000,000), dealt as ``PARALLELISM`` = 8 contiguous
 blocks; the **dimension**: one row per key, ``k`` = 0..keys-1 and ``segment``
@@ -51,7 +51,8 @@ last fill is the one the cached queries read.  Spark's uncached queries run
 before its ``cache()``: once cached, Spark would read the cache for any query of
 the same plan.
 
-**Set-up**: its own embedded Ray (``num_cpus=2``, ``--object-store``) started by a
+**Set-up**: its own embedded Ray (``num_cpus=2``, a 3 GiB object store, 300 MiB under
+scale 1) started by a
 session with ample operator memory (1 GiB a task), ``SLOTS`` = 10 slots,
 ``parallelism: 8``, 2 GiB of shuffle memory (the cache lives there); Spark in that
 session on one executor with both cores (``SPARK``), AQE off,
@@ -1025,51 +1026,3 @@ def _summary(b: CacheBench, ref: Reference, seconds: float) -> dict[str, Any]:
         "ratios": _ratios(table),
         "targets": _targets(b),
     }
-
-
-COLUMNS = (
-    (ENGINE_UNCACHED, "engine"),
-    (ENGINE_CACHED, "engine cached"),
-    (SPARK_UNCACHED, "spark"),
-    (SPARK_CACHED, "spark cached"),
-    (RAY_UNCACHED, "ray data"),
-    (RAY_CACHED, "ray cached"),
-)
-
-
-def print_summary(summary: dict[str, Any] | None) -> None:
-    if not summary:
-        return
-    table = summary["table"]
-    columns = [(system, head) for system, head in COLUMNS if system in table]
-    print(
-        f"\ncache (issue 13): five queries over the aggregation of {summary['rows']:,} rows "
-        f"into {summary['prepared_rows']:,}, median seconds"
-    )
-    print(f"  {'':<40}" + "".join(f" {head:>13}" for _, head in columns))
-    rows = [workload(q) for q in QUERIES] + [TOTAL, FILL, FILL_TOTAL]
-    for row in rows:
-        cells = "".join(f" {_cell(table[system].get(row)):>13}" for system, _ in columns)
-        print(f"  {row.removeprefix('cache: '):<40}{cells}")
-    errors = [m for m in summary["measurements"] if m["error"]]
-    for m in errors:
-        print(f"  error: {m['workload']} | {m['system']}: {m['error'][:120]}")
-    checked = sum(m.get("checked_runs", 0) for m in summary["measurements"]
-                  if m["system"].startswith("engine"))  # fmt: skip
-    print(f"  engine runs checked against pyarrow: {checked}")
-    info = summary.get("engine_cache")
-    if info:
-        print(
-            f"  engine cache '{info['name']}': {info['rows']:,} rows, "
-            f"{info['bytes'] / 2**20:.1f} MiB ({info['spilled_bytes'] / 2**20:.1f} spilled), "
-            f"{info['partitions']} partitions, {info['partitioning']}, "
-            f"{info['fills']} fills, {info['hits']} hits"
-        )
-    print("\nissue 13 targets")
-    for t in summary["targets"]:
-        value = f"{t['value']:.2f}{t['unit']}" if t["value"] is not None else "-"
-        print(f"  [{t['status']:>12}] {t['target']}: {value} ({t['measured']})")
-
-
-def _cell(x: float | None) -> str:
-    return f"{x:.3f}" if x is not None else "-"

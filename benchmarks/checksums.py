@@ -1,7 +1,7 @@
 """Issue 27: what checksums on spill files cost. A spilling 10M-row hash repartition,
 blocking, with ``shuffle.checksums: true`` against ``false``, paired in one run.
 
-The job: a seeded table of ``--rows`` rows (``benchmarks.data.make_table``, uniform:
+The job: a seeded table of ``--scale`` million rows (``benchmarks.data.make_table``, uniform:
 ``k`` int64 over 100,000 keys, ``v`` float64; 16 bytes a row, 153 MiB at 10M), put once
 as ``PARALLELISM`` separately owned blocks, read by ``from_arrow``, ``key_by("k",
 mode="blocking")`` into ``PARALLELISM`` consumers and a ``map_batches`` that keeps one
@@ -9,8 +9,8 @@ row per batch (its row count and the sum of its keys), so nothing but those figu
 comes back to the driver.  Each run is checked: the consumers saw every row once and
 the keys sum to pyarrow's sum.
 
-The exchange spills: ``shuffle.memory_budget`` is ``--budget`` (32 MiB by default, a
-fifth of the data) for the whole session, so each executor keeps a few buffers in
+The exchange spills: ``shuffle.memory_budget`` is 32 MiB at 10M rows (a fifth of the
+data, scaled with the rows) for the whole session, so each executor keeps a few buffers in
 memory and writes the rest to its spill file, and each consumer reads them back from
 disk (``JobResult.spilled_bytes`` is recorded per run, and must be most of the data).
 That write and read is where checksums act: an xxh3-64 of each buffer as it is
@@ -18,7 +18,7 @@ appended, checked as it is read.
 
 **Pairs**: one embedded Ray (2 CPUs), two sessions on it, identical but for
 ``shuffle.checksums``; after one warm-up run each, the two run the job alternately,
-``--pairs`` times, the side going first alternating too, so a drift of the machine
+``--runs`` times, the side going first alternating too, so a drift of the machine
 hits both sides.  Printed: the medians of each side, the ratio of the medians and the
 median of the pairs' ratios (on / off; target <= 1.03), with the load average and the
 file system the spill directory is on (a spill is written to the page cache first).
@@ -26,16 +26,13 @@ A run lasts well under a second on 2 cores, so the pairs' ratios scatter by seve
 percent either way; the direct cost is printed too: the time ``spill_file.checksum``
 takes over a run's spilled bytes, twice (written and read), timed in this process.
 
-Run it under the benchmark lock; results go to ``benchmarks/results/<name>.txt`` and
-``.json``:
+Run it under the benchmark lock; results go to ``benchmarks/results/checksums/``:
 
-    flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks.checksums
-    flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks.checksums --pairs 9
+    flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks run checksums --runs 9
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -47,13 +44,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from benchmarks.report_files import write_report
 from hybrid_shuffle.sizes import parse_size
 
-__all__ = ["main"]
+__all__ = ["measure", "report"]
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
 PARALLELISM = 4
 SLOTS = 4
 EDGE = "by_k"
@@ -244,35 +239,3 @@ def report(summary: dict[str, Any]) -> list[str]:
         f"{summary['hashing_share_of_off_median']:.1%} of the median run without them"
     )
     return lines
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=lambda s: int(float(s)), default=10_000_000)
-    parser.add_argument("--pairs", type=int, default=7)
-    parser.add_argument("--budget", default="32 MiB", help="shuffle.memory_budget")
-    parser.add_argument("--buffer-size", default="4 MiB", help="shuffle.buffer_size")
-    parser.add_argument("--object-store", type=int, default=1536 << 20)
-    parser.add_argument(
-        "--settle", type=float, default=90.0, help=f"seconds to wait for load < {SETTLED}"
-    )
-    parser.add_argument("--name", default="issue27-checksums")
-    parser.add_argument("--out", default=str(RESULTS))
-    args = parser.parse_args(argv)
-    settle_until = time.monotonic() + args.settle
-    while os.getloadavg()[0] > SETTLED and time.monotonic() < settle_until:
-        time.sleep(5)  # what ran before (another benchmark) is still in the load average
-    started = time.time()
-    load_before = _load()
-    summary = measure(args.rows, args.pairs, args.budget, args.buffer_size, args.object_store)
-    summary["load_before"] = load_before
-    summary["load_after"] = _load()
-    summary["seconds"] = time.time() - started
-    lines = report(summary)
-    print("\n".join(lines))
-    write_report(args.out, args.name, lines, summary)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -14,7 +14,7 @@ killed or not, is compared row for row with single-process pyarrow
 (``group_by`` on the same table); a wrong answer raises and fails the run.
 
 **Failover matrix** (``run``): one embedded Ray (``num_cpus=2``, the
-``--object-store`` size), the blocks put once, then per shuffle service a
+(3 GiB object store, 300 MiB under scale 1), the blocks put once, then per shuffle service a
 session with ``SLOTS`` = 4 slots (``parallelism: 2``, ``failover: {backoff:
 0.1 s}``; max_attempts stays 3).  4 slots, not 2: with 2, a slot takes a
 hybrid consumer only once a producer has left it, so hybrid consumers would
@@ -108,8 +108,6 @@ GATE_WAIT = 30.0
 WORKER_TIMEOUT = 600.0
 WORKLOAD = "failover"
 OVERHEAD = "attempt tracking vs baseline"
-#: the measurements' workloads: ``print_summary`` prints them, not ``report.print_table``
-OWN_WORKLOADS = (WORKLOAD, OVERHEAD)
 TARGET = 1.05
 
 
@@ -814,83 +812,6 @@ def serve(rows: int, block_count: int, object_store: int) -> int:
 
 
 # -- the printed table -----------------------------------------------------------------------
-
-
-def print_summary(summary: dict[str, Any] | None) -> None:
-    if not summary:
-        return
-    mib = 2**20
-    loads = [x for r in summary["matrix"] for x in r["load_average_1min"]]
-    print(
-        f"\nfailover (issue 11): {summary['rows']:,}-row aggregation, {summary['slots']} slots, "
-        f"parallelism {summary['parallelism']}; one executor killed halfway through a "
-        f"producer's input\n  tree {summary['matrix_tree']['head']}; load average (1 min) "
-        f"{min(loads, default=0):.1f}..{max(loads, default=0):.1f} on {os.cpu_count()} cores"
-    )
-    print(
-        f"  {'service':<14} {'mode':<16} | {'happy s':>7} {'killed s':>8} {'cost s':>7}"
-        f" {'k/h':>5} | {'restarts':>8} {'->exec':>6} {'->rst':>6} | {'recomp MiB':>10}"
-        f" {'src rows':>10} | {'re-read MiB':>11}"
-    )
-    for r in summary["matrix"]:
-        restarts = ",".join(str(d["restarts"]) for d in r["runs"])
-        estimated = "~" if any(d["reread_estimated"] for d in r["runs"]) else " "
-        print(
-            f"  {r['service']:<14} {r['mode']:<16} | {r['happy_median_seconds']:7.3f}"
-            f" {r['killed_median_seconds']:8.3f} {r['recovery_seconds']:7.3f}"
-            f" {r['killed_over_happy']:4.2f}x | {restarts:>8}"
-            f" {r['median_kill_to_replacement_seconds']:6.3f}"
-            f" {r['median_kill_to_restart_seconds']:6.3f} |"
-            f" {r['median_recomputed_bytes'] / mib:10.1f}"
-            f" {r['median_recomputed_source_rows']:10,.0f} |"
-            f" {estimated}{r['median_reread_bytes'] / mib:10.1f}"
-        )
-        for i, d in enumerate(r["runs"]):
-            print(
-                f"      run {i + 1}: {d['seconds']:.3f} s, executor {d['killed_executor']} killed"
-                f" at {d['kill_at_seconds']:.2f} s; recomputed {d['recomputed_bytes'] / mib:.1f}"
-                f" MiB, re-read {d['reread_bytes'] / mib:.1f} MiB; restarted"
-                f" {', '.join(d['restarted_tasks']) or '-'}"
-            )
-    legend = (
-        "happy s, killed s = medians of the runs; cost = killed - happy; k/h = killed / happy;",
-        "->exec, ->rst = seconds from the kill to a replacement executor being started and to the",
-        "first restarted task's start; recomp MiB = written by tasks at attempt > 0 (exchange",
-        "and result); src rows = source rows read again by restarted source subtasks; re-read",
-        "MiB = read by tasks at attempt > 0 from partitions of attempt-0 producers (~: split by",
-        "the producers' shares of the edge); all medians over the killed runs",
-    )
-    print("\n".join(f"  {line}" for line in legend))
-    by = {(r["service"], r["mode"]): r for r in summary["matrix"]}
-    lines = []
-    for mode in MODES:
-        if ("external", mode) in by and ("executor-local", mode) in by:
-            ext = by[("external", mode)]["happy_median_seconds"]
-            loc = by[("executor-local", mode)]["happy_median_seconds"]
-            lines.append(
-                f"  {mode:<16} external {ext:.3f} s vs executor-local {loc:.3f} s: {ext / loc:.2f}x"
-            )
-    if lines:
-        print("\n  the external store on the happy path:")
-        print("\n".join(lines))
-    overhead = summary.get("overhead")
-    if overhead:
-        loads = [x for r in overhead["modes"] for x in r["load_average_1min"]]
-        print(
-            f"\n  attempt tracking on the happy path: this tree ({overhead['head']}) against "
-            f"{overhead['baseline']}, executor-local, {overhead['pairs']} alternating pairs;"
-            f" load average {min(loads, default=0):.1f}..{max(loads, default=0):.1f}"
-        )
-        print(
-            f"  {'mode':<16} | {'new s':>7} {'old s':>7} | {'median new/old':>14}"
-            f" {'of medians':>10} | target <= {overhead['target']:.2f}"
-        )
-        for r in overhead["modes"]:
-            status = "met" if r["median_ratio"] <= overhead["target"] else "MISSED"
-            print(
-                f"  {r['mode']:<16} | {r['new_median_seconds']:7.3f} {r['old_median_seconds']:7.3f}"
-                f" | {r['median_ratio']:13.3f}x {r['ratio_of_medians']:9.3f}x | {status}"
-            )
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--serve"]:

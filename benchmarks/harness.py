@@ -26,6 +26,8 @@ class Measurement:
     #: optional split of each timed run into named parts (same order as ``seconds``), for
     #: workloads whose claim is about where the time goes, not only how much there is
     parts: dict[str, list[float]] = field(default_factory=dict)
+    #: True where the answer was compared with the suite's oracle and matched
+    checked: bool | None = None
 
     @property
     def median(self) -> float:
@@ -43,6 +45,7 @@ class Measurement:
             "peak_bytes": self.peak_bytes,
             "error": self.error,
             "note": self.note,
+            "checked": self.checked,
         }
         if self.parts:  # only where a workload splits its runs: older results stay as they were
             out["parts"] = self.parts

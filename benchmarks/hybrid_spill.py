@@ -2,8 +2,8 @@
 exchanges carry several times ``shuffle.memory_budget``, every edge ``blocking``
 against every edge ``hybrid-selective``, paired in one run.
 
-    RAY_ADDRESS=local flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks.hybrid_spill \
-        --slots 2,4,8 --pairs 7
+    RAY_ADDRESS=local flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks run hybrid-spill \
+        --scale 1 --runs 7
 
 **The job** (hand-built with the Stream API, so that its exchanges are exactly the ones
 named here and nothing else decides their size): TPC-H ``lineitem`` (6,001,215 rows at
@@ -13,20 +13,19 @@ and ``orders`` (``o_orderkey``, ``o_custkey``) read with ``from_parquet``, a has
 build side), then ``key_by("o_custkey")`` into an ``aggregate`` (sum, sum, mean, max)
 with ``combine=False``, so the aggregate's edge ``by_cust`` carries every joined row as
 a shuffle of raw rows does.  At SF1 the three edges move about 755 MiB, against a
-``shuffle.memory_budget`` of 64 MiB for the whole session (``--budget``).
+``shuffle.memory_budget`` of 64 MiB for the whole session (``BUDGET``).
 
 **Modes**: no edge has a mode in code; ``shuffle.default_mode`` and
 ``shuffle.batch_mode`` are both ``blocking`` on one side and both ``hybrid-selective``
 on the other (``benchmarks.mode_runs.with_modes``), so every edge runs in the mode
 named (checked per run from ``JobResult.edges[...].mode``).
 
-**Control**: the same two modes in sessions whose budget is ``--reference-budget``
-(2 GiB: nothing spills), which says what avoiding the spills is worth at most
-(``--reference-budget ''`` leaves them out).
+**Control**: the same two modes in sessions whose budget is 2 GiB (nothing
+spills), which says what avoiding the spills is worth at most.
 
-**Rounds**: one embedded Ray (2 CPUs); one session per slot count of ``--slots`` and
+**Rounds**: one embedded Ray (2 CPUs); one session per slot count (2 and 8) and
 budget, all open at once.  After a warm-up of each variant (mode and budget) on each
-slot count, ``--pairs`` rounds, each running every variant once on every slot count, the
+slot count, ``--runs`` rounds, each running every variant once on every slot count, the
 variants' order rotating from round to round, so a drift of the shared machine hits
 them all.  Every run, warm-ups included, is checked
 against DuckDB's answer over the same Parquet (keys and sums exactly, the mean to
@@ -38,12 +37,11 @@ share (every process; the machine is shared, so it is mostly others').  The run 
 median gives each vertex's span (first task start to last task end, from the job's
 start): a timeline in text.
 
-Results go to ``benchmarks/results/<name>.txt`` and ``.json``.
+Results go to ``benchmarks/results/hybrid-spill/<label>.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import os
@@ -59,11 +57,10 @@ import pyarrow as pa
 
 import hybrid_shuffle as hs
 from benchmarks import tpch_data
-from benchmarks.mode_runs import CpuSample, edge_facts, run_and_report, with_modes
+from benchmarks.mode_runs import CpuSample, edge_facts, with_modes
 
-__all__ = ["main"]
+__all__ = ["measure", "report"]
 
-RESULTS = Path(__file__).resolve().parent / "results"
 MODES = ("blocking", "hybrid-selective")
 TARGET = 0.8
 AGGREGATES = {
@@ -176,7 +173,7 @@ def run_once(
     }
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
+def measure(args: Any) -> dict[str, Any]:
     folder = tpch_data.ensure(args.scale, Path(args.data), tables=("lineitem", "orders"))
     paths = tpch_data.table_paths(args.scale, Path(args.data), tables=("lineitem", "orders"))
     want = oracle(paths)
@@ -362,30 +359,3 @@ def _f(v: float | None, width: int, places: int) -> str:
 
 def _p(v: float | None) -> str:
     return f"{v:.0%}" if v is not None else "-"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.hybrid_spill")
-    parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor")
-    parser.add_argument("--data", default=str(tpch_data.CACHE), help="Parquet cache folder")
-    parser.add_argument("--slots", default="2,8", help="slot counts, one session each")
-    parser.add_argument("--parallelism", type=int, default=2)
-    parser.add_argument("--pairs", type=int, default=5)
-    parser.add_argument("--budget", default="64 MiB", help="shuffle.memory_budget")
-    parser.add_argument(
-        "--reference-budget",
-        default="2 GiB",
-        help="memory_budget of the no-spill sessions ('' for none)",
-    )
-    parser.add_argument("--buffer-size", default="4 MiB", help="shuffle.buffer_size")
-    parser.add_argument("--object-store", type=int, default=3072, help="MiB")
-    parser.add_argument("--name", default="issue36-hybrid-spill")
-    parser.add_argument("--out", default=str(RESULTS))
-    args = parser.parse_args(argv)
-    args.slots = [int(s) for s in args.slots.split(",")]
-    run_and_report(args, measure, report)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -31,7 +31,6 @@ shared machine.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import statistics
 import sys
@@ -50,8 +49,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "configs" / "main.yaml"
 WORKLOAD = "main job"
 DISTRIBUTION = "tpch"
-#: what the default run can afford (~10 minutes in all); the issue-level run adds 20
-DEFAULT_SCALES = (0.1, 1.0, 5.0)
 #: the columns ``engine_pipeline`` reads: what the engine exports after pruning
 READ_COLUMNS = {
     "orders": ["o_custkey", "o_totalprice", "o_orderdate"],
@@ -89,14 +86,6 @@ def session_config(path: Path = CONFIG) -> dict[str, Any]:
     config["spark"] = {**(raw.get("spark") or {}), **SPARK}
     config["ray"] = {**(raw.get("ray") or {}), **RAY}
     return config
-
-
-def parse_scales(text: str) -> list[float]:
-    """``"0.1,1,5"`` -> ``[0.1, 1.0, 5.0]`` (argparse ``type``)."""
-    scales = [float(x) for x in text.split(",") if x.strip()]
-    if not scales or any(s <= 0 for s in scales):
-        raise argparse.ArgumentTypeError(f"scales must be positive numbers, got {text!r}")
-    return scales
 
 
 def run(
@@ -312,48 +301,3 @@ def _summary(
         "join_cpu_us_per_probe_row": join_us,
         "errors": {m.system: m.error for m in measured if m.error},
     }
-
-
-def print_summary(summary: list[dict[str, Any]]) -> None:
-    """The main-job table: one line per scale, the ratios in their own columns."""
-    if not summary:
-        return
-
-    def s(x: float | None, fmt: str = "8.3f", suffix: str = "") -> str:
-        width = int(fmt.split(".")[0]) + len(suffix)
-        return format(x, fmt) + suffix if x is not None else "-".rjust(width)
-
-    print("\nmain job (workload 4): engine path vs plain PySpark, same session and data")
-    print(
-        f"  {'scale':>5} {'rows':>11} | {'engine s':>8} ({'in':>6} / {'engine':>6} / {'out':>6})"
-        f" {'1st run':>8} | {'pyspark':>8} {'eng/spk':>7} | {'bound all':>9} {'bound rd':>8}"
-        f" {'in/bnd':>6} | {'us/row':>6} {'vs prev':>7}"
-    )
-    for r in summary:
-        p = r["engine_parts_seconds"]
-        print(
-            f"  {r['scale']:>5g} {r['rows']:>11,} | {s(r['engine_seconds'])}"
-            f" ({s(p.get('in'), '6.2f')} / {s(p.get('engine'), '6.2f')}"
-            f" / {s(p.get('out'), '6.2f')}) {s(r['first_run_seconds'])} |"
-            f" {s(r['pyspark_seconds'])} {s(r['engine_over_pyspark'], '6.2f', 'x')} |"
-            f" {s(r['export_bound_all_columns_seconds'], '9.3f')}"
-            f" {s(r['export_bound_read_columns_seconds'])}"
-            f" {s(r['conversion_in_over_read_columns_bound'], '5.2f', 'x')} |"
-            f" {s(r['engine_us_per_row'], '6.3f')}"
-            f" {s(r['engine_per_row_over_previous_scale'], '6.2f', 'x')}"
-        )
-        print(
-            f"        join + combiner CPU {s(r['join_cpu_us_per_probe_row'], '6.3f')} us per "
-            f"probe row; int64 join {s(r.get('int64_join_cpu_us_per_probe_row'), '6.3f')}"
-            f" ({s(r.get('join_over_int64_join'), '5.2f', 'x')})"
-        )
-        for system, error in r["errors"].items():
-            print(f"        {system}: {error[:100]}")
-    legend = (
-        "engine s = the whole engine path, median (conversion in / engine / conversion out: the",
-        "median of each part, so they need not add up); 1st run = the engine path's warm-up;",
-        "bound = Spark exporting the cached inputs to Arrow, nothing else (all columns / the",
-        "columns the job reads); in/bnd = conversion in / read-column bound; us/row = engine",
-        "path microseconds per input row; vs prev = us/row against the previous scale's",
-    )
-    print("\n".join(f"  {line}" for line in legend))

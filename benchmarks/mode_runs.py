@@ -15,11 +15,9 @@ a Spark backend's JVM), which is what the run itself spent.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -142,27 +140,3 @@ class CpuSample:
         if self._machine0 is not None and end is not None and end[1] > self._machine0[1]:
             self.machine_busy = (end[0] - self._machine0[0]) / (end[1] - self._machine0[1])
         return self
-
-
-def run_and_report(
-    args: argparse.Namespace,
-    measure: Callable[[argparse.Namespace], dict[str, Any]],
-    report: Callable[[dict[str, Any]], list[str]],
-) -> dict[str, Any]:
-    """``measure(args)``, its report printed and written (``args.out``, ``args.name``)
-    with the load average before and after and the seconds it took; the summary."""
-    from benchmarks.report_files import write_report
-
-    started = time.time()
-    load_before = os.getloadavg()[0]
-    summary = measure(args)
-    summary["seconds"] = time.time() - started
-    summary["load_before_after"] = [load_before, os.getloadavg()[0]]
-    lines = report(summary)
-    lines.append(
-        f"\nload average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; "
-        f"{summary['seconds']:.0f} s in all"
-    )
-    print("\n".join(lines))
-    write_report(args.out, args.name, lines, summary)
-    return summary

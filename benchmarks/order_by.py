@@ -1,10 +1,9 @@
 """Issue 36: a global ``ORDER BY`` through ``Session.sql``, sorted in parallel over a range
 edge against the single task it ran in before, and against Spark's own.
 
-    RAY_ADDRESS=local .venv/bin/python -m benchmarks.order_by --rows 10M --runs 3 \
-        --json benchmarks/results/issue36-order-by.json
+    RAY_ADDRESS=local .venv/bin/python -m benchmarks run order-by --scale 10 --runs 3
 
-One Parquet dataset (``--rows`` rows, 8 files: a unique ``id``, a double ``k`` with 1%
+One Parquet dataset (``--scale`` million rows, 8 files: a unique ``id``, a double ``k`` with 1%
 nulls, some NaN and many ties, a short string ``s`` and a long ``v``) and one query,
 ``SELECT id, k, s, v FROM o ORDER BY k DESC NULLS LAST, id``, the whole result brought
 back to the driver as Arrow.  Each of the three runs it, in the same session and the
@@ -27,12 +26,9 @@ each vertex's wall and CPU) is printed, to say where the time went.
 
 from __future__ import annotations
 
-import argparse
 import io
-import json
 import re
 import statistics
-import sys
 import time
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -43,7 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import hybrid_shuffle as hs
-from benchmarks.harness import print_targets, target
+from benchmarks.harness import target
 
 ROOT = Path(__file__).resolve().parent
 DATA = ROOT / ".data"
@@ -56,9 +52,9 @@ QUERY = "SELECT id, k, s, v FROM o ORDER BY k DESC NULLS LAST, id"
 SYSTEMS = ("spark", "parallel", "single")
 
 
-def dataset(rows: int) -> Path:
+def dataset(rows: int, data: Path = DATA) -> Path:
     """``rows`` rows of ``id``, ``k``, ``s``, ``v`` as 8 Parquet files (made once)."""
-    folder = DATA / f"order-by-{rows}"
+    folder = data / f"order-by-{rows}"
     if not folder.exists():
         rng = np.random.default_rng(36)
         tmp = folder.with_suffix(".tmp")
@@ -82,10 +78,6 @@ def dataset(rows: int) -> Path:
     return folder
 
 
-def _count(text: str) -> int:
-    return int(float(text[:-1]) * 1e6) if text.endswith("M") else int(float(text))
-
-
 def _exchange_id(spark: Any) -> int:
     """The id ``explain(mode="formatted")`` gives the query's one exchange."""
     printed = io.StringIO()
@@ -99,16 +91,9 @@ def _ids(table: pa.Table) -> np.ndarray:
     return table.column("id").to_numpy()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.order_by")
-    parser.add_argument("--rows", type=_count, default=10_000_000, help="10M, 1e6 or 200000")
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument(
-        "--no-spark", action="store_true", help="only the engine (checked against Spark once)"
-    )
-    args = parser.parse_args(argv)
-    path = dataset(args.rows)
+def measure(rows: int, runs: int, data: Path = DATA) -> dict[str, Any]:
+    """Every round (round 0 the warm-up) in one session; the figures."""
+    path = dataset(rows, data)
     timings: dict[str, list[float]] = {s: [] for s in SYSTEMS}
     equal: dict[str, bool] = {"parallel": True, "single": True}
     profiles: dict[str, str] = {}
@@ -144,13 +129,11 @@ def main(argv: list[str] | None = None) -> int:
             return result.table
 
         want: np.ndarray | None = None
-        for round_ in range(args.runs + 1):  # round 0: the warm-up
+        for round_ in range(runs + 1):  # round 0: the warm-up
             # Spark first in every round (its answer is the check); the engine's two in
             # turns, so that neither always follows the other's job
             engine = ["parallel", "single"] if round_ % 2 else ["single", "parallel"]
             for system in ["spark", *engine]:
-                if system == "spark" and args.no_spark and want is not None:
-                    continue
                 started = time.perf_counter()
                 table = run_spark() if system == "spark" else run_engine(system)
                 seconds = time.perf_counter() - started
@@ -164,43 +147,22 @@ def main(argv: list[str] | None = None) -> int:
                     timings[system].append(seconds)
                 print(f"round {round_}: {system:>8} {seconds:7.2f} s", flush=True)
     medians = {s: statistics.median(timings[s] or [float("nan")]) for s in SYSTEMS}
-    print(f"\nORDER BY of {args.rows:,} rows ({QUERY}), median of {args.runs}:")
-    for system in SYSTEMS:
-        tasks = f" ({subtasks[system]} sorting subtasks)" if system in subtasks else ""
-        same = f"  equal to Spark's order: {equal[system]}" if system in equal else ""
-        print(f"  {system:>8}: {medians[system]:7.2f} s{tasks}{same}")
     ratios = {
         "parallel_over_single": medians["parallel"] / medians["single"],
         "parallel_over_spark": medians["parallel"] / medians["spark"],
         "single_over_spark": medians["single"] / medians["spark"],
     }
-    for name, value in ratios.items():
-        print(f"  {name.replace('_', ' ')}: {value:.2f}x")
-    for system in ("parallel", "single"):
-        print(f"\nengine, {system}, last run:\n{profiles[system]}")
-    print_targets(
-        f"issue 36 targets ({args.rows:,} rows, 2 cores each)",
-        [target("ORDER BY: parallel / single-task <= 0.6x", ratios["parallel_over_single"], 0.6)],
-    )
-    if args.json is not None:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "rows": args.rows,
-                    "query": QUERY,
-                    "runs": args.runs,
-                    "seconds": timings,
-                    "median_seconds": medians,
-                    "ratios": ratios,
-                    "sorting_subtasks": subtasks,
-                    "equal_to_spark": equal,
-                    "profiles": profiles,
-                },
-                indent=2,
-            )
-        )
-    return 0 if all(equal.values()) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return {
+        "rows": rows,
+        "query": QUERY,
+        "runs": runs,
+        "seconds": timings,
+        "median_seconds": medians,
+        "ratios": ratios,
+        "sorting_subtasks": subtasks,
+        "equal_to_spark": equal,
+        "profiles": profiles,
+        "targets": [
+            target("ORDER BY: parallel / single-task <= 0.6x", ratios["parallel_over_single"], 0.6)
+        ],
+    }

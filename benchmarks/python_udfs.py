@@ -1,9 +1,8 @@
 """Issue 35: a PySpark job with Python UDFs, in the engine's tasks against Spark's own.
 
-    RAY_ADDRESS=local .venv/bin/python -m benchmarks.python_udfs --rows 10M --runs 2 \
-        --json benchmarks/results/issue35-python-udfs.json
+    RAY_ADDRESS=local .venv/bin/python -m benchmarks run python-udfs --scale 10 --runs 2
 
-One Parquet dataset (``--rows`` rows over ``--groups`` keys, 8 files), and two versions
+One Parquet dataset (``--scale`` million rows over 1,000 keys, 8 files), and two versions
 of one pipeline: Parquet scan -> a scalar function of two columns -> ``groupBy(k)
 .applyInPandas`` (one summary row per group) -> an aggregate of the summaries.  In
 ``pandas`` the scalar function is a ``@pandas_udf``, in ``rows`` a row-at-a-time
@@ -23,10 +22,7 @@ the CPU seconds of the engine's tasks.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +35,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 import hybrid_shuffle as hs
-from benchmarks.harness import print_targets, target
+from benchmarks.harness import target
 
 ROOT = Path(__file__).resolve().parent
 DATA = ROOT / ".data"
@@ -52,9 +48,9 @@ BATCH = 10_000  # spark.sql.execution.arrow.maxRecordsPerBatch, Spark's default
 SCHEMA = "k long, n long, mean_x double, max_x double"
 
 
-def dataset(rows: int, groups: int) -> Path:
+def dataset(rows: int, groups: int, data: Path = DATA) -> Path:
     """``rows`` rows of ``k`` (``groups`` keys), ``a``, ``b`` as 8 Parquet files (made once)."""
-    folder = DATA / f"python-udfs-{rows}-{groups}"
+    folder = data / f"python-udfs-{rows}-{groups}"
     if not folder.exists():
         rng = np.random.default_rng(35)
         tmp = folder.with_suffix(".tmp")
@@ -133,10 +129,6 @@ def user_seconds(path: Path, fns: dict[str, Any], variant: str) -> float:
     return time.perf_counter() - started
 
 
-def _count(text: str) -> int:
-    return int(float(text[:-1]) * 1e6) if text.endswith("M") else int(float(text))
-
-
 def _compare(
     session: hs.Session, path: Path, fns: dict[str, Any], variant: str, runs: int
 ) -> dict[str, Any]:
@@ -191,32 +183,19 @@ def _compare(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.python_udfs")
-    parser.add_argument("--rows", type=_count, default=10_000_000, help="10M, 1e6 or 200000")
-    parser.add_argument("--groups", type=int, default=1000)
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--variants", default="pandas,rows")
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args(argv)
-    path = dataset(args.rows, args.groups)
+def measure(
+    rows: int, groups: int, runs: int, variants: tuple[str, ...], data: Path
+) -> dict[str, Any]:
+    """Each variant in one session: its figures, and the targets."""
+    path = dataset(rows, groups, data)
     fns = functions()
-    results: dict[str, Any] = {"rows": args.rows, "groups": args.groups, "variants": {}}
+    results: dict[str, Any] = {"rows": rows, "groups": groups, "variants": {}}
     with hs.Session(CONFIG) as session:
         session.spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
-        for variant in args.variants.split(","):
-            results["variants"][variant] = _compare(session, path, fns, variant, args.runs)
-    print_targets(
-        f"issue 35 targets ({args.rows:,} rows, {args.groups} groups, 2 cores each)",
-        [
-            target(f"{v}: from_dataframe / PySpark (Arrow on) <= 0.5x", e["ratio"], 0.5)
-            for v, e in results["variants"].items()
-        ],
-    )
-    if args.json is not None:
-        args.json.write_text(json.dumps(results, indent=2, default=str))
-    return 0 if all(e["equal"] for e in results["variants"].values()) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        for variant in variants:
+            results["variants"][variant] = _compare(session, path, fns, variant, runs)
+    results["targets"] = [
+        target(f"{v}: from_dataframe / PySpark (Arrow on) <= 0.5x", e["ratio"], 0.5)
+        for v, e in results["variants"].items()
+    ]
+    return results

@@ -1,10 +1,10 @@
 """Issue 14, item 6: FLIP-44's local aggregation against key skew.
 
 **Data** (seeded, ``benchmarks.data.make_table(rows, "zipf")``): ``rows`` rows
-(``--skew-rows``, default 10M) of an int64 key ``k`` drawn from Zipf(1.2) and
+(``--scale`` million, default 10M) of an int64 key ``k`` drawn from Zipf(1.2) and
 capped at ``data.KEYS`` = 100,000 keys (key 0 holds about 18% of the rows, the
 cap key 99,999 the ~9% tail beyond it) and a float64 ``v``, dealt as
-``--blocks`` (8) contiguous blocks put into the object store once, untimed.
+8 contiguous blocks put into the object store once, untimed.
 
 **The aggregate**, ``{"v": ["sum", "count"]}`` per ``k``, parallelism 8 on both
 sides of the hash edge ``by_k`` (its mode left to the default: the output-on-EOF
@@ -13,7 +13,7 @@ session's slots, three ways in the same run:
 
 1. ``combine=False``: every row crosses the exchange;
 2. the default map-side combiner (``key_by("k").aggregate(spec)``);
-3. ``local_key_by("k").aggregate(spec, flush_rows=--skew-flush-rows)`` chained
+3. ``local_key_by("k").aggregate(spec, flush_rows=1M)`` chained
    into the source, then ``key_by("k").aggregate()`` merging the partials.
 
 **Measured** per variant: the wall time (a warm-up, then the median of
@@ -41,7 +41,7 @@ import hybrid_shuffle as hs
 from benchmarks.data import KEYS, blocks, make_table
 from benchmarks.harness import Measurement, measure
 
-__all__ = ["DEFAULT_FLUSH_ROWS", "VARIANTS", "print_summary", "run"]
+__all__ = ["DEFAULT_FLUSH_ROWS", "VARIANTS", "run"]
 
 WORKLOAD = "skew aggregation"
 SPEC = {"v": ["sum", "count"]}
@@ -199,35 +199,3 @@ def _summary(
 def _target(name: str, value: float | None, met: Any, unit: str) -> dict[str, Any]:
     status = "no figure" if value is None else "met" if met(value) else "not met"
     return {"target": name, "value": value, "unit": unit, "status": status}
-
-
-def print_summary(summary: dict[str, Any] | None) -> None:
-    if not summary:
-        return
-    print(
-        f"\nskew (issue 14, FLIP-44): sum and count of v per k over {summary['rows']:,} rows, "
-        f"Zipf 1.2 ({summary['distinct_keys']:,} keys, the hottest {summary['hottest_key_rows']:,}"
-        f" rows), parallelism {summary['parallelism']}, local flush every "
-        f"{summary['flush_rows']:,} rows"
-    )
-    print(
-        f"  {'variant':<16} {'median s':>9} {'wall / c=F':>11} {'hottest rcv':>12} "
-        f"{'c=F / this':>11} {'edge rows':>12} {'checked':>8}"
-    )
-    for name, f in summary["variants"].items():
-        if f["error"]:
-            print(f"  {name:<16} error: {f['error'][:100]}")
-            continue
-        print(
-            f"  {name:<16} {f['median_seconds']:9.3f} {_x(f['wall_over_combine_false']):>11} "
-            f"{f['hottest_receiver_rows']:>12,} {_x(f['hottest_fewer_x']):>11} "
-            f"{f['edge_rows']:>12,} {f['checked_runs']:>8}"
-        )
-    print("\nissue 14 skew targets (local_key_by against combine=False)")
-    for t in summary["targets"]:
-        value = f"{t['value']:.2f}{t['unit']}" if t["value"] is not None else "-"
-        print(f"  [{t['status']:>9}] {t['target']}: {value}")
-
-
-def _x(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "-"

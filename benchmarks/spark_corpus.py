@@ -16,21 +16,20 @@ examples again with Spark's constant folding off), Spark's answer
 * ``error``: the engine raised (grouped by error class and first line).
 
 Rows are compared as multisets unless the plan's root is a global sort; a LIMIT without
-an ORDER BY compares only the row count.  Every case is bounded (``--timeout`` seconds
+an ORDER BY compares only the row count.  Every case is bounded (60 seconds
 for Spark's answer, for the engine's planning and for its run): a hang is reported and
 the run goes on.  One session (the test config of ``tests/spark/conftest.py``) runs
 everything; run it niced, so that it does not starve others:
 
-    nice -n 10 .venv/bin/python -m benchmarks.spark_corpus [--limit N] [--only SUBSTR]
+    nice -n 10 .venv/bin/python -m benchmarks run spark-corpus [--scale N]
 
-It writes ``benchmarks/results/issue33-corpus.txt`` and ``.json`` (``--out``), and the
-report again every 100 cases, so a long run can be read while it goes.
+``--scale`` is the cases run in thousands (our own queries come first, so a small
+scale runs those).  It writes
+``benchmarks/results/spark-corpus/<label>.json``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import subprocess
 import sys
@@ -55,9 +54,8 @@ from benchmarks.corpus_sources import (
     restore_conf,
     skip_reason,
 )
-from benchmarks.report_files import write_report
 
-__all__ = ["CONFIG", "main", "report_lines", "run_case"]
+__all__ = ["CONFIG", "measure", "report_lines", "run_case"]
 
 #: the test config of tests/spark/conftest.py: a small session beside the others' runs
 CONFIG: dict[str, Any] = {
@@ -66,7 +64,6 @@ CONFIG: dict[str, Any] = {
     "shuffle": {"buffer_size": "1 MiB", "memory_budget": "64 MiB"},
     "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "1 GiB"},
 }
-RESULTS = Path(__file__).resolve().parent / "results"
 SOURCES = ("own", "fn", "doc", "fnx")
 SHUFFLE_PARTITIONS = 2
 
@@ -349,40 +346,12 @@ def _commit() -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.spark_corpus", description=__doc__)
-    parser.add_argument("--limit", type=int, default=None, help="run at most N cases")
-    parser.add_argument("--only", default=None, help="only cases whose name contains SUBSTR")
-    parser.add_argument("--sources", default=",".join(SOURCES), help="of own,fn,doc,fnx")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per step")
-    parser.add_argument("--out", default=str(RESULTS / "issue33-corpus"),
-                        help="FILE: writes FILE.txt and FILE.json")  # fmt: skip
-    parser.add_argument("--copy-to", default=None, help="also write the report to this path")
-    parser.add_argument("--rerender", default=None, help="only rewrite the report of a .json")
-    args = parser.parse_args(argv)
-    if args.rerender:  # the report of an earlier run, grouped by today's rules
-        old = json.loads(Path(args.rerender).read_text())
-        meta = {k: old[k] for k in ("when", "commit", "seconds", "partial") if k in old}
-        lines = report_lines(summary(old["records"], meta))
-        Path(args.copy_to or Path(args.rerender).with_suffix(".txt")).write_text(
-            "\n".join(lines) + "\n"
-        )
-        return 0
-    sources = tuple(s for s in args.sources.split(",") if s)
-    out = Path(args.out)
+def measure(sources: tuple[str, ...], limit: int | None, timeout: float) -> dict[str, Any]:
+    """Every case of ``sources`` (at most ``limit``) in one session: the summary."""
     meta = {"when": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": _commit()}
     records: list[dict[str, Any]] = []
     started = time.time()
     had_warehouse = Path("spark-warehouse").exists()
-
-    def write(partial: bool) -> dict[str, Any]:
-        s = summary(records, {**meta, "seconds": time.time() - started, "partial": partial})
-        lines = report_lines(s)
-        write_report(out.parent, out.name, lines, s)
-        if args.copy_to:
-            Path(args.copy_to).write_text("\n".join(lines) + "\n")
-        return s
-
     with warnings.catch_warnings(), tempfile.TemporaryDirectory(prefix="corpus-") as scratch:
         warnings.simplefilter("ignore")
         with hs.Session(CONFIG, slots=2) as session:
@@ -391,23 +360,13 @@ def main(argv: list[str] | None = None) -> int:
             # fallen-back subtree (planned with AQE off) 200 tasks on one core
             spark.conf.set("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
             for case in cases(spark, sources, Path(scratch)):
-                if args.only and args.only not in case.name:
-                    continue
-                if args.limit is not None and len(records) >= args.limit:
+                if limit is not None and len(records) >= limit:
                     break
-                record = run_case(session, spark, case, args.timeout)
+                record = run_case(session, spark, case, timeout)
                 records.append(record)
                 _log(f"{len(records)} {case.name}: {record['status']} "
                      f"{record.get('error') or record.get('problem') or ''}")  # fmt: skip
-                if len(records) % 100 == 0:
-                    write(partial=True)
-    s = write(partial=False)
     warehouse = Path("spark-warehouse")  # made by Spark in the working directory, empty
     if not had_warehouse and warehouse.is_dir() and not any(warehouse.iterdir()):
         warehouse.rmdir()
-    print("\n".join(report_lines(s)[:6]))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return summary(records, {**meta, "seconds": time.time() - started, "partial": False})

@@ -5,12 +5,12 @@ what Spark 4 gets, so the two cannot share a virtualenv.  The parent runs one ch
 Spark, one after the other (never at once: the machine has 2 cores), and reads the
 JSON each prints:
 
-    .venv/bin/python        -m benchmarks.spark_handover --child raydp
-    .venv-spark4/bin/python -m benchmarks.spark_handover --child local
+    .venv/bin/python        -m benchmarks.spark_handover --child raydp ROWS 4 1 3
+    .venv-spark4/bin/python -m benchmarks.spark_handover --child local ROWS 4 1 3
 
-**What each child times**, on the same DataFrame (``--rows``, default 10M, made by Spark
-with ``spark.range``: ``id`` long, ``i`` int, ``d`` decimal(12,2), ``day`` date, ``s``
-string; ``--partitions`` Spark partitions, cached and counted before any timing, as a
+**What each child times**, on the same DataFrame (``--scale`` million rows, default 10M,
+made by Spark with ``spark.range``: ``id`` long, ``i`` int, ``d`` decimal(12,2), ``day``
+date, ``s`` string; 4 Spark partitions, cached and counted before any timing, as a
 DataFrame the user already computed would be):
 
 * **driver**: Spark -> engine through the driver, ``session.bridge.to_arrow_refs`` with
@@ -27,7 +27,7 @@ DataFrame the user already computed would be):
 
 A path counts as done when every object it made is in the object store
 (``ray.wait``) or, for ``to_spark``, when Spark's write has finished.  Each path runs
-``--warmup`` untimed rounds, then ``--rounds`` timed ones: the median, min and max are
+one untimed round, then ``--runs`` timed ones: the median, min and max are
 reported.  Row counts are checked after every round, untimed.  Both children get the
 same resources: Ray ``num_cpus`` 2 and a 3 GiB object store, Spark 1 executor of 2
 cores and 4 GiB (on ``local``: 2 task threads and a 4 GiB driver heap).  One
@@ -38,14 +38,13 @@ third CPU is bookkeeping only: both children run on the same 2 physical cores.
 
 **Printed** by the parent: the table of medians per path and Spark, the ratio
 local/raydp per path, the machine's load average before and after each child; written
-to ``<out>/<name>.txt`` and ``.json``.  Run it under the benchmark lock:
+to ``benchmarks/results/spark-handover/``.  Run it under the benchmark lock:
 
-    RAY_ADDRESS=local flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks.spark_handover
+    RAY_ADDRESS=local flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks run spark-handover
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -57,12 +56,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report_files import write_report
-
-__all__ = ["main", "run_child", "run_parent"]
+__all__ = ["report", "run_child", "run_parent"]
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
 #: which interpreter runs which backend (each virtualenv has hybrid_shuffle installed editable)
 PYTHONS = {
     "raydp": ROOT / ".venv" / "bin" / "python",
@@ -254,11 +250,10 @@ def run_child(backend: str, rows: int, partitions: int, warmup: int, rounds: int
 # -- the parent: both children, the table ------------------------------------------------
 
 
-def _child(backend: str, python: Path, args: argparse.Namespace) -> dict[str, Any]:
+def _child(backend: str, python: Path, args: Any) -> dict[str, Any]:
     cmd = [
         str(python), "-m", "benchmarks.spark_handover", "--child", backend,
-        "--rows", str(args.rows), "--partitions", str(args.partitions),
-        "--warmup", str(args.warmup), "--rounds", str(args.rounds),
+        str(args.rows), str(args.partitions), str(args.warmup), str(args.rounds),
     ]  # fmt: skip
     _log(f"{backend}: {' '.join(cmd)}")
     env = {**os.environ, "RAY_ADDRESS": "local"}
@@ -274,18 +269,19 @@ def _child(backend: str, python: Path, args: argparse.Namespace) -> dict[str, An
     return result
 
 
-def run_parent(args: argparse.Namespace) -> dict[str, Any]:
-    """Both children, one after the other; the machine's load around each."""
+def run_parent(args: Any) -> dict[str, Any]:
+    """Both children (``args.backends``), one after the other; the load around each."""
     started = time.time()
     children: dict[str, Any] = {}
-    for backend in BACKENDS:
-        python = Path(getattr(args, f"python_{backend}"))
+    for backend in args.backends:
+        python = PYTHONS[backend]
         before = _load()
         children[backend] = _child(backend, python, args)
         children[backend]["uptime_before_after"] = [before, _load()]
     ratios = {
         p: children["local"]["paths"][p]["seconds"] / children["raydp"]["paths"][p]["seconds"]
         for p in PATHS
+        if len(children) == 2
     }
     return {
         "rows": args.rows,
@@ -347,32 +343,6 @@ def _cell(r: dict[str, Any], mb: float) -> str:
     return f"{r['seconds']:.3f} s ({r['min']:.2f}-{r['max']:.2f}) {mb / r['seconds']:>4.0f} MB/s"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--child", choices=BACKENDS, help="run one Spark's measurements (internal)")
-    parser.add_argument("--rows", type=lambda s: int(float(s)), default=10_000_000)
-    parser.add_argument("--partitions", type=int, default=4, help="Spark partitions of the frame")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds per path")
-    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per path")
-    parser.add_argument("--python-raydp", default=str(PYTHONS["raydp"]))
-    parser.add_argument("--python-local", default=str(PYTHONS["local"]))
-    parser.add_argument("--timeout", type=float, default=1800.0, help="per child, s")
-    parser.add_argument("--name", default="issue25-handover", help="results file name")
-    parser.add_argument("--out", default=str(RESULTS), help="results folder ('' to not write)")
-    args = parser.parse_args(argv)
-    if args.rows < 1 or args.rounds < 1 or args.warmup < 0 or args.partitions < 1:
-        parser.error("--rows, --rounds and --partitions must be positive, --warmup at least 0")
-    if args.child:
-        result = run_child(args.child, args.rows, args.partitions, args.warmup, args.rounds)
-        print(MARK + json.dumps(result), flush=True)
-        return 0
-    summary = run_parent(args)
-    lines = report(summary)
-    print("\n".join(lines))
-    if args.out:
-        write_report(args.out, args.name, lines, summary)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:  # ``_child``'s command
+    backend, rows, partitions, warmup, rounds = sys.argv[2], *map(int, sys.argv[3:7])
+    print(MARK + json.dumps(run_child(backend, rows, partitions, warmup, rounds)), flush=True)

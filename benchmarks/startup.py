@@ -16,8 +16,9 @@ Ray.
   for: the executor actors answering (``session.executor_info``), after it returned.
   Printed: medians, min-max, the ratio of the medians and the median of the pairs'
   ratios.
-* **(b) Spark's start**: ``--spark-runs`` children per virtualenv that has pyspark
-  (``.venv``: RayDP on Spark 3.5; ``.venv-spark4``: local mode on Spark 4), each one
+* **(b) Spark's start** (``spark`` among ``--systems``): ``--runs`` children per
+  virtualenv that has pyspark (``.venv``: RayDP on Spark 3.5; ``.venv-spark4``: local
+  mode on Spark 4), each one
   ``hs.Session`` (the main job's ``configs/main.yaml`` settings for Spark: one executor
   of both cores) and then ``session.spark``, split into phases by wrapping the
   functions that do them: on RayDP the app master (a Ray actor that launches a JVM,
@@ -27,20 +28,20 @@ Ray.
   executors registering (Ray Java actors, a JVM each: the first job waits for them) and
   what ``spark.prewarm: true`` would add (``SparkBridge._prewarm``, off by default); on
   local mode the driver's JVM and SparkContext, and the prewarm.  Medians per phase.
-* **(c) ``./dev main``**: ``--main-runs`` timed runs after ``--main-warmup`` untimed ones,
-  wall time from outside (``.venv`` must exist: warm means no install), with the phases
-  the job prints on its ``wall time:`` line.
+* **(c) ``./dev main``** (``dev-main`` among ``--systems``): ``--runs`` timed runs after
+  one untimed one, wall time from outside (``.venv`` must exist: warm means no
+  install), with the phases the job prints on its ``wall time:`` line.
 
 Every figure carries the load average it was taken under.  Run it under the benchmark
-lock; results go to ``benchmarks/results/<name>.txt`` and ``.json``:
+lock; results go to ``benchmarks/results/startup/``:
 
-    flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks.startup
-    flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks.startup --runs 7 --main-runs 0
+    flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks run startup
+    flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks run startup --runs 7 \
+        --systems engine,ray
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -48,16 +49,14 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report_files import write_report
-
-__all__ = ["main"]
+__all__ = ["measure", "report"]
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
+CONFIG = str(ROOT / "configs" / "main.yaml")
 #: the virtualenvs whose Spark is timed, and the backend each one gets by default
 PYTHONS = {
     "raydp": ROOT / ".venv" / "bin" / "python",
@@ -282,7 +281,7 @@ def dev_main(runs: int, warmup: int) -> dict[str, Any]:
     for i in range(warmup + runs):
         began = time.perf_counter()
         done = subprocess.run(
-            [str(ROOT / "dev"), "main"],
+            [str(ROOT / "dev")],
             cwd=ROOT,
             env=_env(),
             stdout=subprocess.PIPE,
@@ -318,7 +317,7 @@ def report(summary: dict[str, Any]) -> list[str]:
         f"  Session / ray.init: {a['ratio_of_medians']:.2f}x (ratio of medians), "
         f"{a['median_pair_ratio']:.2f}x (median of the pairs' ratios)",
     ]
-    for backend, b in summary["spark_phases"].items():
+    for backend, b in summary.get("spark_phases", {}).items():
         lines.append(
             f"(b) Spark {b['pyspark']} ({backend}): session.spark {_cell(b['spark'])}, "
             f"median of {len(b['runs'])} runs"
@@ -333,38 +332,22 @@ def report(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--child", choices=["ray", "session", "spark"], help=argparse.SUPPRESS)
-    parser.add_argument("--config", default=str(ROOT / "configs" / "main.yaml"))
-    parser.add_argument("--runs", type=int, default=5, help="pairs of (a)")
-    parser.add_argument("--spark-runs", type=int, default=3, help="runs of (b) per Spark")
-    parser.add_argument("--main-runs", type=int, default=3, help="timed runs of (c); 0 skips")
-    parser.add_argument("--main-warmup", type=int, default=1)
-    parser.add_argument("--name", default="issue26-startup")
-    parser.add_argument("--out", default=str(RESULTS))
-    args = parser.parse_args(argv)
-    children: dict[str, Callable[[], dict[str, Any]]] = {
-        "ray": child_ray,
-        "session": child_session,
-        "spark": lambda: child_spark(args.config),
-    }
-    if args.child:
-        _emit(children[args.child]())
-        return 0
+def measure(runs: int, spark_runs: int, main_runs: int, config: str = CONFIG) -> dict[str, Any]:
+    """(a), (b) and, unless ``main_runs`` is 0, (c): the summary."""
     started = time.time()
     summary: dict[str, Any] = {"load_before": _load()}
-    summary["ray_against_session"] = ray_against_session(args.runs)
-    summary["spark_phases"] = spark_phases(args.spark_runs, args.config)
-    if args.main_runs > 0:
-        summary["dev_main"] = dev_main(args.main_runs, args.main_warmup)
+    summary["ray_against_session"] = ray_against_session(runs)
+    if spark_runs > 0:
+        summary["spark_phases"] = spark_phases(spark_runs, config)
+    if main_runs > 0:
+        summary["dev_main"] = dev_main(main_runs, 1)
     summary["load_after"] = _load()
     summary["seconds"] = time.time() - started
-    lines = report(summary)
-    print("\n".join(lines))
-    write_report(args.out, args.name, lines, summary)
-    return 0
+    return summary
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:  # a child of ``_child``
+    which = sys.argv[2]
+    config = sys.argv[4] if sys.argv[3:4] == ["--config"] else CONFIG
+    _emit({"ray": child_ray, "session": child_session}[which]() if which != "spark"
+          else child_spark(config))  # fmt: skip

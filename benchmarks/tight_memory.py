@@ -1,14 +1,13 @@
-"""Issue 23: a 40M-row aggregate with 16 MiB of operator memory a task (duckdb kernel).
+"""Issue 23: a 40M-row aggregate with 16 MiB of operator memory a task.
 
-**Data** (seeded): ``--tight-rows`` (default 40M) rows of ``k`` int64 uniform over
+**Data** (seeded): ``--scale`` million (default 40M) rows of ``k`` int64 uniform over
 ``rows / 2`` keys (at 40M: about 17.3M distinct keys, so the state cannot fit in
 16 MiB and must spill) and ``v`` float64, dealt as ``PARALLELISM`` = 8 blocks.
 
 **The job**: ``key_by("k").aggregate({"v": ["sum", "count"]})`` (the map-side
 combiner on, as by default: it stops combining by itself on keys this unique), in
 its own Ray (``num_cpus=2``) and session, ``operators.memory: 16 MiB``,
-``operators.kernel: duckdb``, ``parallelism: 8``, 10 slots.  A warm-up, then the
-median of ``--runs``.
+``parallelism: 8``, 10 slots.  A warm-up, then the median of ``--runs``.
 
 **Checked**: every run against pyarrow's ``group_by`` of the whole table (keys and
 counts exactly, sums to 1e-9 relative).
@@ -37,19 +36,18 @@ import pyarrow as pa
 
 import hybrid_shuffle as hs
 from benchmarks import batch_operators as bo
-from benchmarks import kernels
 from benchmarks.data import blocks
 from benchmarks.harness import Measurement, measure, target
 from benchmarks.memory import peak_rss
 
-__all__ = ["DEFAULT_ROWS", "MEMORY", "make_table", "print_summary", "run"]
+__all__ = ["DEFAULT_ROWS", "MEMORY", "make_table", "run"]
 
 DEFAULT_ROWS = 40_000_000
 MEMORY = 16 << 20
 PARALLELISM = bo.PARALLELISM
 SLOTS = bo.SLOTS
 WORKLOAD = "aggregate in 16 MiB"
-SYSTEM = "engine duckdb kernel, 16 MiB"
+SYSTEM = "engine, 16 MiB"
 VERTEX = "aggregate"
 PEAK_TARGET = 1.5
 
@@ -71,7 +69,7 @@ def run(
     data = blocks(table, PARALLELISM)
     print(f"[bench] {WORKLOAD}: pyarrow's answer for {rows:,} rows", file=sys.stderr, flush=True)
     want = bo.Expected(0, 0, 0.0, table=_expected(table))
-    config = kernels.session_config("duckdb", MEMORY, object_store)
+    config = bo.session_config(MEMORY, object_store)
     m = Measurement(WORKLOAD, SYSTEM, rows, f"uniform over {rows // 2:,} keys")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", hs.ConfigWarning)
@@ -167,43 +165,3 @@ def _check(out: pa.Table, want: bo.Expected) -> str | None:
     if not np.allclose(a, b, rtol=1e-9, atol=0):
         return f"v_sum differs from pyarrow's by up to {np.max(np.abs(a - b)):.3g}"
     return None
-
-
-def print_summary(summary: dict[str, Any] | None) -> None:
-    if not summary:
-        return
-    s = summary
-    print(
-        f"\naggregate in 16 MiB (issue 23): {s['rows']:,} rows, "
-        f"{s['distinct_keys']:,} keys, duckdb kernel, parallelism {PARALLELISM}"
-    )
-    if s["error"]:
-        print(f"  error: {s['error'][:200]}")
-    else:
-        print(f"  median {s['median_seconds']:.3f} s over {len(s['seconds'])} runs, "
-              f"{s['checked_runs']} runs checked against pyarrow")  # fmt: skip
-    ratio = s["peak_over_memory"]
-    print(
-        f"  aggregate vertex: peak {bo.mib(s['peak_memory_bytes'])} of "
-        f"{bo.mib(s['memory_bytes'])} ({ratio:.2f}x), spilled {bo.mib(s['spilled_bytes'])}"
-        if ratio is not None
-        else "  aggregate vertex: no memory figures"
-    )
-    if (
-        s.get("peak_over_duckdb_limit") is not None
-        and s["duckdb_memory_limit_bytes"] > (s["memory_bytes"])
-    ):
-        print(f"  DuckDB's memory_limit was raised to the engine's floor, "
-              f"{bo.mib(s['duckdb_memory_limit_bytes'])}: peak "
-              f"{s['peak_over_duckdb_limit']:.2f}x that")  # fmt: skip
-    if s.get("executor_rss_rise_bytes") is not None:
-        print(f"  executors' resident memory (RSS) above their start, warm-up included: "
-              f"{bo.mib(s['executor_rss_rise_bytes'])} in the largest of {s['executors']} "
-              f"(up to {s['tasks_per_executor']} tasks at once each), "
-              f"{bo.mib(s['executors_rss_rise_bytes'])} over all")  # fmt: skip
-    for name, v in s.get("other_vertices", {}).items():
-        print(f"  {name} vertex (the combiner): peak {bo.mib(v['peak_memory_bytes'])} of "
-              f"{bo.mib(v['memory_bytes'])}, spilled {bo.mib(v['spilled_bytes'])}")  # fmt: skip
-    t = s["target"]
-    value = f"{t['value']:.2f}x" if t["value"] is not None else "-"
-    print(f"\nissue 23 memory target\n  [{t['status']:>9}] {t['target']}: {value}")

@@ -8,28 +8,26 @@ and why, the engine's error if it failed, and its time (planning: Spark plans an
 plan is translated; run: ``collect``).  Then the totals against issue 33's target
 (TPC-DS: every query Spark runs equal, >= 95% fully in the engine).
 
-``--duckdb`` (issue 34) also times DuckDB with 2 threads on the same files (views over
-the Parquet, the extension's own text), after the engine, and reports the engine's
-run over DuckDB's per query and their geometric mean over the queries that are equal
-and ran fully in the engine (issue 34's target: <= 4x at SF1).
+With ``--systems engine,spark,duckdb`` (issue 34) it also times DuckDB with 2 threads on
+the same files (views over the Parquet, the extension's own text), after the engine,
+and reports the engine's run over DuckDB's per query and their geometric mean over the
+queries that are equal and ran fully in the engine (issue 34's target: <= 4x at SF1).
 
 **Data**: ``tpcgen-cli`` Parquet of the 24 tables at ``--scale``
 (``tpcds_data.ensure``), each a temporary view of the session's Spark.  **Queries**:
 the ``tpcds`` DuckDB extension's texts, made Spark SQL by ``tpcds_data.spark_dialect``.
 
-**How**: one ``hs.Session`` (the small test config of ``benchmarks.spark_corpus`` by
-default, ``--config bench`` for TPC-H's benchmark config), each query once in Spark
-then once in the engine, each step bounded by ``--timeout``:
+**How**: one ``hs.Session`` (TPC-H's benchmark config: 2 CPUs, parallelism 2), each
+query once in Spark then once in the engine, each step bounded by 300 s:
 
-    nice -n 10 .venv/bin/python -m benchmarks.tpcds_sql --scale 0.1
-    RAY_ADDRESS=local .venv/bin/python -m benchmarks.tpcds_sql --scale 1 --config bench --duckdb
+    RAY_ADDRESS=local .venv/bin/python -m benchmarks run tpcds --scale 1 \
+        --systems engine,spark,duckdb
 
-It writes ``benchmarks/results/issue33-tpcds-sf<scale>.txt`` and ``.json`` (``--out``).
+It writes ``benchmarks/results/tpcds/<label>.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -41,10 +39,7 @@ from typing import Any
 import hybrid_shuffle as hs
 from benchmarks import tpcds_data
 from benchmarks.corpus_compare import verdict
-from benchmarks.report_files import write_report
 from benchmarks.spark_corpus import (
-    CONFIG,
-    RESULTS,
     Timeout,
     _commit,
     bounded,
@@ -56,7 +51,10 @@ from benchmarks.spark_corpus import (
 )
 from benchmarks.tpch import SLOTS, session_config
 
-__all__ = ["main", "run_query"]
+__all__ = ["measure", "run_query"]
+
+#: Spark's shuffle partitions: one per core
+PARTITIONS = 2
 
 #: issue 33's target: of the queries Spark answers, this share fully in the engine
 IN_ENGINE_TARGET = 95.0
@@ -104,11 +102,11 @@ def run_query(session: hs.Session, spark: Any, n: int, text: str, timeout: float
     return {**r, "status": "wrong" if kind == "rows" else "differs", "kind": kind, "problem": what}
 
 
-def duckdb_peer(scale: float) -> Any:
+def duckdb_peer(scale: float, root: Path = tpcds_data.CACHE) -> Any:
     """DuckDB with ``DUCKDB_THREADS`` threads and a view per table over the same Parquet."""
     con = tpcds_data.duckdb_connection()
     con.execute(f"SET threads = {DUCKDB_THREADS}")
-    for table, path in tpcds_data.table_paths(scale).items():
+    for table, path in tpcds_data.table_paths(scale, root).items():
         con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{path}')")
     return con
 
@@ -218,50 +216,32 @@ def summary(records: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, An
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.tpcds_sql", description=__doc__)
-    parser.add_argument("--scale", type=float, default=0.1)
-    parser.add_argument("--queries", default="1-99", help="e.g. 1-99 or 3,7,42")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per step")
-    parser.add_argument("--partitions", type=int, default=2, help="Spark shuffle partitions")
-    parser.add_argument("--config", choices=("small", "bench"), default="small")
-    parser.add_argument("--out", default=None, help="FILE: writes FILE.txt and FILE.json")
-    parser.add_argument("--copy-to", default=None, help="also write the report to this path")
-    parser.add_argument("--duckdb", action="store_true", help="also time DuckDB (issue 34)")
-    args = parser.parse_args(argv)
-    numbers = _numbers(args.queries)
-    out = Path(args.out or RESULTS / f"issue33-tpcds-sf{args.scale:g}")
-    folder = tpcds_data.ensure(args.scale)
+def measure(
+    scale: float, numbers: list[int], timeout: float, duckdb: bool, root: Path = tpcds_data.CACHE
+) -> dict[str, Any]:
+    """Each query in Spark, then in the engine (then, with ``duckdb``, in DuckDB): the
+    summary, its ``records`` one per query."""
+    folder = tpcds_data.ensure(scale, root)
     con = tpcds_data.duckdb_connection()
     texts = {n: tpcds_data.query(con, n) for n in numbers}
     # DuckDB's own text (``query`` makes it Spark's: back-quoted aliases DuckDB rejects)
     duck_texts = {n: tpcds_data.query(con, n, dialect="duckdb") for n in numbers}
     con.close()
-    duck = duckdb_peer(args.scale) if args.duckdb else None
+    duck = duckdb_peer(scale, root) if duckdb else None
     when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-    meta = {"scale": args.scale, "config": args.config, "partitions": args.partitions,
+    meta = {"scale": scale, "config": "bench", "partitions": PARTITIONS,
             "folder": str(folder), "when": when, "commit": _commit()}  # fmt: skip
-    config, slots = (CONFIG, 2) if args.config == "small" else (session_config(2, "3 GiB"), SLOTS)
     records: list[dict[str, Any]] = []
     started = time.time()
-
-    def write() -> dict[str, Any]:
-        s = summary(records, {**meta, "seconds": time.time() - started})
-        lines = report_lines(s)
-        write_report(out.parent, out.name, lines, s)
-        if args.copy_to:
-            Path(args.copy_to).write_text("\n".join(lines) + "\n")
-        return s
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with hs.Session(config, slots=slots) as session:
+        with hs.Session(session_config(2, "3 GiB"), slots=SLOTS) as session:
             spark = session.spark
-            spark.conf.set("spark.sql.shuffle.partitions", str(args.partitions))
-            for table, path in tpcds_data.table_paths(args.scale).items():
+            spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
+            for table, path in tpcds_data.table_paths(scale, root).items():
                 spark.read.parquet(path).createOrReplaceTempView(table)
             for n, text in texts.items():
-                record = run_query(session, spark, n, text, args.timeout)
+                record = run_query(session, spark, n, text, timeout)
                 if duck is not None and record["status"] == "equal":
                     # one untimed run first: DuckDB's caches warm, as the engine's are
                     time_duckdb(duck, duck_texts[n])
@@ -270,20 +250,4 @@ def main(argv: list[str] | None = None) -> int:
                 _log(
                     f"q{n}: {record['status']} {record.get('error') or record.get('problem') or ''}"
                 )
-                if len(records) % 10 == 0:
-                    write()
-    s = write()
-    print("\n".join(report_lines(s)[:4]))
-    return 0
-
-
-def _numbers(spec: str) -> list[int]:
-    out: list[int] = []
-    for part in spec.split(","):
-        lo, _, hi = part.partition("-")
-        out += list(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return summary(records, {**meta, "seconds": time.time() - started})

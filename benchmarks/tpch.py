@@ -1,6 +1,6 @@
 """Issue 23: TPC-H Q1, Q3 and Q6 on the engine, against DuckDB and Spark SQL, same Parquet.
 
-**Data**: ``tpchgen-cli`` Parquet at ``--tpch-scale`` (default SF1: 6,001,215
+**Data**: ``tpchgen-cli`` Parquet at ``--scale`` (default SF1: 6,001,215
 ``lineitem`` rows), made once into ``benchmarks/.data/tpch-sf<N>/`` and reused
 (``benchmarks.tpch_data``).  Every system reads these same files in every timed run
 (the operating system's page cache is warm for all of them after the warm-up).
@@ -9,7 +9,7 @@
 of ``--runs`` (``benchmarks.harness``):
 
 * **the engine**: the queries of ``benchmarks.tpch_engine`` (``from_parquet``, its
-  operators and ``Stream.sql``) at ``--tpch-parallelism`` subtasks per vertex, in a
+  operators and ``Stream.sql``) at ``DEFAULT_PARALLELISM`` subtasks per vertex, in a
   session of its own Ray (``num_cpus=2``), ``collect()`` to the driver;
 * **DuckDB** with 2 threads (``duckdb.connect(config={"threads": 2})``), the query
   text of the ``tpch`` extension's ``tpch_queries()`` over views of the Parquet files,
@@ -51,10 +51,10 @@ import pyarrow.parquet as pq
 
 import hybrid_shuffle as hs
 from benchmarks import tpch_data
-from benchmarks.harness import Measurement, measure, print_targets, target
+from benchmarks.harness import Measurement, measure, target
 from benchmarks.tpch_engine import QUERIES
 
-__all__ = ["DEFAULT_PARALLELISM", "DEFAULT_SCALE", "PEERS", "compare", "print_summary", "run"]
+__all__ = ["DEFAULT_PARALLELISM", "DEFAULT_SCALE", "PEERS", "compare", "run"]
 
 DEFAULT_SCALE = 1.0
 #: one subtask per core: each task's DuckDB has one thread (``operators.threads``); 4 and
@@ -320,35 +320,3 @@ def _geomean(values: list[float | None]) -> float | None:
     if not values or any(v is None for v in values):
         return None
     return math.exp(statistics.fmean(math.log(v) for v in values if v is not None))
-
-
-def print_summary(summary: dict[str, Any] | None) -> None:
-    if not summary:
-        return
-    print(
-        f"\nTPC-H SF{summary['scale']:g} (issue 23): engine at parallelism "
-        f"{summary['parallelism']}, DuckDB {summary['duckdb_threads']} threads, Spark SQL "
-        f"on one executor of 2 cores; every answer checked against DuckDB"
-    )
-    print(f"  {'query':<6} {'engine s':>9} {'duckdb s':>9} {'spark s':>9} "
-          f"{'eng/duckdb':>11} {'eng/spark':>10}")  # fmt: skip
-    for name, q in summary["queries"].items():
-        print(
-            f"  {name:<6} {_s(q['engine_seconds']):>9} {_s(q['duckdb_seconds']):>9} "
-            f"{_s(q['spark_seconds']):>9} {_x(q['engine_over_duckdb']):>11} "
-            f"{_x(q['engine_over_spark']):>10}"
-        )
-    print(f"  {'geomean':<36} {_x(summary['geomean_engine_over_duckdb']):>11} "
-          f"{_x(summary['geomean_engine_over_spark']):>10}")  # fmt: skip
-    for m in summary["measurements"]:
-        if m["error"]:
-            print(f"  error: {m['workload']} {m['system']}: {m['error'][:200]}")
-    print_targets("issue 23 TPC-H targets", summary["targets"])
-
-
-def _s(value: float | None) -> str:
-    return f"{value:.3f}" if value is not None else "-"
-
-
-def _x(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "-"

@@ -1,7 +1,7 @@
 """Issue 36: the 22 TPC-H queries through ``Session.sql`` with hybrid exchange modes
 against blocking ones, in one session, interleaved, answers checked against Spark's.
 
-    RAY_ADDRESS=local flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks.tpch_modes
+    RAY_ADDRESS=local flock /tmp/hs-bench.lock .venv/bin/python -m benchmarks run tpch-modes
 
 **Configurations** (``shuffle.default_mode`` / ``shuffle.batch_mode``, swapped through
 ``session.config`` for each run: ``benchmarks.mode_runs.with_modes``):
@@ -17,7 +17,7 @@ against blocking ones, in one session, interleaved, answers checked against Spar
 10, parallelism and ``spark.sql.shuffle.partitions`` 2, ``shuffle.memory_budget``
 1 GiB), the eight tables of ``tpch_data.ensure(scale)`` as temporary views.  Spark
 answers each query once (the reference; timed, for scale only).  Then per query,
-``--repeat`` + 1 rounds, each running ``session.sql(text).collect()`` once in every
+``--runs`` + 1 rounds, each running ``session.sql(text).collect()`` once in every
 configuration, the configurations' order rotating from round to round; the first round
 is the warm-up (checked, not timed).  Timed: ``collect()`` alone (the run: planning the
 engine job in the configuration's modes, running it, the result back to the driver);
@@ -38,7 +38,6 @@ blocking).  Results go to ``benchmarks/results/<name>.txt`` and ``.json``.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import statistics
@@ -54,15 +53,13 @@ from benchmarks.mode_runs import (
     CpuSample,
     edge_facts,
     non_blocking_edges,
-    run_and_report,
     with_modes,
 )
 from benchmarks.tpch import SLOTS, session_config
 from benchmarks.tpch_sql import compare, has_order_by, schema_problem, spark_collect
 
-__all__ = ["CONFIGS", "main"]
+__all__ = ["CONFIGS", "measure", "report"]
 
-RESULTS = Path(__file__).resolve().parent / "results"
 #: name -> (shuffle.default_mode, shuffle.batch_mode)
 CONFIGS = {
     "blocking": ("blocking", "blocking"),
@@ -172,7 +169,7 @@ def _geomean(values: list[float | None]) -> float | None:
     return math.exp(statistics.fmean(math.log(v) for v in values if v is not None))
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
+def measure(args: Any) -> dict[str, Any]:
     folder = tpch_data.ensure(args.scale, Path(args.data), tables=tpch_data.ALL_TABLES)
     paths = tpch_data.table_paths(args.scale, Path(args.data), tables=tpch_data.ALL_TABLES)
     con = tpch_data.duckdb_connection(1)
@@ -287,27 +284,3 @@ def _nb(r: dict[str, Any]) -> str:
     if "seconds" not in r:
         return f"{'-':>5} {'-':>3}"
     return f"{r['non_blocking']:>2}/{r['edges']:<2} {r['overlapped']:>3}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.tpch_modes")
-    parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor")
-    parser.add_argument("--queries", default="all", help="e.g. 1,3,6 (default: all 22)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed rounds per query")
-    parser.add_argument("--timeout", type=float, default=600.0, help="engine job timeout, s")
-    parser.add_argument("--data", default=str(tpch_data.CACHE), help="Parquet cache folder")
-    parser.add_argument("--name", default="issue36-tpch-modes")
-    parser.add_argument("--out", default=str(RESULTS))
-    args = parser.parse_args(argv)
-    args.queries = (
-        list(range(1, 23)) if args.queries == "all" else [int(q) for q in args.queries.split(",")]
-    )
-    if any(not 1 <= q <= 22 for q in args.queries) or args.repeat < 1:
-        parser.error("queries are 1..22 and --repeat at least 1")
-    summary = run_and_report(args, measure, report)
-    wrong = any(not q[c].get("equal") for q in summary["queries"].values() for c in CONFIGS)
-    return 1 if wrong else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

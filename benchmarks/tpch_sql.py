@@ -5,7 +5,7 @@
 * **Spark SQL** through RayDP (the session's ``session.spark``: one executor with both
   cores, ``benchmarks.tpch.SPARK``): ``spark.sql(text)`` collected as Arrow
   (``_collect_as_arrow``), end to end, so parsing, planning and the run.  AQE is left on
-  (Spark's default); ``spark.sql.shuffle.partitions`` is ``--shuffle-partitions``
+  (Spark's default); ``spark.sql.shuffle.partitions`` is ``DEFAULT_PARTITIONS``
   (default 2, one per core, which is also the engine's parallelism, since the engine
   runs Spark's physical plan with its exchanges);
 * **DuckDB** with 2 threads (``tpch_data.duckdb_connection``), the same text over views
@@ -24,7 +24,7 @@ is the ``tpch`` DuckDB extension's (``tpch_data.query``), the same for every sys
 an embedded Ray, so run it with ``RAY_ADDRESS=local``), the systems one after the
 other: Spark over all queries, then DuckDB, then the engine.  Each system first runs
 one query untimed (its warm-up: Spark's first query pays for code generation and the
-executor's class loading); then each query runs ``--repeat`` times and the best time
+executor's class loading); then each query runs ``--runs`` times and the best time
 counts.
 
 **Checked**: every run of DuckDB and of the engine against Spark's answer: the same
@@ -35,12 +35,12 @@ relative.  The engine's columns must also have Spark's types (Arrow types named 
 Spark names them, against ``df.schema``).  A query whose engine plan left a subtree
 in Spark is marked (``explain_data()["spark_subtrees"]``).
 
-**Printed**: per query the times, engine(total)/Spark, engine(run)/DuckDB, whether the
+**Reported**: per query the times, engine(total)/Spark, engine(run)/DuckDB, whether the
 answers agree and whether the engine fell back; then the geometric means against
 issue 24's targets (engine total/Spark <= 0.5x, engine run/DuckDB <= 3x), computed
-only when every query has a correct engine answer.  ``--json out.json`` writes it all.
+only when every query has a correct engine answer.
 
-    RAY_ADDRESS=local .venv/bin/python -m benchmarks.tpch_sql --scale 1 --repeat 3
+    RAY_ADDRESS=local .venv/bin/python -m benchmarks run tpch-sql --scale 1 --runs 3
 
 On Spark 4 (issue 25) the same command runs in ``.venv-spark4``: the session's Spark is
 then local mode (the default backend without RayDP) with the same 2 task threads, and
@@ -49,8 +49,6 @@ the summary names the backend and Spark version it ran on.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import re
 import statistics
@@ -67,10 +65,10 @@ import pyarrow as pa
 import hybrid_shuffle as hs
 from benchmarks import tpch_data
 from benchmarks.corpus_compare import spark_type
-from benchmarks.harness import print_targets, target
+from benchmarks.harness import target
 from benchmarks.tpch import SLOTS, SPARK, session_config
 
-__all__ = ["compare", "main", "run", "spark_type"]
+__all__ = ["compare", "run", "spark_type"]
 
 QUERIES = tuple(range(1, 23))
 DUCKDB_THREADS = 2
@@ -315,7 +313,7 @@ def run(
     timeout: float = 600.0,
     data: Path = tpch_data.CACHE,
 ) -> dict[str, Any]:
-    """Every measurement, in one session of its own; the summary (see ``print_summary``)."""
+    """Every measurement, in one session of its own; the summary."""
     started = time.time()
     folder = tpch_data.ensure(scale, data, tables=tpch_data.ALL_TABLES)
     paths = tpch_data.table_paths(scale, data, tables=tpch_data.ALL_TABLES)
@@ -452,124 +450,3 @@ def _geomean(values: list[float | None]) -> tuple[float | None, float | None, in
 
 
 # -- printing ----------------------------------------------------------------------------
-
-
-def print_summary(summary: dict[str, Any]) -> None:
-    spark = summary["spark"]
-    print(
-        f"TPC-H SF{summary['scale']:g}, 22 queries as SQL (issue 24): Spark SQL "
-        f"{spark.get('version', '')} on {spark.get('backend', 'raydp')} "
-        f"({spark['executors']} executor x {spark['executor_cores']} cores, AQE "
-        f"{spark['adaptive_enabled']}, {spark['shuffle_partitions']} shuffle partitions), "
-        f"DuckDB {summary['duckdb_threads']} threads, engine Session.sql; best of "
-        f"{summary['repeat']} after a warm-up; answers checked against Spark's"
-    )
-    head = (
-        f"  {'query':<5} {'spark s':>8} {'duckdb s':>8} {'eng plan':>8} {'sp.plan':>7} "
-        f"{'transl':>6} {'eng run':>8} "
-        f"{'eng/spark':>9} {'run/duckdb':>10} {'duckdb=':>7} {'eng=':>5} {'fallback':>8}"
-    )
-    print(
-        "  eng plan: Session.sql (Spark parses, analyses and plans, then the translation); "
-        "sp.plan: Spark's physical planning in it (AQE off); transl: the translation"
-    )
-    print(head)
-    for name, q in summary["queries"].items():
-        print(
-            f"  {name:<5} {_s(q['spark_seconds']):>8} {_s(q['duckdb_seconds']):>8} "
-            f"{_s(q['engine_plan_seconds']):>8} {_s(q['engine_spark_plan_seconds']):>7} "
-            f"{_s(q['engine_translate_seconds']):>6} {_s(q['engine_run_seconds']):>8} "
-            f"{_x(q['engine_over_spark']):>9} {_x(q['engine_run_over_duckdb']):>10} "
-            f"{_b(q['duckdb_equal']):>7} {_b(q['engine_equal']):>5} "
-            f"{_b(q['engine_fallback']):>8}"
-        )
-    g = summary["geomeans"]
-    print(
-        f"  {'geomean':<56} {_x(g['engine_over_spark']['all']):>9} "
-        f"{_x(g['engine_run_over_duckdb']['all']):>10}"
-    )
-    for key, label in (
-        ("engine_over_spark", "engine/Spark"),
-        ("engine_run_over_duckdb", "engine run/DuckDB"),
-        ("duckdb_over_spark", "DuckDB/Spark"),
-    ):
-        if g[key]["over"]:
-            print(
-                f"  {label} geomean over the {g[key]['over']} queries with a correct "
-                f"answer: {_x(g[key]['partial'])}"
-            )
-    total = {
-        k: sum(q[k] for q in summary["queries"].values() if q[k] is not None)
-        for k in ("spark_seconds", "duckdb_seconds")
-    }
-    print(
-        f"  sum of times: Spark {total['spark_seconds']:.2f} s, "
-        f"DuckDB {total['duckdb_seconds']:.2f} s"
-    )
-    for key, label in (
-        ("engine_peak_operator_bytes", "largest operator peak (DuckDB's, one subtask)"),
-        ("engine_peak_partition_bytes", "largest partition held in memory"),
-    ):
-        peaks = {n: q.get(key) for n, q in summary["queries"].items() if q.get(key)}
-        if peaks:
-            top = max(peaks, key=lambda n: peaks[n])
-            print(f"  engine {label}: {peaks[top] / 2**20:.1f} MiB ({top})")
-    for name, q in summary["queries"].items():
-        for system in ("spark_error", "duckdb_problem", "engine_problem"):
-            if q[system]:
-                print(f"  {name} {system.split('_')[0]}: {q[system][:240]}")
-        for sub in q["spark_subtrees"] or []:
-            print(f"  {name} fell back to Spark: {sub.get('operator')}: {sub.get('reason')}")
-    print_targets("issue 24 TPC-H SQL targets", summary["targets"])
-
-
-def _s(value: float | None) -> str:
-    return f"{value:.3f}" if value is not None else "n/a"
-
-
-def _x(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "-"
-
-
-def _b(value: bool | None) -> str:
-    return "-" if value is None else "yes" if value else "NO"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor")
-    parser.add_argument("--queries", default="all", help="e.g. 1,3,6 (default: all 22)")
-    parser.add_argument("--repeat", type=int, default=1, help="timed runs; the best counts")
-    parser.add_argument(
-        "--systems",
-        default=",".join(SYSTEMS),
-        help="which to time, of spark,duckdb,engine (Spark always answers)",
-    )
-    parser.add_argument("--shuffle-partitions", type=int, default=DEFAULT_PARTITIONS)
-    parser.add_argument("--timeout", type=float, default=600.0, help="engine job timeout, s")
-    parser.add_argument("--data", default=str(tpch_data.CACHE), help="Parquet cache folder")
-    parser.add_argument("--json", help="write the summary here")
-    args = parser.parse_args(argv)
-    queries = list(QUERIES) if args.queries == "all" else [int(q) for q in args.queries.split(",")]
-    if any(q not in QUERIES for q in queries) or args.repeat < 1:
-        parser.error("queries are 1..22 and --repeat at least 1")
-    systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
-    if any(s not in SYSTEMS for s in systems):
-        parser.error(f"--systems: pick from {','.join(SYSTEMS)}")
-    summary = run(
-        args.scale,
-        queries,
-        args.repeat,
-        systems,
-        args.shuffle_partitions,
-        args.timeout,
-        Path(args.data),
-    )
-    print_summary(summary)
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
