@@ -167,13 +167,27 @@ def start_spark(
     return builder.getOrCreate()
 
 
-def stop_spark(backend: SparkBackend, spark: Any) -> None:
-    """Stop a Spark the session started (never the one passed to it)."""
+def stop_spark(
+    backend: SparkBackend, spark: Any, config: SparkConfig, log_level: str | None = None
+) -> None:
+    """Stop a Spark the session started (never the one passed to it).
+
+    In local mode, when the session's Spark was the first of the process, PySpark
+    launched the driver's JVM with the session's settings as ``--conf``, and
+    spark-submit made them JVM system properties, which every later ``SparkConf``
+    of the process loads: a Spark the user builds after the session closed would
+    inherit them (``arrow.maxRecordsPerBatch`` of a million, the engine's heap and
+    shuffle partitions).  So the ones still holding the session's values are cleared.
+    """
     if backend.name == "attach":
         return
     if backend.uses_raydp:
         import raydp
 
         raydp.stop_spark()
-    else:
-        spark.stop()
+        return
+    jvm = spark.sparkContext._jvm
+    spark.stop()
+    for key, value in local_spark_configs(config, log_level).items():
+        if jvm.System.getProperty(key) == value:
+            jvm.System.clearProperty(key)

@@ -141,7 +141,7 @@ class SparkBridge:
         holder, with the objects it owns."""
         try:
             if self._own is not None:
-                stop_spark(self.backend, self._own)
+                stop_spark(self.backend, self._own, self.config, self.log_level)
         finally:
             restore_sigint_handler(self._sigint)
             self._sigint = None

@@ -95,6 +95,9 @@ def own_spark() -> Iterator[Any]:
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
+    # the shared session's local Spark closed before: none of its settings carried over
+    # (spark-submit had made them the JVM's system properties; stop_spark clears them)
+    assert spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch") == "10000"
     yield spark
     spark.stop()
 
