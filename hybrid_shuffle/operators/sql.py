@@ -335,7 +335,7 @@ class SqlQuery(Operator):
                     self.cursor, self.query, table.schema, self.what, self.context.wait_timeout
                 )
             return [self._conform(t) for t in self._query.push(table)]
-        self._stage(table)
+        self._staged.stage(table)
         return ()
 
     def _process_one_of_many(self, table: pa.Table, index: int) -> Iterable[pa.Table]:
@@ -357,7 +357,7 @@ class SqlQuery(Operator):
                 return ()
         if index == 0:
             self._stage_early()
-        self._stage(table, index)
+        self._staged.stage(table, index)
         return ()
 
     def _stream(self, table: pa.Table) -> list[pa.Table]:
@@ -365,9 +365,7 @@ class SqlQuery(Operator):
         also pushes the held early batches)."""
         out: list[pa.Table] = []
         if self._query is None:
-            for i in range(1, self.num_inputs):  # an input with no batch: an empty table
-                if i not in self._staged:
-                    self._stage((self._schemas.get(i) or self._planned[i]).empty_table(), i)
+            self._stage_missing(1)
             self._query = StreamedQuery(
                 self.cursor, self.query, table.schema, self.what, self.context.wait_timeout
             )
@@ -377,10 +375,16 @@ class SqlQuery(Operator):
         out.extend(self._query.push(table))
         return [self._conform(t) for t in out]
 
+    def _stage_missing(self, first: int) -> None:
+        """Stage inputs ``first``.. that sent no batch as empty tables of their schema (the
+        one a batch or ``set_input_schema`` gave, else the planned one)."""
+        for i in range(first, self.num_inputs):
+            self._staged.stage_empty(self._schemas.get(i) or self._planned[i], i)
+
     def _stage_early(self) -> None:
         """Stage the held input 0 batches (the query will run at the end)."""
         for early in self._early:
-            self._stage(early, 0)
+            self._staged.stage(early, 0)
         self._early, self._early_bytes = [], 0
 
     def end_input(self, input_index: int) -> Iterable[pa.Table]:
@@ -392,10 +396,7 @@ class SqlQuery(Operator):
             return self._recorded(self._conform(t) for t in self._query.finish())
         assert self.binding is not None
         self._stage_early()  # input 0 ended before the others did
-        for i in range(self.num_inputs):
-            if i not in self._staged:  # no batch: an empty table of the planned schema
-                schema = self._schemas.get(i) or self._planned[i]
-                self._stage(schema.empty_table(), i)
+        self._stage_missing(0)
         return self._recorded(self._run_staged())
 
     def finish(self) -> Iterable[pa.Table]:
@@ -416,7 +417,7 @@ class SqlQuery(Operator):
                 )
             return self._recorded(self._conform(t) for t in self._query.finish())
         if not self._staged:
-            self._stage(binding.input_schema.empty_table())
+            self._staged.stage(binding.input_schema.empty_table())
         return self._recorded(self._run_staged())
 
     def _per_batch(self, table: pa.Table, schema: pa.Schema) -> list[pa.Table]:
@@ -430,10 +431,6 @@ class SqlQuery(Operator):
             cursor.unregister("input")
         return [conform(out, schema, self.what)] if out.num_rows else []
 
-    def _stage(self, table: pa.Table, index: int = 0) -> None:
-        """Add ``table`` to the temp table of input ``index`` (created by its first batch)."""
-        self._staged.stage(table, index)
-
     def _run_staged(self) -> Iterator[pa.Table]:
         try:
             reader = self.cursor.execute(self.query).to_arrow_reader(OUTPUT_ROWS)
@@ -445,9 +442,7 @@ class SqlQuery(Operator):
     def _run_over(self, relation: DuckRelation) -> Iterator[pa.Table]:
         """The query over ``relation`` as ``input`` (inputs 1.. staged, an empty table for
         one that had no batch), its output streamed as DuckDB makes it."""
-        for i in range(1, self.num_inputs):
-            if i not in self._staged:
-                self._stage((self._schemas.get(i) or self._planned[i]).empty_table(), i)
+        self._stage_missing(1)
         cursor = self.cursor
         try:
             cursor.execute(f"CREATE TEMP VIEW input AS {relation.sql()}")
