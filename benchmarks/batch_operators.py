@@ -88,13 +88,12 @@ import pyarrow.compute as pc
 import hybrid_shuffle as hs
 from benchmarks.data import KEYS, blocks, make_table
 from benchmarks.harness import Measurement, measure
+from hybrid_shuffle.config import OPERATORS_MIN_MEMORY
 
 PARALLELISM = 8
 SLOTS = 10
 #: "ample" operator memory: far more than any task of this workload holds
 AMPLE = 1 << 30
-#: the engine's smallest operators.memory
-MIN_MEMORY = 1 << 20
 SPARK = {"executors": 1, "executor_cores": 2, "executor_memory": "6 GiB", "prewarm": True}
 PEERS = ("spark", "ray-data")
 SPARK_BROADCAST_DEFAULT = str(10 << 20)
@@ -123,8 +122,9 @@ def session_config(memory: int, object_store: str = "3 GiB") -> dict[str, Any]:
 
 
 def quarter_memory(*tables: pa.Table) -> int:
-    """A quarter of a task's share of the inputs (bytes / parallelism / 4), >= 1 MiB."""
-    return max(sum(t.nbytes for t in tables) // PARALLELISM // 4, MIN_MEMORY)
+    """A quarter of a task's share of the inputs (bytes / parallelism / 4), but at least
+    the smallest budget the engine honours (``OPERATORS_MIN_MEMORY``)."""
+    return max(sum(t.nbytes for t in tables) // PARALLELISM // 4, OPERATORS_MIN_MEMORY)
 
 
 def mib(n: float) -> str:

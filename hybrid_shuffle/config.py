@@ -43,6 +43,7 @@ __all__ = [
     "MAX_CREDITS",
     "MAX_WAIT_TIMEOUT",
     "MIN_WAIT_TIMEOUT",
+    "OPERATORS_MIN_MEMORY",
     "SERVICES",
     "AdaptiveConfig",
     "Config",
@@ -259,6 +260,18 @@ class FailoverConfig:
     speculation: SpeculationConfig = field(default_factory=SpeculationConfig)
 
 
+#: The smallest ``operators.memory`` the engine can honour, and why (measured with DuckDB
+#: 1.5, one thread, a streamed ``GROUP BY`` of 5M rows over 2.5M keys; the figures are in
+#: ``operators/duck/database.py``): ``memory`` is the task's DuckDB ``memory_limit``,
+#: which bounds DuckDB's buffer pool, not the process.  Past the pool a task holds a fixed
+#: 20-25 MiB (DuckDB's allocations outside it, the Arrow batches queued into and out of a
+#: query), so below about 48 MiB no limit keeps a task within 1.5x its budget, and below
+#: about 24 MiB DuckDB's hash aggregate cannot run at all.  At 64 MiB a task's peak is
+#: about 1.3x.  A smaller figure is refused when the config is loaded rather than raised
+#: in silence: the figure a user reads in ``explain()`` is the one in force.
+OPERATORS_MIN_MEMORY = 64 * MiB
+
+
 @dataclass(frozen=True)
 class OperatorsConfig:
     """How a task runs its operators: its DuckDB's threads, and the memory each sort,
@@ -268,8 +281,9 @@ class OperatorsConfig:
     ``shuffle.spill_dir``.  A task with several such operators (an aggregate and
     the combiner in front of its exchange) splits the memory evenly between them."""
 
-    #: bytes of operator state per task (DuckDB's memory_limit, at least 64 MiB);
-    #: beyond it sorts, joins and aggregates spill
+    #: bytes of operator state per task, at least 64 MiB (a smaller figure is refused:
+    #: ``OPERATORS_MIN_MEMORY``); its DuckDB gets three quarters as memory_limit, the
+    #: rest is headroom; beyond it sorts, joins and aggregates spill
     memory: int = 512 * MiB
     #: threads each task's DuckDB may use (one slot is one core, so 1)
     threads: int = 1
@@ -821,10 +835,13 @@ def _operators(raw: Mapping[str, Any]) -> OperatorsConfig:
     s: dict[str, Any] = {}
     if "memory" in raw:
         memory = parse_size(raw["memory"], "operators.memory")
-        if memory < MiB:
+        if memory < OPERATORS_MIN_MEMORY:
             raise ConfigError(
-                f"operators.memory: {format_size(memory)} is too small to sort or join in; "
-                "give at least 1 MiB, like 256 MiB"
+                f"operators.memory: {format_size(memory)} is below "
+                f"{format_size(OPERATORS_MIN_MEMORY)}, the smallest budget the engine can "
+                "honour (DuckDB needs about 24 MiB to aggregate at all, and holds 20-25 MiB "
+                "outside its limit, so a smaller figure would be exceeded by more than half); "
+                f"give at least {format_size(OPERATORS_MIN_MEMORY)}"
             )
         s["memory"] = memory
     if "threads" in raw:

@@ -15,6 +15,9 @@ What is drawn, per task (one ``TaskSpan``), in the executor's lane:
   hatched segment at the *end* of the bar: the metrics keep the sum, not when the
   producer waited, and a producer waits most once its consumers fall behind;
 - a marker on bars that spilled (bytes its writes or its operators sent to disk);
+- in the Chrome trace's ``args``, the task's ``memory`` (the ``operators.memory`` in
+  force, as ``explain()`` and ``VertexMetrics.memory`` show it) and its operators'
+  ``peak_memory_bytes``;
 - a dashed line where each region (``explain``'s ``R0``, ``R1``...) starts: its
   first task's start.
 
@@ -32,6 +35,7 @@ from typing import Any
 
 from hybrid_shuffle._words import plural
 from hybrid_shuffle.errors import ConfigError, HybridShuffleError
+from hybrid_shuffle.operators.context import task_peak_memory
 from hybrid_shuffle.runtime.task import TaskReport
 
 __all__ = [
@@ -74,6 +78,10 @@ class TaskSpan:
     #: its writes' time waiting for credit, at most the task's duration
     blocked_seconds: float
     cpu_seconds: float
+    #: ``operators.memory`` in force for its stateful operators (what its DuckDB's
+    #: ``memory_limit`` was; 0 with none), and the most they held at once
+    memory: int = 0
+    peak_memory_bytes: int = 0
 
     @property
     def duration(self) -> float:
@@ -123,6 +131,8 @@ def task_spans(
                 + sum(op.spilled_bytes for op in t.operators),
                 blocked_seconds=min(max(blocked, 0.0), end - start),
                 cpu_seconds=t.cpu_seconds,
+                memory=sum(op.memory for op in t.operators),
+                peak_memory_bytes=task_peak_memory(t.operators),
             )
         )
     return sorted(spans, key=lambda s: (s.start, s.executor, s.name))
@@ -209,6 +219,8 @@ def chrome_trace(spans: Sequence[TaskSpan]) -> dict[str, Any]:
                     "spilled_bytes": s.spilled_bytes,
                     "blocked_seconds": round(s.blocked_seconds, 6),
                     "cpu_seconds": round(s.cpu_seconds, 6),
+                    "memory": s.memory,
+                    "peak_memory_bytes": s.peak_memory_bytes,
                 },
             }
         )

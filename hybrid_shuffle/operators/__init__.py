@@ -1,12 +1,12 @@
-"""Arrow operators run inside tasks; the contract is in ``operators.base``."""
+"""Operators run inside tasks; the contract is in ``operators.base``.  The stateful ones
+run on DuckDB (``operators.duck``)."""
 
 from hybrid_shuffle.operators.aggregate import HashAggregate, PartialAggregate
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.co_group import CoGroup
-from hybrid_shuffle.operators.join import HashJoin
+from hybrid_shuffle.operators.join import HashJoin, SortMergeJoin
 from hybrid_shuffle.operators.local_aggregate import LocalAggregate
 from hybrid_shuffle.operators.sort import SortPartition
-from hybrid_shuffle.operators.sort_merge_join import SortMergeJoin
 from hybrid_shuffle.operators.stateless import Filter, Identity, MapBatches, Rename, Select
 from hybrid_shuffle.operators.top_n import TopN
 

@@ -1,26 +1,20 @@
-"""Hash aggregation by partial aggregation per batch, in two phases.
+"""Hash aggregation in two phases: the aggregate as the planner sees it, and the
+map-side combiner.
 
-Each batch is reduced to one row per key right away; the partials are
-re-reduced whenever they pile up, and ``finish`` combines them.  The reductions
-themselves (the functions, ``mean`` and decimal sums, and why the results equal
-one ``group_by().aggregate()`` over the whole input) are ``aggregation``'s.
+The reductions themselves (the functions, ``mean`` and decimal sums, and why the
+results equal one ``group_by().aggregate()`` over the whole input) are
+``aggregation``'s.  The same reduction runs on both sides of the hash exchange,
+as Spark's partial and final aggregates and Flink's local/global aggregation do:
+``PartialAggregate`` is the producer's map-side combiner (it sends partials, one
+row per key and producer, instead of every row), ``HashAggregate(phase=
+"final")`` merges partials on the consumer.  A combiner that does not shrink its
+input (nearly unique keys) stops combining and passes its per-batch partials
+straight on, so it never costs more than one ``group_by`` per batch.
 
-The same reduction runs on both sides of the hash exchange, as Spark's partial
-and final aggregates and Flink's local/global aggregation do:
-``PartialAggregate`` is the producer's map-side combiner (it sends partials,
-one row per key and producer, instead of every row), ``HashAggregate(phase=
-"final")`` merges partials on the consumer.  A combiner that does not shrink
-its input (nearly unique keys) stops combining and passes its per-batch
-partials straight on, so it never costs more than one ``group_by`` per batch.
-
-Memory (``OperatorContext``): ``HashAggregate`` keeps its partials in memory
-and re-reduces them once they take half of ``context.memory`` (or pile up); it
-reports what it holds (``peak_memory_bytes``) but never spills.  A task runs
-``HashAggregate`` on DuckDB (``duck/aggregate.py``, swapped in by
-``duck.operators.on_duckdb``), and this in-memory reduction only on the inputs
-it hands back (float keys): bounded memory and spilling are the DuckDB
-operator's job (``duck/aggregate.py``, which spills within the task's
-``memory_limit``).  ``PartialAggregate`` emits its partials when they fill its
+``HashAggregate`` plans; a task runs it on DuckDB (``duck/aggregate.py``, swapped
+in by ``duck.operators.on_duckdb``), one streamed ``GROUP BY`` within the task's
+``memory_limit``, spilling.  ``PartialAggregate`` runs per batch on Arrow (faster
+there: ``docs/architecture.md`` §11) and emits its partials when they fill its
 memory (``min(max_bytes, context.memory)``), FLIP-44's flush on a full buffer.
 
 Both run any ``Reduction`` (``reduction``): ``Aggregation`` for ``aggregate``,
@@ -37,7 +31,7 @@ import pyarrow as pa
 
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.aggregation import Aggregation
-from hybrid_shuffle.operators.base import Columns, Operator
+from hybrid_shuffle.operators.base import Columns, Operator, PlannedOperator
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.reduction import Reduction
 
@@ -46,14 +40,14 @@ __all__ = ["HashAggregate", "PartialAggregate"]
 #: ``complete``: rows in; ``final``: partials of this exchange's combiner in (the planner
 #: sees the rows before it); ``merge``: partials of a local stage in (the planner sees them)
 PHASES = ("complete", "final", "merge")
-_COMPACT_EVERY = 16  # partial tables kept before they are re-reduced
+_COMPACT_EVERY = 16  # partial tables a combiner keeps before it re-reduces them
 #: a combiner whose partials keep more than this share of its input rows stops combining
 _USEFUL_REDUCTION = 0.5
 #: a combiner emits its partials once they take this many bytes (bounds its memory)
 _COMBINER_MAX_BYTES = 32 << 20
 
 
-class HashAggregate(Operator):
+class HashAggregate(PlannedOperator):
     """Group by ``keys``; ``phase="final"`` reads a ``PartialAggregate``'s partials,
     ``phase="merge"`` a ``LocalAggregate``'s.
 
@@ -95,54 +89,6 @@ class HashAggregate(Operator):
     @property
     def reduction(self) -> Reduction:
         return self._agg
-
-    def open(self, context: OperatorContext | None = None) -> None:
-        self._context = context if context is not None else OperatorContext.unbounded()
-        self._memory = self._context.memory
-        self._parts: list[pa.Table] = []
-        self._parts_bytes = 0
-        self._schema: pa.Schema | None = None
-        #: bytes of the partials the last re-reduction left
-        self._compacted_bytes = 0
-
-    def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
-        if self._schema is None:
-            if self.phase == "complete":
-                self._agg.check(table.schema)
-            elif self.phase == "merge":
-                self._agg.check_partials(table.schema)
-            self._schema = table.schema
-        if table.num_rows:
-            part = self._agg.partial(table) if self.phase == "complete" else table
-            self._parts.append(part)
-            self._parts_bytes += part.nbytes
-            self._context.hold(self._parts_bytes + table.nbytes)
-            many = len(self._parts) >= _COMPACT_EVERY or self._parts_bytes > self._memory // 2
-            # the partials grew to twice what the last re-reduction left (on nearly unique
-            # keys re-reducing them every 16 batches would cost quadratic time)
-            grown = self._parts_bytes >= 2 * self._compacted_bytes
-            if many and grown:
-                self._compact()
-        return ()
-
-    def _compact(self) -> None:
-        """Re-reduce the partials into one table."""
-        combined = self._agg.combine(pa.concat_tables(self._parts))
-        self._context.hold(self._parts_bytes + combined.nbytes)
-        self._parts, self._parts_bytes = [combined], combined.nbytes
-        self._compacted_bytes = combined.nbytes
-
-    def finish(self) -> Iterable[pa.Table]:
-        if self._schema is None:
-            return ()
-        if self._parts:
-            combined = self._agg.combine(pa.concat_tables(self._parts))
-        elif self.phase == "complete":
-            combined = self._agg.combine(self._agg.partial(self._schema.empty_table()))
-        else:
-            combined = self._agg.combine(self._schema.empty_table())
-        self._parts, self._parts_bytes = [], 0
-        return (self._agg.results(combined),)
 
     def output_schema(self, input_schemas: Sequence[pa.Schema | None]) -> pa.Schema | None:
         schema = input_schemas[0]

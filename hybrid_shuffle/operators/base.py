@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from hybrid_shuffle.operators.context import OperatorContext
 
-__all__ = ["Columns", "Operator"]
+__all__ = ["Columns", "Operator", "PlannedOperator"]
 
 #: a set of column names, or ``None`` for every column (see ``Operator.input_columns``)
 Columns = frozenset[str] | None
@@ -122,3 +122,15 @@ class Operator(ABC):
         hash-partitioned on the result), else ``None``: the default, right for any
         operator whose function the engine cannot look into."""
         return None
+
+
+class PlannedOperator(Operator):
+    """A stateful operator as the planner sees it (aggregate, sort, the joins): it holds
+    the parameters and answers every planning question, and runs nothing.  A task
+    runs it as its DuckDB operator (``operators.duck.operators.on_duckdb``)."""
+
+    def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
+        raise TypeError(
+            f"{type(self).__name__} '{self.name}' only plans: run it as "
+            "operators.duck.operators.on_duckdb(op), as a task does"
+        )

@@ -6,10 +6,8 @@ columns, and at the end walks the two sorted streams together
 (``key_groups.align``), calling ``fn(left, right)`` once per aligned chunk.
 
 The sorters (``SortedSides``): each side is a DuckDB ``ORDER BY`` on the
-task's database (``duck/sorter.py``), which spills within its
-``memory_limit``; a side DuckDB would order differently from pyarrow (float
-keys: DuckDB orders NaN and ``-0.0`` differently; ``lowering.duck_types``) is
-sorted by pyarrow instead (``sorter.Sorter``, in memory).
+task's database (``duck/sorter.py``), in pyarrow's order, which spills within
+its ``memory_limit``.
 
 A call gets *many* keys -- every row of each of them, from both sides -- so
 ``fn`` groups inside (``table.group_by``, pandas ``groupby``); a key is in
@@ -38,9 +36,8 @@ from hybrid_shuffle.errors import PlanError, SchemaMismatchError
 from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.columns import require_key_columns
 from hybrid_shuffle.operators.context import HeldBytes, OperatorContext
-from hybrid_shuffle.operators.duck.sorter import DuckSorter, usable
+from hybrid_shuffle.operators.duck.sorter import DuckSorter
 from hybrid_shuffle.operators.key_groups import align
-from hybrid_shuffle.operators.sorter import Sorter
 from hybrid_shuffle.operators.stateless import as_table
 
 __all__ = ["CoGroup", "SortedSides", "check_key_types"]
@@ -69,10 +66,8 @@ def check_key_types(schemas: Sequence[pa.Schema | None], on: Sequence[str], what
 
 
 class SortedSides:
-    """The two key sorters of a two-input operator and their aligned output (co_group and
-    the sort-merge join share it).  A side whose schema DuckDB sorts as pyarrow does
-    (``duck.sorter.usable``) gets a ``DuckSorter``, made on its first batch; every other
-    side a ``Sorter``."""
+    """The two key sorters of a two-input operator and their aligned output: a
+    ``DuckSorter`` per side, made on its first batch (a side with no batch has no row)."""
 
     def __init__(self, on: Sequence[str], context: OperatorContext, operator: str) -> None:
         """``operator`` names the operator in errors (``join 'j'``)."""
@@ -80,8 +75,7 @@ class SortedSides:
         self.operator = operator
         self.context = context
         self.held = HeldBytes(context)
-        keys = [(c, "ascending") for c in on]
-        self.sorters: list[Sorter | DuckSorter] = [Sorter(keys, context, self.held) for _ in _SIDES]
+        self.sorters: list[DuckSorter | None] = [None, None]
         #: per input, the schema of its first batch
         self.schemas: list[pa.Schema | None] = [None, None]
 
@@ -91,18 +85,16 @@ class SortedSides:
         if self.schemas[input_index] is None:
             self.schemas[input_index] = table.schema
             check_key_types(self.schemas, self.on, self.operator)
-            self._on_duckdb(input_index, table.schema)
-        self.sorters[input_index].add(table)
-
-    def _on_duckdb(self, input_index: int, schema: pa.Schema) -> None:
-        if usable(schema, self.on):
             self.sorters[input_index] = DuckSorter(
-                self.on, schema, self.context, self.operator, self.held
+                self.on, table.schema, self.context, self.operator, self.held
             )
+        sorter = self.sorters[input_index]
+        assert sorter is not None
+        sorter.add(table)
 
     def aligned(self, schemas: tuple[pa.Schema, pa.Schema]) -> Iterator[tuple[pa.Table, pa.Table]]:
         """The two sorted inputs as aligned chunks (``key_groups.align``)."""
-        left, right = (s.sorted_batches() for s in self.sorters)
+        left, right = (iter(()) if s is None else s.sorted_batches() for s in self.sorters)
         pools = max(1, self.context.memory // ALIGN_SHARE)
         try:
             yield from align(left, right, self.on, schemas, pools, self.held)
@@ -110,12 +102,14 @@ class SortedSides:
             self.close()
 
     def rows(self, input_index: int) -> int:
-        return self.sorters[input_index].rows
+        sorter = self.sorters[input_index]
+        return 0 if sorter is None else sorter.rows
 
     def close(self) -> None:
-        """Let go of both sorters (a DuckDB one stops its query); idempotent."""
+        """Let go of both sorters (each stops its query); idempotent."""
         for sorter in self.sorters:
-            sorter.close()
+            if sorter is not None:
+                sorter.close()
 
 
 class CoGroup(Operator):

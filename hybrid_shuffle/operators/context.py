@@ -9,11 +9,12 @@ The budget is enforced on DuckDB (``operators.duck``, where every stateful opera
 an operator's queries run on the task's ``TaskDatabase`` (``database``), whose
 ``memory_limit`` is the task's memory and whose ``temp_directory`` is the
 task's private spill directory; DuckDB spills there and the operator reports
-DuckDB's own peaks (``peak_memory_bytes``, ``spilled_bytes``).  The pyarrow
-operators (the combiner, and the inputs a DuckDB operator hands back) compute in memory: they report
-the bytes they hold with ``hold`` (the largest value becomes the operator's
-``peak_memory_bytes``) and use the budget only to size their steps (when to
-re-reduce partials, how many probe rows to join at once), never spill.
+DuckDB's own peaks (``peak_memory_bytes``, ``spilled_bytes``).  The steps that
+run on Arrow (the map-side combiner, a local aggregate, co_group's aligned pools)
+compute in memory: they report the bytes they hold with ``hold`` (the largest
+value becomes the operator's ``peak_memory_bytes``) and use the budget only to
+size their steps (when to flush or re-reduce partials, how large an aligned
+chunk is), never spill.
 
 The held figure is the operator's own account of the Arrow buffers it
 references, not the process's resident memory: a Ray executor runs several
@@ -26,7 +27,7 @@ a task gets: unit tests, and the driver.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -34,7 +35,7 @@ import duckdb
 from hybrid_shuffle.operators.duck.database import TaskDatabase
 from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery
 
-__all__ = ["UNBOUNDED", "HeldBytes", "OperatorContext", "OperatorMetrics"]
+__all__ = ["UNBOUNDED", "HeldBytes", "OperatorContext", "OperatorMetrics", "task_peak_memory"]
 
 #: the budget of an operator opened outside a task (no limit)
 UNBOUNDED = 1 << 62
@@ -50,6 +51,10 @@ class OperatorMetrics:
     spilled_bytes: int = 0
     #: the most bytes it held at once (DuckDB's peak, or its own account on Arrow)
     peak_memory_bytes: int = 0
+    #: the peak of the task's DuckDB while this operator's queries ran (0: it ran none).
+    #: The task's DuckDB operators share one database, and each of them sees the whole
+    #: database's peak, so a task counts this once (``task_peak_memory``)
+    database_peak_bytes: int = 0
     #: its DuckDB queries that spilled
     spill_runs: int = 0
     #: CPU seconds of the threads its streamed DuckDB queries ran on (the task's own
@@ -59,6 +64,16 @@ class OperatorMetrics:
     rows_written: int = 0
     files_written: int = 0
     bytes_written: int = 0
+
+
+def task_peak_memory(operators: Sequence[OperatorMetrics]) -> int:
+    """The most one task's stateful operators held at once: its DuckDB's peak, counted
+    once however many of its operators ran queries on it, plus what the operators that
+    ran none (the combiner on Arrow) held by their own account.  Summing every
+    operator's ``peak_memory_bytes`` would count the shared database once per operator."""
+    database = max((op.database_peak_bytes for op in operators), default=0)
+    own = sum(op.peak_memory_bytes for op in operators if not op.database_peak_bytes)
+    return database + own
 
 
 class OperatorContext:
@@ -102,6 +117,9 @@ class OperatorContext:
         thread if it was streamed; return its peak memory, which the operator reports
         through ``hold`` (or its ``HeldBytes``)."""
         profile = TaskDatabase.profile(cursor)
+        self.metrics.database_peak_bytes = max(
+            self.metrics.database_peak_bytes, profile.peak_memory_bytes
+        )
         self.metrics.spilled_bytes += profile.spilled_bytes
         if profile.spilled_bytes:
             self.metrics.spill_runs += 1

@@ -1,8 +1,8 @@
 """Aligning two key-sorted streams into chunks that hold whole key groups on both sides.
 
-co_group and the sort-merge join sort both inputs by the key columns
-(ascending, nulls last: ``sorter.Sorter``, or DuckDB's ``ORDER BY`` in
-``duck/sorter.py``) and then need, a piece at a time,
+co_group sorts both inputs by the key columns (ascending, nulls last, in
+pyarrow's order: DuckDB's ``ORDER BY`` in ``duck/sorter.py``) and then needs, a
+piece at a time,
 every row of some set of keys from *both* sides at once.  ``align`` cuts the
 two sorted streams into chunks ``(left_part, right_part)`` such that every key
 value appears in exactly one chunk, on both sides; either part may have no

@@ -18,7 +18,7 @@ instead of every one of its rows: FLIP-44's answer to key skew.
 - and always at end of input.
 
 Between flushes the partials of each batch are re-reduced together once there
-are many of them and they grew (``_COMPACT_EVERY``; as ``HashAggregate``), so a
+are many of them and they grew (``_COMPACT_EVERY``; as ``PartialAggregate``), so a
 flush emits about one partial row per key.  Unlike the map-side combiner
 (``PartialAggregate``) it never stops combining on its own: the user asked for
 it.

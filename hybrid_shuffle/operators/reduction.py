@@ -4,8 +4,10 @@ A hash aggregate, its map-side combiner and a FLIP-44 local aggregate all do the
 same three things with a reduction: reduce raw rows to *partials* (one or a few
 rows per key), reduce partials to fewer partials, and turn fully reduced
 partials into the user's rows.  ``Aggregation`` (sum, count, min, max, mean) and
-``TopN`` (the n best rows per key) are the two reductions; ``HashAggregate``,
-``PartialAggregate`` and ``LocalAggregate`` run either of them.
+``TopN`` (the n best rows per key) are the two reductions; ``PartialAggregate``
+and ``LocalAggregate`` run either of them on Arrow, and ``HashAggregate`` plans
+either for its DuckDB operator (``duck/aggregate.py``, whose SQL follows the same
+partials: ``duck/lowering.py``).
 
 The contract that makes the phases agree (and that their tests check):
 ``combine`` is associative and commutative over any grouping of partials, and

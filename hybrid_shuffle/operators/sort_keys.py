@@ -1,11 +1,10 @@
-"""Rows compared by sort keys, with pyarrow's own order: the kernels the sorts share.
+"""Rows compared by sort keys, with pyarrow's own order: ``key_groups.align``'s search.
 
-``sorter.Sorter`` sorts rows, ``key_groups.align`` cuts two sorted streams at a
-common key; the cut must decide "comes before" exactly as the sort did, for
-every sortable type (nulls last, NaN before them, strings, multi-column keys).
-Nothing here writes a comparison: every decision is a pyarrow ``sort_indices``
--- of the rows (``sort_indices``, with NumPy's introsort for one integer key
-without nulls), or of a few probe rows together with a bound row
+``key_groups.align`` cuts two sorted streams (co_group's sides, sorted by DuckDB in
+pyarrow's order) at a common key; the cut must decide "comes before" exactly as
+pyarrow's sort does, for every sortable type (nulls last, NaN before them,
+strings, multi-column keys).  Nothing here writes a comparison: every decision
+is a pyarrow ``sort_indices`` of a few probe rows together with a bound row
 (``counts_before``, a vectorized binary search).
 ``RowTaker`` gathers rows chunk by chunk, because pyarrow's ``take`` of a
 many-chunk table concatenates the whole table on every call.
@@ -19,15 +18,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hybrid_shuffle.shuffle.partitioner import sort_order
-
 __all__ = [
     "PROBES",
     "RowTaker",
     "SortKeys",
     "counts_before",
     "key_table",
-    "sort_indices",
     "sort_options",
 ]
 
@@ -52,20 +48,6 @@ def key_table(table: pa.Table | pa.RecordBatch, sort_keys: SortKeys) -> pa.Table
             column = column.cast(column.type.value_type)
         columns.append(column)
     return pa.table(columns, names=[c for c, _ in sort_keys])
-
-
-def sort_indices(table: pa.Table | pa.RecordBatch, sort_keys: SortKeys) -> np.ndarray:
-    """The row order that sorts ``table`` by ``sort_keys`` (nulls last), as int64: by
-    NumPy for one integer key without nulls (``partitioner.sort_order``, not stable),
-    else by pyarrow (stable).  No sort needs ties kept in order; the searches of
-    ``counts_before``, which do, sort with pyarrow themselves."""
-    if len(sort_keys) == 1:
-        ((name, direction),) = sort_keys
-        fast = sort_order(table.column(name), direction == "descending")
-        if fast is not None:
-            return fast.astype(np.int64, copy=False)
-    order = pc.sort_indices(key_table(table, sort_keys), options=sort_options(sort_keys))
-    return np.asarray(order.to_numpy()).view(np.int64)
 
 
 class RowTaker:

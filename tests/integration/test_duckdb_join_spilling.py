@@ -1,10 +1,10 @@
 """A join on DuckDB through a real job: past ``operators.memory`` it spills to
 the task's temp directory, stays exact and leaves no file behind.
 
-Each join subtask stages about 96 MB of rows (both sides), past the 64 MiB floor of its
-task's DuckDB (``operators.memory: 16 MiB``), so DuckDB spills the staged rows and its
-hash table.  Every key is on both sides once, and a row's values are functions of its
-id, so exactness is checked with vectorized NumPy.
+Each join subtask stages about 96 MB of rows (both sides), past its task's
+``operators.memory: 64 MiB`` (the smallest budget the engine honours), so DuckDB spills
+the staged rows and its hash table.  Every key is on both sides once, and a row's
+values are functions of its id, so exactness is checked with vectorized NumPy.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ keys on one side only and with empty sides; the output-on-EOF rule shows in
 ``EdgeMetrics.mode_origin`` and ``explain()``; a wrong join or co_group argument is
 one sentence before running.
 
-Spilling is DuckDB's: these jobs stay under DuckDB's 64 MiB floor, and
+Spilling is DuckDB's: these jobs stay within ``operators.memory`` (64 MiB, the
+smallest the engine honours), and
 ``test_duckdb_spilling.py`` and ``test_duckdb_join_spilling.py`` make the aggregate,
 the sort, the joins and co_group spill.
 """
@@ -25,9 +26,10 @@ import hybrid_shuffle as hs
 from .conftest import assert_closed_cleanly, assert_no_leaks
 
 MODES = ["pipelined", "blocking", "hybrid-selective", "hybrid-full"]
-MEMORY = 2 << 20
-#: rows of 16 bytes (int64 key, float64 value): 2 subtasks x 4x MEMORY each
-ROWS = 2 * 4 * MEMORY // 16
+#: the smallest budget the engine honours (``OPERATORS_MIN_MEMORY``)
+MEMORY = 64 << 20
+#: rows of 16 bytes (int64 key, float64 value): 8 MiB per subtask, well within MEMORY
+ROWS = 1 << 20
 
 
 @pytest.fixture(scope="module")

@@ -100,6 +100,10 @@ def test_timeline_json_has_one_complete_event_per_task_on_its_executor(
         assert event["args"]["rows_out"] == task.rows_out
         assert event["args"]["region"] == result.regions[task.vertex]
         assert event["ts"] >= 0 and event["dur"] >= 1
+        # the operators.memory in force, as explain() and VertexMetrics.memory show it
+        stateful = task.vertex in ("join", "totals", "ranked")
+        assert event["args"]["memory"] == (64 << 20 if stateful else 0)
+        assert event["args"]["memory"] == result.vertices[task.vertex].memory
     starts = [e["name"] for e in trace["traceEvents"] if e["ph"] == "i"]
     assert starts[0] == "region R0 starts"
     assert len(starts) == len(set(result.regions.values()))

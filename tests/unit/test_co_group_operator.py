@@ -1,8 +1,7 @@
 """CoGroup (and key_groups.align) against a pyarrow group_by of the whole inputs.
 
-The results are checked on both kernels (``kernels``): on DuckDB each side is sorted
-by a ``DuckSorter`` (an ``ORDER BY`` on the operator's database), on Arrow by the
-in-memory ``Sorter``.  Neither spills here (DuckDB's floor is 64 MiB;
+Each side is sorted by a ``DuckSorter`` (an ``ORDER BY`` on the operator's database,
+in pyarrow's order).  Nothing spills here (DuckDB's floor is 64 MiB;
 ``tests/integration/test_duckdb_spilling.py`` makes co_group's DuckDB sorters spill).
 """
 
@@ -24,9 +23,6 @@ from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.operators import on_duckdb
 from hybrid_shuffle.operators.duck.sorter import DuckSorter
 from hybrid_shuffle.operators.key_groups import align
-from hybrid_shuffle.operators.sorter import Sorter
-
-from .kernels import on_kernel
 
 ON = ["k", "s"]
 
@@ -94,10 +90,12 @@ def outputs(
 
 
 def run(
-    op: CoGroup, batches: list[tuple[int, pa.Table]], context: OperatorContext, kernel: str
+    op: CoGroup,
+    batches: list[tuple[int, pa.Table]],
+    context: OperatorContext,
 ) -> pa.Table:
-    """``op`` on ``kernel`` over ``batches``, closed after."""
-    twin = on_kernel(op, kernel)
+    """``op`` as a task runs it over ``batches``, closed after."""
+    twin = on_duckdb(op)
     try:
         out = outputs(twin, batches, context)
     finally:
@@ -110,14 +108,14 @@ ORDER = [(c, "ascending") for c in ["side", *ON]]
 
 @pytest.mark.parametrize("as_pandas", [False, True])
 def test_co_group_under_a_small_memory_equals_a_group_by_of_the_whole_inputs(
-    as_pandas: bool, kernel: str
+    as_pandas: bool,
 ) -> None:
     left, right = side(60_000, 1, 3000), side(40_000, 2, 4000)  # keys 3000-3999 right only
     memory = (left.nbytes + right.nbytes) // 5
     context = OperatorContext(memory)
     fn = Recorder(as_pandas)
     op = CoGroup(ON, fn, "cg")
-    got = run(op, arrivals(left, right, 1999, seed=7), context, kernel)
+    got = run(op, arrivals(left, right, 1999, seed=7), context)
     want = pa.concat_tables([summary(left, "L"), summary(right, "R")])
     assert got.sort_by(ORDER).equals(want.sort_by(ORDER))
     # every key in exactly one call, many keys a call, each side in key order
@@ -132,52 +130,49 @@ def test_co_group_under_a_small_memory_equals_a_group_by_of_the_whole_inputs(
     assert context.metrics.peak_memory_bytes > 0
 
 
-def test_null_keys_form_one_group_across_both_sides(kernel: str) -> None:
+def test_null_keys_form_one_group_across_both_sides() -> None:
     left = pa.table({"k": [None, 1, None], "s": ["a", "a", "a"], "v": [1, 2, 3]})
     right = pa.table({"k": [None, 2], "s": ["a", "a"], "v": [10, 20]})
     fn = Recorder()
-    got = run(CoGroup(ON, fn, "cg"), [(1, right), (0, left)], OperatorContext.unbounded(), kernel)
+    got = run(CoGroup(ON, fn, "cg"), [(1, right), (0, left)], OperatorContext.unbounded())
     want = pa.concat_tables([summary(left, "L"), summary(right, "R")])
     assert got.sort_by(ORDER).equals(want.sort_by(ORDER))
     assert any(r["k"] is None and r["v_count"] == 2 for r in got.to_pylist())
 
 
-def test_a_side_with_no_rows_is_passed_as_an_empty_table(kernel: str) -> None:
+def test_a_side_with_no_rows_is_passed_as_an_empty_table() -> None:
     left = side(5000, 3, 500)
     fn = Recorder()
     empty_right = side(0, 4, 1)
-    got = run(
-        CoGroup(ON, fn, "cg"), [(1, empty_right), (0, left)], OperatorContext.unbounded(), kernel
-    )
+    got = run(CoGroup(ON, fn, "cg"), [(1, empty_right), (0, left)], OperatorContext.unbounded())
     assert got.sort_by(ORDER).equals(summary(left, "L").sort_by(ORDER))
     assert all(r.num_rows == 0 and r.schema == empty_right.schema for _, r in fn.calls)
 
 
-def test_a_side_that_sent_nothing_has_the_planned_schema_or_an_error(kernel: str) -> None:
+def test_a_side_that_sent_nothing_has_the_planned_schema_or_an_error() -> None:
     left, right = side(3000, 5, 100), side(10, 6, 100)
     planned = CoGroup(ON, Recorder(), "cg")
     assert planned.output_schema([left.schema, right.schema]) is None
     batches = [(0, left.slice(0, 1000)), (0, left.slice(1000))]
-    got = run(planned, batches, OperatorContext.unbounded(), kernel)
+    got = run(planned, batches, OperatorContext.unbounded())
     assert got.sort_by(ORDER).equals(summary(left, "L").sort_by(ORDER))
 
     unplanned = CoGroup(ON, Recorder(), "cg")
     with pytest.raises(SchemaMismatchError, match="co_group 'cg': the right input sent"):
-        run(unplanned, batches, OperatorContext.unbounded(), kernel)
+        run(unplanned, batches, OperatorContext.unbounded())
     # nothing to call fn with: no error, no output
     fn = Recorder()
-    assert run(CoGroup(ON, fn, "cg"), [], OperatorContext.unbounded(), kernel).num_rows == 0
+    assert run(CoGroup(ON, fn, "cg"), [], OperatorContext.unbounded()).num_rows == 0
     assert fn.calls == []
 
 
-def test_none_skips_and_what_fn_raises_propagates_unchanged(kernel: str) -> None:
+def test_none_skips_and_what_fn_raises_propagates_unchanged() -> None:
     left = side(100, 7, 10)
     assert (
         run(
             CoGroup(ON, lambda a, b: None, "cg"),
             [(0, left), (1, left)],
             OperatorContext.unbounded(),
-            kernel,
         ).num_rows
         == 0
     )
@@ -189,13 +184,12 @@ def test_none_skips_and_what_fn_raises_propagates_unchanged(kernel: str) -> None
         raise Boom("user code")
 
     with pytest.raises(Boom, match="user code"):
-        run(CoGroup(ON, fail, "cg"), [(0, left), (1, left)], OperatorContext.unbounded(), kernel)
+        run(CoGroup(ON, fail, "cg"), [(0, left), (1, left)], OperatorContext.unbounded())
     with pytest.raises(PlanError, match="co_group 'cg': the function returned a list"):
         run(
             CoGroup(ON, lambda a, b: [1], "cg"),
             [(0, left), (1, left)],
             OperatorContext.unbounded(),
-            kernel,
         )
 
 
@@ -232,22 +226,57 @@ def test_align_cuts_both_streams_at_whole_keys() -> None:
     assert 5 < len(chunks) < len(seen) / 50
 
 
-def test_co_group_sorts_on_duckdb_unless_its_keys_are_floats() -> None:
-    """Each side gets a ``DuckSorter`` on its first batch; a float key keeps pyarrow's
-    sorter (DuckDB orders NaN and -0.0 differently).  A task runs co_group as it is
-    (``on_duckdb``): it sorts on DuckDB itself."""
+def test_co_group_sorts_on_duckdb_whatever_its_keys() -> None:
+    """Each side gets a ``DuckSorter`` on its first batch, float keys too.  A task runs
+    co_group as it is (``on_duckdb``): it sorts on DuckDB itself."""
     op = CoGroup(["k"], Recorder(), "cg")
     assert on_duckdb(op) is op
-    for key, sorter in ((pa.int64(), DuckSorter), (pa.float64(), Sorter)):
+    for key in (pa.int64(), pa.float64()):
         table = pa.table({"k": pa.array([2, 1, None], key), "v": [1, 2, 3]})
         op.open(OperatorContext.unbounded())
         op.process(table, 0)
-        assert isinstance(op._sides.sorters[0], sorter)
-        assert isinstance(op._sides.sorters[1], Sorter)  # no batch yet
+        assert isinstance(op._sides.sorters[0], DuckSorter)
+        assert op._sides.sorters[1] is None  # no batch yet
         op.close()
 
 
-@pytest.mark.parametrize("key", ["int", "string", "date", "decimal"])
+def test_float_keys_group_and_order_as_pyarrow_sorts_them() -> None:
+    """``align`` cuts the sides with pyarrow's comparisons, so DuckDB must sort float keys
+    as pyarrow does: NaN after every number, nulls last, ``-0.0`` tied with ``0.0`` and
+    given back as it came."""
+    rng = np.random.default_rng(9)
+    pool = np.array([0.0, -0.0, 1.5, -2.0, np.inf, np.nan])
+    left = pa.table({"k": pa.array(rng.choice(pool, 5000), mask=rng.random(5000) < 0.05)})
+    left = left.append_column("v", pa.array(np.arange(5000)))
+    right = left.slice(1000, 2000)
+    calls: list[tuple[pa.Table, pa.Table]] = []
+    op = CoGroup(["k"], lambda a, b: calls.append((a, b)), "cg")
+    run(op, arrivals(left, right, 700, seed=3), OperatorContext.unbounded())
+    order = [("k", "ascending", "at_end")]
+    for lpart, rpart in calls:
+        for part in (lpart, rpart):
+            assert same_floats(part.column("k"), part.sort_by(order).column("k"))
+    got = pa.concat_tables([lpart for lpart, _ in calls])
+    assert sorted(got.column("v").to_pylist()) == list(range(5000))
+    back = left.take(got.column("v")).column("k")  # each row's key as it went in
+    assert same_floats(got.column("k"), back)
+    assert np.array_equal(
+        np.signbit(pc.fill_null(got.column("k"), 1.0).to_numpy()),
+        np.signbit(pc.fill_null(back, 1.0).to_numpy()),
+    )
+
+
+def same_floats(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
+    """Equal value for value, NaN equal to NaN, nulls at the same rows."""
+    nan_a, nan_b = pc.is_nan(a), pc.is_nan(b)
+    return bool(
+        pc.is_null(a).equals(pc.is_null(b))
+        and nan_a.equals(nan_b)
+        and pc.if_else(nan_a, 0.0, a).equals(pc.if_else(nan_b, 0.0, b))
+    )
+
+
+@pytest.mark.parametrize("key", ["int", "string", "date", "decimal", "float"])
 def test_the_duckdb_sorter_orders_keys_as_align_compares_them(key: str) -> None:
     """Nulls last and strings by their bytes, as pyarrow's sort (``align`` cuts the
     sorted sides with pyarrow's comparisons)."""
@@ -258,6 +287,7 @@ def test_the_duckdb_sorter_orders_keys_as_align_compares_them(key: str) -> None:
         "string": pa.array([f"{'é' if x % 3 else 'Z'}{x}" for x in ints]),
         "date": pa.array(ints + 20_000, pa.int32()).cast(pa.date32()),
         "decimal": pa.array(ints).cast(pa.decimal128(21, 2)),
+        "float": pa.array(np.where(ints % 7 == 0, np.nan, ints / 4)),
     }[key]
     keys = pc.if_else(pa.array(rng.random(20_000) < 0.05), pa.scalar(None, values.type), values)
     table = pa.table({"k": keys, "i": np.arange(20_000)})
@@ -267,5 +297,8 @@ def test_the_duckdb_sorter_orders_keys_as_align_compares_them(key: str) -> None:
     got = pa.concat_tables(list(sorter.sorted_batches()))
     assert got.schema == table.schema
     want = table.sort_by([("k", "ascending", "at_end")])
-    assert got.column("k").equals(want.column("k"))
+    if key == "float":
+        assert same_floats(got.column("k"), want.column("k"))
+    else:
+        assert got.column("k").equals(want.column("k"))
     assert sorted(got.column("i").to_pylist()) == list(range(20_000))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from hybrid_shuffle.config import (
+    OPERATORS_MIN_MEMORY,
     Config,
     ConfigWarning,
     EdgeConfig,
@@ -238,9 +239,32 @@ def test_operators_default_to_one_thread() -> None:
 
 
 def test_a_thread_count_and_memory_are_kept() -> None:
-    config = load_config({"operators": {"threads": 2, "memory": "16 MiB"}})
-    assert config.operators == OperatorsConfig(memory=16 << 20, threads=2)
+    config = load_config({"operators": {"threads": 2, "memory": "96 MiB"}})
+    assert config.operators == OperatorsConfig(memory=96 << 20, threads=2)
     assert load_config(config) == config  # and survive revalidation
+    floor = load_config({"operators": {"memory": "64 MiB"}})
+    assert floor.operators.memory == OPERATORS_MIN_MEMORY == 64 << 20  # the floor is honoured
+
+
+MEMORY_REFUSED = (
+    "operators.memory: {size} is below 64 MiB, the smallest budget the engine can honour "
+    "(DuckDB needs about 24 MiB to aggregate at all, and holds 20-25 MiB outside its limit, "
+    "so a smaller figure would be exceeded by more than half); give at least 64 MiB"
+)
+
+
+@pytest.mark.parametrize("memory", ["8 MiB", "16 MiB", "63 MiB", 1024])
+def test_an_operator_memory_below_the_floor_is_refused_naming_the_floor_and_why(
+    memory: Any,
+) -> None:
+    """Issue 37: a budget the engine cannot honour is refused when loaded, in a file and
+    in overrides alike, never raised to the floor behind the user's back."""
+    size = format_size(parse_size(memory, "operators.memory"))
+    with pytest.raises(ConfigError) as err:
+        load_config({"operators": {"memory": memory}})
+    assert str(err.value) == MEMORY_REFUSED.format(size=size)
+    with pytest.raises(ConfigError, match=re.escape(MEMORY_REFUSED.format(size=size))):
+        load_config(None).with_overrides(operators={"memory": memory})
 
 
 KERNEL_REMOVED = (

@@ -1,11 +1,12 @@
-"""The DuckDB join (``operators.duck.join``) against pyarrow's ``Table.join`` and the
-Arrow operator it stands in for, for every ``how`` of both join operators.
+"""The DuckDB join (``operators.duck.join``) against pyarrow's ``Table.join``, for every
+``how`` of both join operators.
 
 Each case feeds the inputs interleaved as a task may (probe, build, probe), then
-compares the rows (sorted) and the schema with pyarrow's join and with the Arrow
-operator's output.  Float keys, column types DuckDB does not give back and
-sides whose columns nobody knows go to the Arrow operator: those cases check
-that the DuckDB join handed over (with the rows it had staged) and answers as it does.
+compares the rows (sorted) and the schema with pyarrow's join.  Float keys (joined
+by their bits, as pyarrow's are), column types DuckDB does not give back as they
+came and names equal but for case are staged encoded (``duck/encoding.py``); a side
+whose columns nobody knows gives the rows that need none of its columns, or
+``SchemaMismatchError``.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
+from hybrid_shuffle.config import OPERATORS_MIN_MEMORY
 from hybrid_shuffle.errors import SchemaMismatchError
 from hybrid_shuffle.operators import HashJoin, SortMergeJoin
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.duck.database import MIN_MEMORY, TaskDatabase
+from hybrid_shuffle.operators.duck.database import TaskDatabase
 from hybrid_shuffle.operators.duck.join import STREAMED, DuckJoin
 from hybrid_shuffle.operators.duck.operators import on_duckdb
 from hybrid_shuffle.operators.join_types import JOIN_TYPES
@@ -112,16 +115,11 @@ def planned(
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("cls", JOINS, ids=lambda c: c.__name__)
 @pytest.mark.parametrize("on", [["k"], ["s"], ["s", "k"]], ids="+".join)
-def test_duckdb_join_equals_pyarrow_and_the_arrow_operator(
-    cls: JoinClass, how: str, on: list[str]
-) -> None:
+def test_duckdb_join_equals_pyarrow(cls: JoinClass, how: str, on: list[str]) -> None:
     left, right = left_table(), right_table()
     duck = on_duckdb(planned(cls, on, how, left, right))
     assert isinstance(duck, DuckJoin)
-    got = run(duck, left, right)
-    assert duck._fallback is None  # DuckDB ran it
-    assert_same(got, pyarrow_join(left, right, on, how))
-    assert_same(got, run(planned(cls, on, how, left, right), left, right))
+    assert_same(run(duck, left, right), pyarrow_join(left, right, on, how))
 
 
 @pytest.mark.parametrize("how", HOWS)
@@ -175,16 +173,17 @@ def test_every_kept_type_joins_on_duckdb_as_on_pyarrow(key: str, how: str) -> No
     )
     duck = on_duckdb(planned(HashJoin, [key], how, left, right))
     got = run(duck, left, right)
-    assert isinstance(duck, DuckJoin) and duck._fallback is None
+    assert isinstance(duck, DuckJoin)
     want = pyarrow_join(left, right, [key], how)
     assert got is not None and got.schema == want.schema
     assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, want.to_pylist()))
 
 
 @pytest.mark.parametrize("how", HOWS)
-def test_a_fallback_after_the_build_side_ended_still_ends_it(how: str) -> None:
+def test_a_probe_side_of_an_encoded_type_after_the_build_side_ended(how: str) -> None:
     """The probe side's first batch comes after the build side ended and has a type DuckDB
-    does not keep: the Arrow operator gets the build rows, their end, then the probe."""
+    does not give back as it came (a duration): it streams in encoded and comes out as
+    it went in."""
     left = pa.table(
         {"k": pa.array([3, 6, None], pa.int32()), "t": pa.array([1, 2, 3], pa.duration("s"))}
     )
@@ -196,7 +195,7 @@ def test_a_fallback_after_the_build_side_ended_still_ends_it(how: str) -> None:
         out += [*duck.end_input(LEFT), *duck.finish()]
     finally:
         duck.close()
-    assert isinstance(duck, DuckJoin) and duck._fallback is not None
+    assert isinstance(duck, DuckJoin)
     assert_same(pa.concat_tables(out), pyarrow_join(left, right, ["k"], how))
 
 
@@ -228,52 +227,68 @@ def test_an_empty_side_of_planned_columns_joins_as_pyarrow(
 
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("cls", JOINS, ids=lambda c: c.__name__)
-def test_a_right_side_nobody_knows_answers_as_the_arrow_operator(cls: JoinClass, how: str) -> None:
-    """No right batch and no planned right columns: the Arrow operator decides (no row, the
-    left rows as they are, or ``SchemaMismatchError``)."""
+def test_a_right_side_nobody_knows_gives_what_needs_none_of_its_columns(
+    cls: JoinClass, how: str
+) -> None:
+    """No right batch and no planned right columns: no row (no right row can match), the
+    left rows as they are (anti), or ``SchemaMismatchError`` when left rows would need the
+    right side's columns (left, full)."""
     left = left_table()
-    arrow, duck = cls(["k"], how, "j"), on_duckdb(cls(["k"], how, "j"))
-    try:
-        want = run(arrow, left, None)
-    except SchemaMismatchError as e:
-        with pytest.raises(SchemaMismatchError, match=str(e)[:40]):
+    duck = on_duckdb(cls(["k"], how, "j"))
+    if how in ("left", "full"):
+        with pytest.raises(SchemaMismatchError, match="join 'j': the right input sent"):
             run(duck, left, None)
         return
     got = run(duck, left, None)
-    if want is None or got is None:
-        assert want is None or want.num_rows == 0
-        assert got is None or got.num_rows == 0
+    if how == "anti":
+        assert_same(got, left)
     else:
-        assert_same(got, want)
+        assert got is None or got.num_rows == 0
 
 
 @pytest.mark.parametrize("how", HOWS)
-def test_float_keys_fall_back_to_the_arrow_operator(how: str) -> None:
-    """DuckDB matches 0.0 with -0.0 and NaN with NaN; pyarrow's join is the answer."""
-    left = pa.table({"f": [0.0, -0.0, float("nan"), 1.5, None], "v": [1, 2, 3, 4, 5]})
-    right = pa.table({"f": [0.0, float("nan"), 1.5, 1.5, None], "w": [10, 20, 30, 40, 50]})
-    duck = on_duckdb(planned(HashJoin, ["f"], how, left, right))
+@pytest.mark.parametrize("cls", JOINS, ids=lambda c: c.__name__)
+def test_float_keys_join_by_their_bits_as_pyarrows_do(cls: JoinClass, how: str) -> None:
+    """pyarrow matches ``0.0`` only with ``0.0``, ``-0.0`` with ``-0.0`` and a NaN with the
+    same NaN (DuckDB would tie the zeros and every NaN): the keys are joined by their
+    bits and come out as they went in."""
+    nans = np.array([0x7FF8000000000000, 0xFFF8000000000000], np.uint64).view(np.float64)
+    left = pa.table({"f": [0.0, -0.0, nans[0], nans[1], 1.5, None], "v": [1, 2, 3, 4, 5, 6]})
+    right = pa.table({"f": [0.0, nans[0], 1.5, 1.5, None], "w": [10, 20, 30, 40, 50]})
+    duck = on_duckdb(planned(cls, ["f"], how, left, right))
     got = run(duck, left, right)
-    assert isinstance(duck, DuckJoin) and duck._fallback is not None
-    want = run(planned(HashJoin, ["f"], how, left, right), left, right)
-    assert got is not None and want is not None and got.schema == want.schema
-    assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, want.to_pylist()))
+    want = pyarrow_join(left, right, ["f"], how)
+    assert got is not None and got.schema == want.schema
+
+    def rows(table: pa.Table) -> list[str]:
+        bits = pa.array(table.column("f").to_numpy(zero_copy_only=False).view(np.uint64))
+        with_bits = table.append_column(
+            "bits", pc.if_else(pc.is_null(table.column("f")), None, bits)
+        )
+        return sorted(map(repr, with_bits.drop_columns(["f"]).to_pylist()))
+
+    assert rows(got) == rows(want)
 
 
 @pytest.mark.parametrize("how", HOWS)
-def test_a_type_duckdb_does_not_keep_hands_over_the_rows_it_staged(how: str) -> None:
-    """The left side is staged in DuckDB before the right side's duration shows up:
-    the staged rows are read back, with their types, into the Arrow operator."""
+def test_types_duckdb_does_not_give_back_come_back_as_they_went_in(how: str) -> None:
+    """A duration and a fixed-size binary are staged encoded (as int64, binary) and come
+    out with their own types and values."""
     left = left_table()
-    durations = pa.array([1, 2, 3, None], pa.duration("s"))
-    right = pa.table({"k": pa.array([3, 6, 6, None], pa.int32()), "t": durations})
+    right = pa.table(
+        {
+            "k": pa.array([3, 6, 6, None], pa.int32()),
+            "t": pa.array([1, 2, 3, None], pa.duration("s")),
+            "b": pa.array([b"ab", None, b"cd", b"\x00\x01"], pa.binary(2)),
+        }
+    )
     duck = on_duckdb(HashJoin(["k"], how, "j"))
     got = run(duck, left, right)
-    assert isinstance(duck, DuckJoin) and duck._fallback is not None
+    assert isinstance(duck, DuckJoin)
     assert_same(got, pyarrow_join(left, right, ["k"], how))
 
 
-def test_names_duckdb_cannot_tell_apart_fall_back() -> None:
+def test_names_duckdb_cannot_tell_apart_are_staged_under_aliases() -> None:
     left = pa.table({"k": [1, 2], "a": [1, 2], "A": [3, 4]})
     right = pa.table({"k": [2, 2], "b": [5, 6]})
     duck = on_duckdb(planned(HashJoin, ["k"], "inner", left, right))
@@ -284,13 +299,13 @@ def test_names_duckdb_cannot_tell_apart_fall_back() -> None:
 def test_a_join_larger_than_its_memory_spills_and_stays_exact(
     tmp_path: Path, streamed: bool
 ) -> None:
-    """Past ``MIN_MEMORY`` of build rows, DuckDB spills the staged rows and the join to
+    """Past ``OPERATORS_MIN_MEMORY`` of build rows, DuckDB spills the staged rows and the join to
     the task's temp directory, whether the probe rows were staged or come after the
     build side ended; every probe row finds its one build row, and closing the
     database leaves no file behind."""
     rows, batch = 5_000_000, 1 << 20
-    database = TaskDatabase(1, 16 << 20, str(tmp_path / "duckdb"))
-    context = OperatorContext(16 << 20, database=database)
+    database = TaskDatabase(1, OPERATORS_MIN_MEMORY, str(tmp_path / "duckdb"))
+    context = OperatorContext(OPERATORS_MIN_MEMORY, database=database)
     duck = on_duckdb(HashJoin(["k"], "inner", "j"))
     duck.open(context)
     out: list[pa.Table] = []
@@ -308,7 +323,7 @@ def test_a_join_larger_than_its_memory_spills_and_stays_exact(
         duck.close()
         database.close()
     got = pa.concat_tables(out)
-    assert rows * 16 > MIN_MEMORY
+    assert rows * 16 > OPERATORS_MIN_MEMORY
     assert got.num_rows == probe.size
     assert (got.column("w").to_numpy() == -got.column("k").to_numpy()).all()
     assert context.metrics.spilled_bytes > 0

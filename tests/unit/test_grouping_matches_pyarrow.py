@@ -2,7 +2,8 @@
 ``group_by`` does, for the keys where that is easy to get wrong: floats (``0.0``
 and ``-0.0``, NaNs with different payloads), nulls, uint64 keys at and above
 2^63, and ``mean`` of integers whose sum passes 2^53.  The aggregations run on both
-kernels (``kernels``; the DuckDB operator hands float keys to the Arrow operator).
+way a task runs them: the combiner on Arrow, the final phase on DuckDB (``on_duckdb``),
+which stages float keys as their bits so that they group as pyarrow's do.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ import pytest
 
 from hybrid_shuffle.operators import HashAggregate, PartialAggregate
 from hybrid_shuffle.operators.dense_aggregate import dense_aggregate
+from hybrid_shuffle.operators.duck.operators import on_duckdb
 from hybrid_shuffle.shuffle.partitioner import hash_partition_ids, split_by_ids
-
-from .kernels import on_kernel
 
 ROWS = 20_000
 #: float64 NaNs: quiet, quiet with a payload, negative, signalling, another payload
@@ -131,14 +131,12 @@ AGGREGATIONS = {"v": ["sum", "count", "min", "max", "mean"]}
 PYARROW = [("v", fn) for fn in AGGREGATIONS["v"]]
 
 
-def two_phase(
-    table: pa.Table, keys: list[str], consumers: int, kernel: str, producers: int = 3
-) -> pa.Table:
+def two_phase(table: pa.Table, keys: list[str], consumers: int, producers: int = 3) -> pa.Table:
     """What a job does: combine per producer, hash-partition the partials, merge."""
     partials: list[list[pa.Table]] = [[] for _ in range(consumers)]
     rows = -(-table.num_rows // producers)
     for p in range(producers):
-        combiner = on_kernel(PartialAggregate(keys, AGGREGATIONS, "agg"), kernel)
+        combiner = PartialAggregate(keys, AGGREGATIONS, "agg")
         combiner.open()
         part = table.slice(p * rows, rows)
         out = [
@@ -155,7 +153,7 @@ def two_phase(
                 partials[c].append(piece)
     results: list[pa.Table] = []
     for c in range(consumers):
-        final = on_kernel(HashAggregate(keys, AGGREGATIONS, "agg", phase="final"), kernel)
+        final = on_duckdb(HashAggregate(keys, AGGREGATIONS, "agg", phase="final"))
         final.open()
         for t in partials[c]:
             final.process(t)
@@ -186,22 +184,23 @@ def as_rows(table: pa.Table, keys: list[str]) -> list[tuple[Any, ...]]:
     "keys", [["f64"], ["f32"], ["u64"], ["i64"], ["small"], ["none", "f64"]], ids="+".join
 )
 def test_two_phase_grouping_equals_one_pyarrow_group_by_at_any_parallelism(
-    keys: list[str], consumers: int, kernel: str
+    keys: list[str],
+    consumers: int,
 ) -> None:
     table = keyed(*keys)
-    got = two_phase(table, keys, consumers, kernel)
+    got = two_phase(table, keys, consumers)
     want = table.group_by(keys, use_threads=False).aggregate(PYARROW)
     assert got.schema == want.schema
     assert as_rows(got, keys) == as_rows(want, keys)  # means too: their sums are exact
 
 
-def test_mean_of_integers_adds_float64_values_as_pyarrow_does(kernel: str) -> None:
+def test_mean_of_integers_adds_float64_values_as_pyarrow_does() -> None:
     # pyarrow's mean adds the values as float64: 2^53 + 1 + 1 stays 2^53 (the exact sum
     # would give another mean), and 2^62 + 2^62 does not wrap as an int64 sum does
     table = pa.table({"k": [1, 1, 1, 2, 2], "v": [2**53, 1, 1, 2**62, 2**62]})
     for dense in (True, False):
         keyed_table = table if dense else table.set_column(0, "k", pa.array(["a"] * 3 + ["b"] * 2))
-        op = on_kernel(HashAggregate(["k"], {"v": ["mean", "sum"]}, "agg"), kernel)
+        op = on_duckdb(HashAggregate(["k"], {"v": ["mean", "sum"]}, "agg"))
         op.open()
         op.process(keyed_table)
         got = pa.concat_tables(op.finish())

@@ -1,4 +1,5 @@
-"""HashJoin fed in the orders a task can feed it, against one pyarrow ``Table.join``.
+"""HashJoin as a task runs it (on DuckDB, ``on_duckdb``) fed in the orders a task can
+feed it, against one pyarrow ``Table.join``.
 
 What matters for a left join: no left row is lost whatever the order of arrival
 (before or after the right side ended), and the right side's columns are there,
@@ -18,6 +19,7 @@ import pytest
 
 from hybrid_shuffle.errors import SchemaMismatchError
 from hybrid_shuffle.operators import HashJoin
+from hybrid_shuffle.operators.duck.operators import on_duckdb
 from hybrid_shuffle.shuffle.api import (
     PartitionDescriptor,
     PartitionId,
@@ -56,23 +58,28 @@ def slices(table: pa.Table, size: int) -> list[pa.Table]:
     return [table.slice(i, size) for i in range(0, table.num_rows, size)]
 
 
-def drive(op: HashJoin, events: Sequence[Event]) -> pa.Table:
-    """Open, deliver the events in order, end inputs not ended yet, finish."""
+def drive(join: HashJoin, events: Sequence[Event]) -> pa.Table:
+    """Open ``join`` as a task runs it, deliver the events in order, end inputs not ended
+    yet, finish, close."""
+    op = on_duckdb(join)
     op.open()
     out: list[pa.Table] = []
     ended: set[int] = set()
-    for what, item in events:
-        if what == "end":
-            assert isinstance(item, int)
-            ended.add(item)
-            out.extend(op.end_input(item))
-        else:
-            assert isinstance(what, int) and isinstance(item, pa.Table)
-            out.extend(op.process(item, what))
-    for index in (LEFT, RIGHT):
-        if index not in ended:
-            out.extend(op.end_input(index))
-    out.extend(op.finish())
+    try:
+        for what, item in events:
+            if what == "end":
+                assert isinstance(item, int)
+                ended.add(item)
+                out.extend(op.end_input(item))
+            else:
+                assert isinstance(what, int) and isinstance(item, pa.Table)
+                out.extend(op.process(item, what))
+        for index in (LEFT, RIGHT):
+            if index not in ended:
+                out.extend(op.end_input(index))
+        out.extend(op.finish())
+    finally:
+        op.close()
     assert out, "the join emitted no table at all"
     return pa.concat_tables(out)
 
@@ -142,12 +149,14 @@ def test_left_join_without_any_right_schema_fails_naming_the_join_rather_than_dr
 
 def test_joins_without_any_right_schema_emit_nothing_where_nothing_can_match() -> None:
     left = left_table()
-    inner = HashJoin(["k"], "inner", "j")
+    inner = on_duckdb(HashJoin(["k"], "inner", "j"))
     inner.open()
     assert list(inner.end_input(RIGHT)) == [] and list(inner.process(left, LEFT)) == []
-    outer = HashJoin(["k"], "left", "j")
+    inner.close()
+    outer = on_duckdb(HashJoin(["k"], "left", "j"))
     outer.open()
     assert list(outer.end_input(RIGHT)) == [] and list(outer.process(left.slice(0, 0))) == []
+    outer.close()
 
 
 @pytest.mark.parametrize("how", ["inner", "left"])
@@ -170,14 +179,16 @@ def test_inner_join_with_an_empty_right_side_gives_no_rows_but_the_joined_column
 
 def test_planned_schemas_survive_open_and_the_ends_of_input_are_idempotent() -> None:
     left, right = left_table(100), right_table([])
-    op = planned("left", left, right)
+    join = planned("left", left, right)
+    assert join.planned_schemas == (left.schema, right.schema)
+    op = on_duckdb(join)
     op.open()
-    assert op.planned_schemas == (left.schema, right.schema)
     assert list(op.end_input(RIGHT)) == []
-    first = [*op.process(left, LEFT), *op.end_input(LEFT)]
+    out = [*op.process(left, LEFT), *op.end_input(LEFT)]
     assert list(op.end_input(RIGHT)) == [] and list(op.end_input(LEFT)) == []
-    assert list(op.finish()) == []
-    assert_equals_pyarrow(pa.concat_tables(first), left, right, "left")
+    out += op.finish()
+    op.close()
+    assert_equals_pyarrow(pa.concat_tables(out), left, right, "left")  # each row once
 
 
 def finished_subpartitions(

@@ -1,8 +1,8 @@
 """FLIP-44's local stage (``LocalAggregate``) and its merge, without a cluster: the
 phases against one pyarrow reduction of all rows, the flush policy, ``TopN``'s order,
 the merge checks, and how the planner chains a local operator.  ``LocalAggregate`` has no
-DuckDB operator; the merge after it (a ``HashAggregate``) runs on both kernels
-(``kernels``)."""
+DuckDB operator; the merge after it (a ``HashAggregate``) runs as a task runs it (on
+DuckDB, ``on_duckdb``)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators import HashAggregate, LocalAggregate, TopN
 from hybrid_shuffle.operators.aggregation import Aggregation
 from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.duck.operators import on_duckdb
 from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, plan_job
 from hybrid_shuffle.shuffle.partitioner import hash_partition_ids, split_by_ids
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 
 from .builders import Builder
-from .kernels import on_kernel
 
 SPEC = {"n": ["sum", "count", "min", "max", "mean"], "x": ["sum", "max", "mean"]}
 PYARROW = [(c, fn) for c, fns in SPEC.items() for fn in fns]
@@ -55,9 +55,9 @@ def run_local(
     return out + list(op.end_input(0))
 
 
-def merged(partials: list[pa.Table], final: HashAggregate, consumers: int, kernel: str) -> pa.Table:
+def merged(partials: list[pa.Table], final: HashAggregate, consumers: int) -> pa.Table:
     """What the job does after the local stage: hash-partition, then merge per consumer
-    (each a task of its own: ``final`` on ``kernel``, opened and closed)."""
+    (each a task of its own: ``final`` on DuckDB, opened and closed)."""
     per_consumer: list[list[pa.Table]] = [[] for _ in range(consumers)]
     for t in partials:
         ids = hash_partition_ids(t, final.keys, consumers)
@@ -65,7 +65,7 @@ def merged(partials: list[pa.Table], final: HashAggregate, consumers: int, kerne
             per_consumer[c].append(piece)
     results = []
     for tables in per_consumer:
-        task = on_kernel(final, kernel)
+        task = on_duckdb(final)
         task.open()
         for t in tables:
             task.process(t)
@@ -90,7 +90,8 @@ def assert_aggregates_equal(got: pa.Table, expected: pa.Table) -> None:
 
 @pytest.mark.parametrize(("flush_rows", "batch"), [(None, 700), (1_000, 700), (1, 333)])
 def test_local_partials_merge_to_one_pyarrow_group_by(
-    flush_rows: int | None, batch: int, kernel: str
+    flush_rows: int | None,
+    batch: int,
 ) -> None:
     table = skewed(20_000)
     producers = 4
@@ -101,7 +102,7 @@ def test_local_partials_merge_to_one_pyarrow_group_by(
         partials += run_local(op, table.slice(p * rows, rows), batch)
     final = merge_aggregate(LocalAggregate(Aggregation(["k"], SPEC, "local")), ["k"], None, "agg")
     expected = table.group_by("k").aggregate(PYARROW)
-    assert_aggregates_equal(merged(partials, final, 3, kernel), expected)
+    assert_aggregates_equal(merged(partials, final, 3), expected)
 
 
 def test_flush_rows_emits_once_per_n_rows_taken_in_and_at_the_end() -> None:
@@ -114,7 +115,7 @@ def test_flush_rows_emits_once_per_n_rows_taken_in_and_at_the_end() -> None:
     assert sum(t.num_rows for t in out) > len(pc.unique(table.column("k")))
 
 
-def test_a_full_memory_flushes_without_spilling_and_the_result_holds(kernel: str) -> None:
+def test_a_full_memory_flushes_without_spilling_and_the_result_holds() -> None:
     table = skewed(20_000)
     op = LocalAggregate(Aggregation(["id"], {"n": ["sum", "mean"]}, "local"))  # unique keys
     context = OperatorContext(64 << 10)
@@ -123,7 +124,7 @@ def test_a_full_memory_flushes_without_spilling_and_the_result_holds(kernel: str
     assert context.metrics.spilled_bytes == 0
     assert context.metrics.peak_memory_bytes < 4 * (64 << 10)
     final = HashAggregate.of(Aggregation(["id"], {"n": ["sum", "mean"]}, "agg"), "merge")
-    got = merged(out, final, 2, kernel).rename_columns(["k", "n_sum", "n_mean"])
+    got = merged(out, final, 2).rename_columns(["k", "n_sum", "n_mean"])
     expected = table.group_by("id").aggregate([("n", "sum"), ("n", "mean")])
     assert_aggregates_equal(got, expected.rename_columns(["k", "n_sum", "n_mean"]))
 
@@ -136,10 +137,10 @@ def test_the_local_output_is_the_documented_partial_columns() -> None:
     assert schema.field("n_fsum").type == pa.float64()
 
 
-def test_an_empty_input_emits_nothing_and_the_merge_gives_no_rows(kernel: str) -> None:
+def test_an_empty_input_emits_nothing_and_the_merge_gives_no_rows() -> None:
     op = LocalAggregate(Aggregation(["k"], SPEC, "local"), 10)
     assert run_local(op, skewed(10).slice(0, 0), 10) == []
-    final = on_kernel(HashAggregate.of(Aggregation(["k"], SPEC, "agg"), "merge"), kernel)
+    final = on_duckdb(HashAggregate.of(Aggregation(["k"], SPEC, "agg"), "merge"))
     final.open()
     assert list(final.finish()) == []
     final.close()
@@ -162,7 +163,8 @@ def as_frame(table: pa.Table) -> pd.DataFrame:
 @pytest.mark.parametrize("ascending", [False, True])
 @pytest.mark.parametrize("flush_rows", [None, 500])
 def test_local_top_n_merges_to_the_top_n_of_all_rows(
-    ascending: bool, flush_rows: int | None, kernel: str
+    ascending: bool,
+    flush_rows: int | None,
 ) -> None:
     ids = pa.array(np.arange(12_000, dtype=np.int64) % 4_000)  # whole-row ties too
     table = skewed(12_000).drop_columns(["id"]).append_column("id", ids)
@@ -174,7 +176,7 @@ def test_local_top_n_merges_to_the_top_n_of_all_rows(
         partials += run_local(op, table.slice(p * rows, rows), 250)
     local = LocalAggregate(TopN(["k"], 3, ["score"], "local", ascending))
     final = merge_top_n(local, ["k"], 3, None, None, "top")
-    got = merged(partials, final, 2, kernel)
+    got = merged(partials, final, 2)
     expected = reference_top_n(table, 3, "score", ascending)
     pd.testing.assert_frame_equal(
         as_frame(got).sort_values(list(got.column_names)).reset_index(drop=True),
@@ -200,11 +202,11 @@ def test_top_n_keeps_a_keys_rows_together_best_first_and_nulls_last() -> None:
 
 @pytest.mark.parametrize("ascending", [False, True])
 def test_the_top_n_operator_keeps_a_keys_rows_together_best_first(
-    ascending: bool, kernel: str
+    ascending: bool,
 ) -> None:
     """The order the operator promises: a key's rows together, best first (ties broken
     by the other columns ascending, nulls last); the order of the keys is not promised."""
-    op = on_kernel(HashAggregate.of(TopN(["k"], 2, ["score"], "top", ascending)), kernel)
+    op = on_duckdb(HashAggregate.of(TopN(["k"], 2, ["score"], "top", ascending)))
     op.open()
     for i in range(TIES.num_rows):
         op.process(TIES.slice(i, 1))
@@ -314,19 +316,16 @@ def test_a_local_operator_must_keep_its_inputs_parallelism_and_group() -> None:
         plan_job("j", totals, load_config(None), slots=8)
 
 
-def test_top_n_in_a_hash_aggregate_past_its_memory_stays_exact(kernel: str) -> None:
+def test_top_n_in_a_hash_aggregate_past_its_memory_stays_exact() -> None:
     table = skewed(20_000).drop_columns(["k"]).rename_columns(["n", "x", "score", "k"])
     table = table.set_column(3, "k", pc.divide(table.column("k"), 4))  # 5,000 keys
-    op = on_kernel(HashAggregate.of(TopN(["k"], 2, ["score"], "top")), kernel)
+    op = on_duckdb(HashAggregate.of(TopN(["k"], 2, ["score"], "top")))
     context = OperatorContext(64 << 10)
     op.open(context)
     for i in range(0, table.num_rows, 1_000):
         assert list(op.process(table.slice(i, 1_000))) == []
     got = pa.concat_tables(op.finish())
     op.close()
-    if kernel == "arrow":  # in memory past its budget: reported, never spilled
-        assert context.metrics.spilled_bytes == 0
-        assert context.metrics.peak_memory_bytes > context.memory
     keys = [("score", "descending", "at_end"), ("n", "ascending", "at_end")]
     keys += [("x", "ascending", "at_end")]
     ordered = table.take(pc.sort_indices(table, sort_keys=keys))
@@ -336,7 +335,7 @@ def test_top_n_in_a_hash_aggregate_past_its_memory_stays_exact(kernel: str) -> N
     assert got.sort_by(order).equals(expected.sort_by(order))
 
 
-def test_top_n_gives_back_float_ties_as_they_were(kernel: str) -> None:
+def test_top_n_gives_back_float_ties_as_they_were() -> None:
     """A float tie-break column's -0.0 stays -0.0 (and ties with 0.0)."""
     table = pa.table(
         {
@@ -346,7 +345,7 @@ def test_top_n_gives_back_float_ties_as_they_were(kernel: str) -> None:
             "id": [1, 2, 3, 4, 5, 6],
         }
     )
-    op = on_kernel(HashAggregate.of(TopN(["k"], 2, ["score"], "top")), kernel)
+    op = on_duckdb(HashAggregate.of(TopN(["k"], 2, ["score"], "top")))
     op.open()
     assert list(op.process(table)) == []
     got = pa.concat_tables(op.finish())

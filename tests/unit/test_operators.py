@@ -1,5 +1,5 @@
 """Operators fed the way a task feeds them (many batches, any order), against plain
-pyarrow; the aggregate and the sort on both kernels (``kernels``)."""
+pyarrow; the aggregate and the sort as a task runs them (on DuckDB, ``on_duckdb``)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,6 @@ from hybrid_shuffle.operators import (
 )
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.duck.operators import on_duckdb
-
-from .kernels import on_kernel
 
 
 def run(op: Operator, batches: Iterable[tuple[int, pa.Table]]) -> pa.Table:
@@ -59,10 +57,10 @@ def batches(table: pa.Table, size: int, index: int = 0) -> list[tuple[int, pa.Ta
     return [(index, table.slice(i, size)) for i in range(0, table.num_rows, size)]
 
 
-def test_aggregate_over_many_batches_equals_one_pyarrow_group_by(kernel: str) -> None:
+def test_aggregate_over_many_batches_equals_one_pyarrow_group_by() -> None:
     table = data()
     spec = {"n": ["sum", "count", "min", "max", "mean"], "x": ["sum", "mean"]}
-    op = on_kernel(HashAggregate(["k"], spec, "agg"), kernel)
+    op = on_duckdb(HashAggregate(["k"], spec, "agg"))
     got = run(op, batches(table, 997)).sort_by("k")
     want = (
         table.group_by("k")
@@ -95,9 +93,9 @@ def test_aggregate_over_many_batches_equals_one_pyarrow_group_by(kernel: str) ->
         np.testing.assert_allclose(got.column(name).to_numpy(), want.column(name).to_numpy())
 
 
-def test_aggregate_of_an_all_null_group_is_null_and_counts_zero(kernel: str) -> None:
+def test_aggregate_of_an_all_null_group_is_null_and_counts_zero() -> None:
     table = pa.table({"k": ["a", "a"], "n": pa.array([None, None], pa.int64())})
-    op = on_kernel(HashAggregate(["k"], {"n": ["sum", "count", "mean"]}, "agg"), kernel)
+    op = on_duckdb(HashAggregate(["k"], {"n": ["sum", "count", "mean"]}, "agg"))
     got = run(op, [(0, table)])
     assert got.to_pylist() == [{"k": "a", "n_sum": None, "n_count": 0, "n_mean": None}]
 
@@ -116,7 +114,7 @@ def test_join_with_interleaved_inputs_equals_one_pyarrow_join(how: str) -> None:
     left = data(20_000)
     right = pa.table({"k": [str(i) for i in range(0, 300, 2)], "label": list(range(150))})
     arrivals = batches(left, 1500, 0)[:5] + batches(right, 40, 1) + batches(left, 1500, 0)[5:]
-    got = run(HashJoin(["k"], how, "j"), arrivals)
+    got = run(on_duckdb(HashJoin(["k"], how, "j")), arrivals)
     want = left.join(right, keys="k", join_type="left outer" if how == "left" else "inner")
     key = [("k", "ascending"), ("n", "ascending"), ("x", "ascending")]
     assert got.num_rows == want.num_rows
@@ -135,9 +133,9 @@ def test_join_key_type_mismatch_names_the_column_and_both_types() -> None:
 
 
 @pytest.mark.parametrize("descending", [False, True])
-def test_sort_puts_nulls_last_in_both_directions(descending: bool, kernel: str) -> None:
+def test_sort_puts_nulls_last_in_both_directions(descending: bool) -> None:
     table = pa.table({"v": [3, None, 1, 2, None]})
-    op = on_kernel(SortPartition(["v"], descending, "s"), kernel)
+    op = on_duckdb(SortPartition(["v"], descending, "s"))
     got = run(op, batches(table, 2)).column("v").to_pylist()
     assert got == ([3, 2, 1, None, None] if descending else [1, 2, 3, None, None])
 
@@ -163,10 +161,10 @@ def test_select_names_the_missing_column_and_the_columns_there_are() -> None:
     assert str(err.value) == "select 's': column 'custmer' not in input; columns are: customer"
 
 
-def test_float_max_and_min_skip_nan_unless_a_group_has_nothing_else(kernel: str) -> None:
+def test_float_max_and_min_skip_nan_unless_a_group_has_nothing_else() -> None:
     nan = float("nan")
     table = pa.table({"k": ["a", "a", "b", "b", "c"], "x": [1.0, nan, nan, nan, None]})
-    op = on_kernel(HashAggregate(["k"], {"x": ["min", "max"]}, "agg"), kernel)
+    op = on_duckdb(HashAggregate(["k"], {"x": ["min", "max"]}, "agg"))
     got = run(op, batches(table, 1)).sort_by("k")
     want = table.group_by("k").aggregate([("x", "min"), ("x", "max")]).sort_by("k")
     assert got.column("x_max").to_pylist()[0] == 1.0 == want.column("x_max").to_pylist()[0]
@@ -175,7 +173,7 @@ def test_float_max_and_min_skip_nan_unless_a_group_has_nothing_else(kernel: str)
         assert pc.is_null(got.column(name)).equals(pc.is_null(want.column(name))), name
 
 
-def test_integer_sums_wrap_as_pyarrows_do(kernel: str) -> None:
+def test_integer_sums_wrap_as_pyarrows_do() -> None:
     table = pa.table(
         {
             "k": [1, 1, 2],
@@ -184,7 +182,7 @@ def test_integer_sums_wrap_as_pyarrows_do(kernel: str) -> None:
             "s": pa.array([100, 100, -5], pa.int8()),
         }
     )
-    op = on_kernel(HashAggregate(["k"], {"i": "sum", "u": "sum", "s": "sum"}, "agg"), kernel)
+    op = on_duckdb(HashAggregate(["k"], {"i": "sum", "u": "sum", "s": "sum"}, "agg"))
     got = run(op, batches(table, 1)).sort_by("k")
     want = table.group_by("k").aggregate([("i", "sum"), ("u", "sum"), ("s", "sum")])
     assert got.equals(want.sort_by("k").select(got.column_names))
@@ -192,14 +190,13 @@ def test_integer_sums_wrap_as_pyarrows_do(kernel: str) -> None:
 
 
 @pytest.mark.parametrize("which", ["aggregate", "sort"])
-def test_close_in_the_middle_of_the_input_stops_the_work(which: str, kernel: str) -> None:
+def test_close_in_the_middle_of_the_input_stops_the_work(which: str) -> None:
     """A task that fails or is cancelled mid-input only closes its operators: a DuckDB
     operator's query (running in a thread of its own) must stop, and nothing stays alive."""
-    op = on_kernel(
+    op = on_duckdb(
         HashAggregate(["k"], {"n": "sum"}, "stopped")
         if which == "aggregate"
-        else SortPartition(["k"], False, "stopped"),
-        kernel,
+        else SortPartition(["k"], False, "stopped")
     )
     op.open()
     for _, table in batches(data(50_000), 5_000)[:4]:
@@ -212,9 +209,8 @@ def test_close_in_the_middle_of_the_input_stops_the_work(which: str, kernel: str
 def test_a_decimal_sum_past_its_type_is_an_error_never_a_wrapped_value() -> None:
     """A ``decimal(38, 2)`` column's sum has Spark's type, ``decimal(38, 2)``
     (``aggregation``): three of its largest values outgrow it, which is a ``PlanError``
-    naming the column (DuckDB's int128 sum overflows).  On DuckDB only: pyarrow's
-    ``group_by`` sum wraps there, so the pyarrow operator, which runs only inputs with
-    float keys, does not keep this promise."""
+    naming the column (DuckDB's int128 sum overflows), float keys or not (pyarrow's
+    ``group_by`` sum would wrap there)."""
     top = Decimal(f"{10**38 - 1}e-2")  # the type's largest value
     table = pa.table({"k": [1, 1, 1], "d": pa.array([top] * 3, pa.decimal128(38, 2))})
     op = on_duckdb(HashAggregate(["k"], {"d": "sum"}, "agg"))

@@ -1,8 +1,7 @@
-"""The Arrow kernel's in-memory ``Sorter`` and ``SortPartition`` against pyarrow's sort_by.
+"""``SortPartition`` as a task runs it (on DuckDB, ``on_duckdb``) against pyarrow's sort_by,
+and ``sort_keys.counts_before``, which cuts sorted streams in pyarrow's order.
 
-``SortPartition`` runs on both kernels (``kernels``).  Neither spills here: the Arrow
-kernel sorts in memory, whatever ``operators.memory`` (it reports what it holds), and
-the DuckDB operator's 64 MiB floor is far above these tables
+It does not spill here: the DuckDB operator's 64 MiB floor is far above these tables
 (``tests/integration/test_duckdb_spilling.py`` makes it spill).  Rows with equal sort
 keys may come out in any order (DuckDB's sort is not stable), so a sort's output is
 compared on its key columns, and as a whole after a total order.
@@ -17,10 +16,8 @@ import pytest
 
 from hybrid_shuffle.operators import SortPartition
 from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.duck.operators import on_duckdb
 from hybrid_shuffle.operators.sort_keys import counts_before, key_table
-from hybrid_shuffle.operators.sorter import SLICE_BYTES, Sorter
-
-from .kernels import on_kernel
 
 
 def data(rows: int = 80_000, seed: int = 3) -> pa.Table:
@@ -58,37 +55,44 @@ def batches(table: pa.Table, size: int) -> list[pa.Table]:
     return [table.slice(i, size) for i in range(0, table.num_rows, size)]
 
 
+def sorted_by(
+    op: SortPartition, table: pa.Table, batch: int, context: OperatorContext | None = None
+) -> pa.Table:
+    """``op`` as a task runs it (on DuckDB) over ``table`` in batches of ``batch`` rows."""
+    run = on_duckdb(op)
+    run.open(context)
+    try:
+        out = [t for part in batches(table, batch) for t in run.process(part, 0)]
+        out += [*run.end_input(0), *run.finish()]
+    finally:
+        run.close()
+    return pa.concat_tables(out)
+
+
 KEYS = {
-    "int": [("k", "ascending")],
-    "int descending": [("k", "descending")],
-    "string descending": [("s", "descending")],
-    "multi-column": [("s", "ascending"), ("k", "descending"), ("x", "ascending")],
-    "float": [("x", "descending"), ("k", "ascending")],
+    "int": (["k"], "ascending"),
+    "int descending": (["k"], "descending"),
+    "string descending": (["s"], "descending"),
+    "multi-column": (["s", "k", "x"], "ascending"),
+    "float": (["x", "k"], "descending"),
 }
 
 
 @pytest.mark.parametrize("keys", list(KEYS.values()), ids=list(KEYS))
-def test_the_sorter_equals_pyarrow_row_for_row(keys: list[tuple[str, str]]) -> None:
+def test_the_sort_equals_pyarrow_row_for_row(keys: tuple[list[str], str]) -> None:
+    by, direction = keys
     table = data()
-    memory = table.nbytes // 5  # reported, not enforced: nothing spills
-    context = OperatorContext(memory)
-    sorter = Sorter(keys, context)
-    for part in batches(table, 3001):
-        sorter.add(part)
-    out = list(sorter.sorted_batches())
+    context = OperatorContext(table.nbytes // 5)
+    got = sorted_by(SortPartition(by, direction == "descending", "s"), table, 3001, context)
     # the payload breaks every tie, so the order is a single one
-    order = [(c, o, "at_end") for c, o in keys] + [("payload", "ascending", "at_end")]
-    got = pa.concat_tables(out)
-    same(got.select([c for c, _ in keys]), table.sort_by(order).select([c for c, _ in keys]))
+    order = [(c, direction, "at_end") for c in by] + [("payload", "ascending", "at_end")]
+    same(got.select(by), table.sort_by(order).select(by))
     same(got.sort_by(order), table.sort_by(order))
-    assert sorter.rows == table.num_rows
     assert context.metrics.spilled_bytes == 0
-    assert context.metrics.peak_memory_bytes >= table.nbytes  # it held every row
-    assert max(t.nbytes for t in out) <= SLICE_BYTES
 
 
 @pytest.mark.parametrize("shape", ["sorted", "reversed", "one key"])
-def test_the_sorter_handles_sorted_reversed_and_identical_keys(shape: str) -> None:
+def test_the_sort_handles_sorted_reversed_and_identical_keys(shape: str) -> None:
     rows = 60_000
     k = {
         "sorted": np.arange(rows),
@@ -96,10 +100,7 @@ def test_the_sorter_handles_sorted_reversed_and_identical_keys(shape: str) -> No
         "one key": np.zeros(rows, dtype=np.int64),
     }[shape]
     table = pa.table({"k": k, "v": np.arange(rows)})
-    sorter = Sorter([("k", "ascending")], OperatorContext.unbounded())
-    for part in batches(table, 1000):
-        sorter.add(part)
-    got = pa.concat_tables(list(sorter.sorted_batches()))
+    got = sorted_by(SortPartition(["k"], False, "s"), table, 1000)
     assert got.column("k").equals(table.sort_by("k").column("k"))
     assert sorted(got.column("v").to_pylist()) == list(range(rows))
 
@@ -112,11 +113,12 @@ def test_dictionary_keys_sort_by_their_values() -> None:
         )
         for i in range(20)
     ]
-    sorter = Sorter([("d", "ascending")], OperatorContext.unbounded())
-    for part in parts:
-        sorter.add(part)
-    got = pa.concat_tables(list(sorter.sorted_batches())).column("d").to_pylist()
-    assert got == sorted(v for p in parts for v in p.column("d").to_pylist())
+    table = pa.concat_tables(parts, promote_options="permissive")
+    got = sorted_by(SortPartition(["d"], False, "s"), table, 4000)
+    assert got.schema == table.schema
+    assert got.column("d").to_pylist() == sorted(
+        v for p in parts for v in p.column("d").to_pylist()
+    )
 
 
 @pytest.mark.parametrize("inclusive", [False, True])
@@ -141,12 +143,12 @@ def test_counts_before_orders_as_the_sort_does(inclusive: bool) -> None:
 
 @pytest.mark.parametrize("descending", [False, True])
 def test_sort_partition_under_a_small_memory_keeps_nulls_last(
-    descending: bool, kernel: str
+    descending: bool,
 ) -> None:
     table = data()
     memory = table.nbytes // 4
     context = OperatorContext(memory)
-    op = on_kernel(SortPartition(["k", "s"], descending, "s"), kernel)
+    op = on_duckdb(SortPartition(["k", "s"], descending, "s"))
     op.open(context)
     for part in batches(table, 4000):
         assert list(op.process(part, 0)) == []
@@ -160,19 +162,19 @@ def test_sort_partition_under_a_small_memory_keeps_nulls_last(
     total = [(c, "ascending", "at_end") for c in table.column_names]
     same(got.sort_by(total), table.sort_by(total))  # every row once
     assert context.metrics.peak_memory_bytes > 0
-    if kernel == "arrow":  # in memory: the budget is reported, not enforced
-        assert context.metrics.spilled_bytes == 0
+    assert context.metrics.spilled_bytes == 0
 
 
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("by", [["k"], ["s"], ["x", "k"], ["s", "x", "k"]], ids="+".join)
 def test_sort_partition_orders_the_keys_as_pyarrow_does(
-    by: list[str], descending: bool, kernel: str
+    by: list[str],
+    descending: bool,
 ) -> None:
     """Nulls last and NaN after every number (before the nulls) in both directions, on
-    int, string and float keys; the DuckDB operator hands a descending float key to Arrow."""
+    int, string and float keys (descending, DuckDB's NaN would come first: ``sort_key``)."""
     table = data(30_000)
-    op = on_kernel(SortPartition(by, descending, "s"), kernel)
+    op = on_duckdb(SortPartition(by, descending, "s"))
     op.open()
     out = [t for part in batches(table, 4000) for t in op.process(part, 0)]
     out += [*op.end_input(0), *op.finish()]
@@ -185,8 +187,8 @@ def test_sort_partition_orders_the_keys_as_pyarrow_does(
     same(got.sort_by(total), table.sort_by(total))
 
 
-def test_sort_partition_of_no_rows_still_emits_the_schema(kernel: str) -> None:
-    op = on_kernel(SortPartition(["k"], False, "s"), kernel)
+def test_sort_partition_of_no_rows_still_emits_the_schema() -> None:
+    op = on_duckdb(SortPartition(["k"], False, "s"))
     op.open()
     op.process(data(0), 0)
     (out,) = op.finish()
@@ -196,14 +198,14 @@ def test_sort_partition_of_no_rows_still_emits_the_schema(kernel: str) -> None:
 
 @pytest.mark.parametrize("descending", [False, True])
 def test_sort_partition_gives_back_negative_zeros_as_they_were(
-    descending: bool, kernel: str
+    descending: bool,
 ) -> None:
     """-0.0 and 0.0 tie, and each row keeps its own (DuckDB would write the key back
     normalized to 0.0 if it sorted on the column itself)."""
     rng = np.random.default_rng(8)
     x = rng.choice(np.array([0.0, -0.0, 1.0, -2.0, np.nan]), 20_000)
     table = pa.table({"x": x, "i": np.arange(20_000)})
-    op = on_kernel(SortPartition(["x"], descending, "s"), kernel)
+    op = on_duckdb(SortPartition(["x"], descending, "s"))
     op.open()
     out = [t for part in batches(table, 3000) for t in op.process(part, 0)]
     out += [*op.end_input(0), *op.finish()]

@@ -1,5 +1,6 @@
-"""A task's DuckDB (``TaskDatabase``): exactly ``operators.threads`` threads, the task's
-memory (raised to the floor), and a private temp directory that goes with the task.
+"""A task's DuckDB (``TaskDatabase``): exactly ``operators.threads`` threads, three
+quarters of the task's memory as its limit (the rest headroom), and a private temp
+directory that goes with the task.
 
 DuckDB's default is one thread per core and 80% of the RAM in every database: a task
 that got it would run as many threads as the machine has cores beside every other
@@ -25,7 +26,7 @@ import pytest
 from hybrid_shuffle.operators import SortPartition
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.duck.database import MIN_MEMORY, DatabasePool, TaskDatabase
+from hybrid_shuffle.operators.duck.database import DatabasePool, TaskDatabase, duckdb_memory_limit
 from hybrid_shuffle.operators.duck.sort import DuckSort
 from hybrid_shuffle.runtime.task import TaskDeployment, TaskState, run_task
 
@@ -41,10 +42,10 @@ def test_the_database_runs_the_threads_memory_and_temp_directory_it_was_given(
     threads: int, tmp_path: Path
 ) -> None:
     temp = tmp_path / "task" / "duckdb"
-    database = TaskDatabase(threads, 100 * MiB, str(temp))
+    database = TaskDatabase(threads, 200 * MiB, str(temp))
     try:
         assert database.setting("threads") == threads
-        assert database.setting("memory_limit") == "100.0 MiB"
+        assert database.setting("memory_limit") == "150.0 MiB"
         assert database.setting("temp_directory") == str(temp)
         # what an operator's own cursor sees is the database's
         cursor = database.cursor()
@@ -55,11 +56,13 @@ def test_the_database_runs_the_threads_memory_and_temp_directory_it_was_given(
         database.close()
 
 
-def test_a_memory_below_the_floor_is_raised_to_it() -> None:
-    database = TaskDatabase(1, 16 * MiB, None)
+def test_duckdb_gets_three_quarters_of_the_budget_and_no_spill_directory_without_one() -> None:
+    """The quarter left is headroom for what DuckDB holds past its limit, so a task
+    stays within 1.5x its budget (``duck/database.py``, "The headroom")."""
+    database = TaskDatabase(1, 128 * MiB, None)
     try:
-        assert database.memory_limit == MIN_MEMORY == 64 * MiB
-        assert database.setting("memory_limit") == "64.0 MiB"
+        assert database.memory_limit == duckdb_memory_limit(128 * MiB) == 96 * MiB
+        assert database.setting("memory_limit") == "96.0 MiB"
         assert database.setting("temp_directory") == ""  # nowhere to spill: no spilling
     finally:
         database.close()
@@ -129,7 +132,7 @@ def test_a_tasks_operators_share_its_database_and_its_directory_goes_with_it(
         [],
         [],
         source_refs=[data],
-        operator_memory=16 * MiB,
+        operator_memory=128 * MiB,
         threads=threads,
     )
     spill = tmp_path / "spill"
@@ -139,7 +142,7 @@ def test_a_tasks_operators_share_its_database_and_its_directory_goes_with_it(
     assert report.rows_out == 1
     temp = probe.seen["temp_directory"]
     assert probe.seen["threads"] == threads
-    assert probe.seen["memory_limit"] == "64.0 MiB"  # the task's 16 MiB, raised to the floor
+    assert probe.seen["memory_limit"] == "96.0 MiB"  # three quarters of the task's budget
     assert temp.startswith(str(spill / "operators")) and probe.seen["mode"] == 0o700
     assert not os.path.exists(temp)  # removed with the task's directory
     assert os.listdir(spill / "operators") == []
@@ -164,10 +167,10 @@ def test_a_finished_tasks_database_is_reused_with_the_next_tasks_settings(
     cursor.execute("CREATE TEMP TABLE kept AS SELECT * FROM input")
     opened = first._connection
     first.close()  # the cursor is closed with it, its view and TEMP table gone
-    second = TaskDatabase(1, 70 * MiB, str(tmp_path / "b" / "duckdb"), pool)
+    second = TaskDatabase(1, 140 * MiB, str(tmp_path / "b" / "duckdb"), pool)
     try:
         assert second.setting("threads") == 1
-        assert second.setting("memory_limit") == "70.0 MiB"
+        assert second.setting("memory_limit") == "105.0 MiB"
         assert second.setting("temp_directory") == str(tmp_path / "b" / "duckdb")
         assert second._connection is opened  # the same database, not a new one
         fresh = second.cursor()
@@ -184,8 +187,8 @@ def test_a_database_that_spilled_or_kept_a_table_or_failed_is_closed_not_reused(
     tmp_path: Path,
 ) -> None:
     pool = DatabasePool()
-    spilled = TaskDatabase(1, 16 * MiB, str(tmp_path / "s" / "duckdb"), pool)
-    cursor = spilled.cursor()  # 64 MiB floor: sorting ~80 MB of rows writes temp files
+    spilled = TaskDatabase(1, 64 * MiB, str(tmp_path / "s" / "duckdb"), pool)
+    cursor = spilled.cursor()  # sorting ~80 MB of rows in 64 MiB writes temp files
     cursor.execute(
         "SELECT count(*) FROM (SELECT i, i * 2 AS j FROM range(5000000) t(i) ORDER BY random())"
     ).fetchall()

@@ -1,7 +1,7 @@
 """Partial (map-side) then final aggregation, and the dense integer-key path, against
-one ``pyarrow`` ``group_by`` over the whole input.  The two phases run on both kernels
-(``kernels``); the combiner's flush tests and the dense path are the Arrow kernel's
-(``PartialAggregate`` is a per-batch step: it stays on Arrow)."""
+one ``pyarrow`` ``group_by`` over the whole input.  The final phase runs as a task runs
+it (on DuckDB, ``on_duckdb``); the combiner and its dense path run on Arrow
+(``PartialAggregate`` is a per-batch step: it stays there)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ import pytest
 
 from hybrid_shuffle.operators import HashAggregate, PartialAggregate
 from hybrid_shuffle.operators.dense_aggregate import dense_aggregate
+from hybrid_shuffle.operators.duck.operators import on_duckdb
 from hybrid_shuffle.shuffle.partitioner import hash_partition_ids, split_by_ids
-
-from .kernels import on_kernel
 
 SPEC = {"n": ["sum", "count", "min", "max", "mean"], "x": ["sum", "count", "mean"]}
 PYARROW = [(c, fn) for c, fns in SPEC.items() for fn in fns]
@@ -36,12 +35,12 @@ def integer_keyed(
     )
 
 
-def two_phase(table: pa.Table, producers: int, consumers: int, batch: int, kernel: str) -> pa.Table:
+def two_phase(table: pa.Table, producers: int, consumers: int, batch: int) -> pa.Table:
     """What a job does: combine in each producer, hash-partition partials, merge."""
     partials: list[list[pa.Table]] = [[] for _ in range(consumers)]
     rows = -(-table.num_rows // producers)
     for p in range(producers):
-        combiner = on_kernel(PartialAggregate(["k"], SPEC, "agg"), kernel)
+        combiner = PartialAggregate(["k"], SPEC, "agg")
         combiner.open()
         part = table.slice(p * rows, rows)
         out = [
@@ -57,7 +56,7 @@ def two_phase(table: pa.Table, producers: int, consumers: int, batch: int, kerne
                 partials[c].append(piece)
     results = []
     for c in range(consumers):
-        final = on_kernel(HashAggregate(["k"], SPEC, "agg", phase="final"), kernel)
+        final = on_duckdb(HashAggregate(["k"], SPEC, "agg", phase="final"))
         final.open()
         for t in partials[c]:
             final.process(t)
@@ -82,9 +81,9 @@ def assert_same_groups(got: pa.Table, want: pa.Table) -> None:
 
 
 @pytest.mark.parametrize("keys", [50, 100_000, 10**9])  # dense, dense and wide, hashed
-def test_partials_merged_after_a_hash_exchange_equal_one_group_by(keys: int, kernel: str) -> None:
+def test_partials_merged_after_a_hash_exchange_equal_one_group_by(keys: int) -> None:
     table = integer_keyed(60_000, keys)
-    got = two_phase(table, producers=3, consumers=4, batch=7_000, kernel=kernel)
+    got = two_phase(table, producers=3, consumers=4, batch=7_000)
     want = table.group_by("k").aggregate(PYARROW)
     assert_same_groups(got, want.select(got.column_names))
 

@@ -16,12 +16,14 @@
 - ``TopN``: ``row_number()`` over each key's rows in ``TopN``'s total order
   (``by``, then every other column ascending, nulls last), keeping the first
   ``n``; a key's rows come out together, best first (float columns are ordered by
-  ``sort_key``, which keeps their ``-0.0`` values).
+  ``sort_key``, which keeps their ``-0.0`` values and puts NaN where pyarrow does).
 
 DuckDB spills the hash table (or the window's partitions) to the task's temp
-directory within ``memory_limit`` (the Arrow operator aggregates in memory).
-Float keys (and a descending float ``by``) fall back to the
-pyarrow operator (``base``'s module docstring says why).
+directory within ``memory_limit``.  Each batch is staged encoded
+(``encoding.Encoding``, the keys compared by their bits), so float keys group as
+pyarrow groups them (``0.0`` apart from ``-0.0``, each NaN payload apart), and
+types and names DuckDB would not give back come back as they were.  A task whose
+input sent no batch emits nothing (no schema to give an empty table).
 """
 
 from __future__ import annotations
@@ -35,12 +37,8 @@ from hybrid_shuffle.errors import PlanError, QueryFailedError, summary
 from hybrid_shuffle.operators.aggregate import HashAggregate
 from hybrid_shuffle.operators.aggregation import Aggregation
 from hybrid_shuffle.operators.duck.base import DuckOperator
-from hybrid_shuffle.operators.duck.lowering import (
-    aggregate_query,
-    conform,
-    floating,
-    top_n_query,
-)
+from hybrid_shuffle.operators.duck.encoding import Encoding
+from hybrid_shuffle.operators.duck.lowering import aggregate_query, conform, top_n_query
 from hybrid_shuffle.operators.top_n import TopN
 
 __all__ = ["DuckAggregate"]
@@ -55,26 +53,17 @@ class DuckAggregate(DuckOperator):
         super().__init__(original)
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
-        if self._fallback is not None:
-            return self._fallback.process(table, input_index)
-        if self._query is None and not self._start(table.schema):
-            return self.fall_back().process(table, input_index)
+        if self._query is None:
+            self._start(table.schema)
         assert self._query is not None
         try:
-            return [self._convert(t) for t in self._query.push(table)]
+            return [self._convert(t) for t in self._query.push(self._encoding.encode(table))]
         except QueryFailedError as e:
             raise self._overflow(e) from e.__cause__
 
-    def end_input(self, input_index: int) -> Iterable[pa.Table]:
-        if self._fallback is not None:
-            return self._fallback.end_input(input_index)
-        return ()
-
     def finish(self) -> Iterable[pa.Table]:
-        if self._fallback is not None:
-            return self._fallback.finish()
-        if self._query is None:  # no batch at all: the original knows what that gives
-            return self.fall_back().finish()
+        if self._query is None:  # no batch at all: no schema, no row
+            return ()
         empty = self._convert(self._target.empty_table())
         return self.streamed(self._finished(), empty)
 
@@ -108,28 +97,26 @@ class DuckAggregate(DuckOperator):
 
     # -- the query ------------------------------------------------------------------------
 
-    def _start(self, schema: pa.Schema) -> bool:
-        """Start the query for input ``schema``; False if the pyarrow operator must run it."""
+    def _start(self, schema: pa.Schema) -> None:
+        """Start the query for input ``schema``."""
         reduction = self.original.reduction
-        keys = reduction.keys
-        if floating(schema, keys):
-            return False
         if self.original.phase == "complete":
             reduction.check(schema)
         elif self.original.phase == "merge":
             reduction.check_partials(schema)
+        keys = reduction.keys
         if isinstance(reduction, Aggregation):
-            query, self._target = aggregate_query(
-                reduction, self.original.phase == "complete", schema
-            )
+            # a key that is aggregated too must stay a number: it groups as DuckDB's float
+            keys = [k for k in keys if all(c != k for c, _ in reduction.partials)]
+        self._encoding = encoding = Encoding(schema, keys)
+        if isinstance(reduction, Aggregation):
+            on_rows = self.original.phase == "complete"
+            query, self._target = aggregate_query(reduction, on_rows, schema, encoding.names)
         elif isinstance(reduction, TopN):
-            if not reduction.ascending and floating(schema, reduction.by):
-                return False
-            query, self._target = top_n_query(reduction, schema), schema
-        else:  # a reduction DuckDB has no SQL for
-            return False
-        self.stream(query, schema)
-        return True
+            query, self._target = top_n_query(reduction, schema, encoding.names), schema
+        else:
+            raise TypeError(f"aggregate {self.what}: no SQL for {type(reduction).__name__}")
+        self.stream(query, encoding.staged)
 
     def _convert(self, table: pa.Table) -> pa.Table:
         conformed = conform(table, self._target, f"aggregate {self.what}")

@@ -2,19 +2,13 @@
 
 The planner only ever sees the operators a ``Stream`` built (``HashAggregate``,
 ``SortPartition``, ``HashJoin``, ``SortMergeJoin``): they answer every planning
-question (schemas, columns, keys) and hold the parameters.  Before it opens the
-chain a task swaps each for the DuckDB operator that runs it
+question (schemas, columns, keys), hold the parameters and run nothing.  Before
+it opens the chain a task swaps each for the DuckDB operator that runs it
 (``operators.duck.operators.on_duckdb``), which plans as it does and runs its
-work as the SQL ``lowering`` writes; its DuckDB result is cast to the planned
-output types (``lowering.conform``), so a later batch, an exchange or
-``to_spark`` sees the types pyarrow's answer has.
-
-Where DuckDB's semantics differ from pyarrow's on a given input (float keys:
-DuckDB groups ``0.0`` with ``-0.0`` and sorts NaN above every number in both
-directions; a type DuckDB does not give back as it came; names that differ only
-in case), the operator hands that task's input to the pyarrow operator instead
-(``fall_back``), decided on the first batch, when the schema is known: that is
-the only place the pyarrow operators still run.
+work as the SQL ``lowering`` writes over its input staged by ``encoding``; its
+DuckDB result is decoded and cast to the planned output types
+(``lowering.conform``), so a later batch, an exchange or ``to_spark`` sees the
+types pyarrow's answer has.
 """
 
 from __future__ import annotations
@@ -69,19 +63,12 @@ class DuckOperator(Operator):
         self.context = context if context is not None else OperatorContext.unbounded()
         self._cursor: duckdb.DuckDBPyConnection | None = None
         self._query: StreamedQuery | None = None
-        self._fallback: Operator | None = None
 
     @property
     def cursor(self) -> duckdb.DuckDBPyConnection:
         if self._cursor is None:
             self._cursor = self.context.database.cursor()
         return self._cursor
-
-    def fall_back(self) -> Operator:
-        """Run the rest of this task on the original (see the module docstring)."""
-        self.original.open(self.context)
-        self._fallback = self.original
-        return self.original
 
     def stream(self, query: str, schema: pa.Schema) -> StreamedQuery:
         """Start ``query`` over the input (named ``input``), whose schema is ``schema``."""
@@ -100,8 +87,8 @@ class DuckOperator(Operator):
         self, convert: Iterable[pa.Table], empty: pa.Table | None = None
     ) -> Iterator[pa.Table]:
         """``convert``'s tables, then the query's peaks recorded.  If the query gave no
-        rows, ``empty`` (when given) comes out instead: the original emits one empty
-        table then, so the schema still travels downstream."""
+        rows, ``empty`` (when given) comes out instead: one empty table, so the schema
+        still travels downstream."""
         given = False
         for table in convert:
             given = True
@@ -111,7 +98,5 @@ class DuckOperator(Operator):
         self.record()
 
     def close(self) -> None:
-        if self._fallback is not None:
-            self._fallback.close()
         close_query(self._query, self._cursor)
         self._query, self._cursor = None, None

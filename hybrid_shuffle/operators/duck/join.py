@@ -8,55 +8,51 @@ So each batch is appended to a DuckDB TEMP table of its input as it arrives
 (``staging.StagedInputs``, which ``sql`` stages with too), and ``finish`` runs one join
 query (``lowering.join_query``) and streams its rows out, conformed to pyarrow's join
 schema.  An inner, left, semi or anti join (whose output row needs one probe row and the
-build rows: ``STREAMED``) does better once its build side ended, as the Arrow
-``HashJoin`` does: a ``StreamedQuery`` then joins the probe rows staged so far and every
+build rows: ``STREAMED``) does better once its build side ended: a ``StreamedQuery``
+then joins the probe rows staged so far and every
 probe batch after, pushed as it comes, with the staged build side, so its rows flow out
 while the probe side is still arriving (a broadcast join's large probe side is never
 staged).
 
 DuckDB keeps the staged rows and the join's hash table within the task's
-``memory_limit``, spilling both to the task's temp directory (the pyarrow operators
-join in memory). The peaks recorded are the join query's
-(DuckDB keeps no profile of an ``INSERT``; the join's temp directory peak holds the
-staged rows that spilled).
+``memory_limit``, spilling both to the task's temp directory. The peaks recorded are
+the join query's (DuckDB keeps no profile of an ``INSERT``; the join's temp directory
+peak holds the staged rows that spilled).
 
-A side with no batch is an empty table of its planned columns
-(``planned_schemas``, remembered by the original's ``output_schema``).  The
-pyarrow operator runs instead (``fall_back``, the staged rows replayed into it)
-where DuckDB would not give its answer: float keys (DuckDB matches ``0.0``
-with ``-0.0`` and NaN with NaN), a column type the round trip through DuckDB
-does not keep, column names DuckDB cannot tell apart (it ignores case), a
-layout ``join_sql`` cannot write, and a side whose columns nobody knows (the
-Arrow operator decides whether that is no row or ``SchemaMismatchError``).
+Each batch is staged encoded (``encoding.Encoding``): float keys as their bits, so
+that ``0.0`` and ``-0.0`` match only themselves and a NaN only the same NaN, as in
+pyarrow's join; types and names DuckDB would not give back come back as they were.
+A side with no batch is an empty table of its planned columns (``planned_schemas``,
+remembered by the planning operator's ``output_schema``).  A side whose columns
+nobody knows (no batch, none planned) has no row: the join gives the rows that need
+none of its columns (an anti join's left rows), nothing, or ``SchemaMismatchError``
+when rows of the other side would need them (``_unknown_side``).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
 
+from hybrid_shuffle.errors import SchemaMismatchError
 from hybrid_shuffle.operators.co_group import check_key_types
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.base import DuckOperator
-from hybrid_shuffle.operators.duck.lowering import (
-    JoinQuery,
-    conform,
-    duck_types,
-    join_query,
-    quote,
-)
+from hybrid_shuffle.operators.duck.encoding import Encoding
+from hybrid_shuffle.operators.duck.lowering import JoinQuery, conform, join_query, quote
 from hybrid_shuffle.operators.duck.staging import StagedInputs
 from hybrid_shuffle.operators.duck.streamed_query import OUTPUT_ROWS, query_error
-from hybrid_shuffle.operators.join import HashJoin
-from hybrid_shuffle.operators.sort_merge_join import SortMergeJoin
+from hybrid_shuffle.operators.join import Join
 
 __all__ = ["STREAMED", "DuckJoin"]
 
 _SIDES = 2
 _LEFT, _RIGHT = 0, 1
+_SIDE_NAMES = ("left", "right")
+#: per ``how``, the sides whose columns the other side's unmatched rows need
+_NEEDED = {"left": (_RIGHT,), "right": (_LEFT,), "full": (_LEFT, _RIGHT)}
 #: the joins a probe batch can be answered for as soon as the build side ended
 STREAMED = ("inner", "left", "semi", "anti")
 #: DuckDB's optimizers the streamed join turns off (``_streamed_optimizers`` says why)
@@ -66,15 +62,19 @@ _OFF = ("build_side_probe_side", "join_filter_pushdown")
 class DuckJoin(DuckOperator):
     """``HashJoin`` or ``SortMergeJoin`` on DuckDB (see the module docstring)."""
 
-    original: HashJoin | SortMergeJoin
+    original: Join
 
-    def __init__(self, original: HashJoin | SortMergeJoin) -> None:
+    def __init__(self, original: Join) -> None:
         super().__init__(original)
 
     def open(self, context: OperatorContext | None = None) -> None:
         super().open(context)
         #: per input, the schema of its first batch
         self._schemas: list[pa.Schema | None] = [None, None]
+        #: per input, how its batches are staged (made by its first batch)
+        self._encodings: list[Encoding | None] = [None, None]
+        #: per input, whether it sent a row
+        self._rows = [False, False]
         #: the inputs staged in temp tables (``staging``)
         self._staged = StagedInputs(
             lambda: self.cursor,
@@ -89,69 +89,118 @@ class DuckJoin(DuckOperator):
     # -- arrival --------------------------------------------------------------------------
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
-        if self._fallback is not None:
-            return self._fallback.process(table, input_index)
         if self._schemas[input_index] is None:
             self._schemas[input_index] = table.schema
             check_key_types(self._schemas, self.original.on, f"join '{self.original.name}'")
-            if not duck_types(table.schema, self.original.on):
-                return self._replayed([(table, input_index)])
+        self._rows[input_index] = self._rows[input_index] or table.num_rows > 0
         if input_index == _LEFT and self._build_ended and self.original.how in STREAMED:
             return self._streamed(table)
-        self._staged.stage(table, input_index)
+        self._staged.stage(self._encoding(input_index).encode(table), input_index)
         return ()
 
+    def _encoding(self, index: int) -> Encoding:
+        """How input ``index`` is staged: by its first batch's schema, else the planned."""
+        encoding = self._encodings[index]
+        if encoding is None:
+            schema = self._schemas[index] or self.original.planned_schemas[index]
+            assert schema is not None, "a side with no columns is never staged"
+            encoding = self._encodings[index] = Encoding(schema, self.original.on)
+        return encoding
+
     def end_input(self, input_index: int) -> Iterable[pa.Table]:
-        if self._fallback is not None:
-            return self._fallback.end_input(input_index)
         if input_index == _RIGHT:
             self._build_ended = True
         return ()
 
     def finish(self) -> Iterable[pa.Table]:
-        if self._fallback is not None:
-            return self._fallback.finish()
         if self._query is not None:
             return self._ended(self._conformed(t) for t in self._query.finish())
         query = self._join_query(self._staged.names[_LEFT])
         if query is None:
-            return itertools.chain(self._replayed([]), self._fallback_finish())
+            return self._unknown_side()
         return self._ended(self._joined(query))
+
+    def _known(self) -> tuple[pa.Schema | None, pa.Schema | None]:
+        """Both inputs' schemas: of their first batch, else planned; None if neither."""
+        planned = self.original.planned_schemas
+        left, right = (self._schemas[i] or planned[i] for i in range(_SIDES))
+        return left, right
 
     def _join_query(self, left_relation: str) -> JoinQuery | None:
         """The join of ``left_relation`` with the staged build side (a side with no batch
-        staged as an empty table of its planned columns); None: the Arrow operator's."""
-        planned = self.original.planned_schemas
-        left, right = (self._schemas[i] or planned[i] for i in range(_SIDES))
-        on = self.original.on
-        if left is None or right is None or not (duck_types(left, on) and duck_types(right, on)):
+        staged as an empty table of its planned columns); None if a side's columns are
+        unknown."""
+        left, right = self._known()
+        if left is None or right is None:
             return None
+        encodings = (self._encoding(_LEFT), self._encoding(_RIGHT))
         query = join_query(
             left,
             right,
             (left_relation, self._staged.names[_RIGHT]),
-            on,
+            self.original.on,
             self.original.how,
             self.original.right_suffix,
+            (encodings[_LEFT].names, encodings[_RIGHT].names),
         )
         if query is None:
-            return None
-        for index, schema in ((_LEFT, left), (_RIGHT, right)):
-            self._staged.stage_empty(schema, index)
+            raise SchemaMismatchError(
+                f"join {self.what}: the columns of pyarrow's join of these inputs cannot be "
+                "written as one query; rename the colliding columns before the join"
+            )
+        for index in (_LEFT, _RIGHT):
+            self._staged.stage_empty(encodings[index].staged, index)
         self._output = query.output
         return query
 
+    def _unknown_side(self) -> Iterator[pa.Table]:
+        """The output when a side's columns are unknown (it sent no batch, none planned, so
+        it has no row): nothing, the left rows as they are (an anti join), or
+        ``SchemaMismatchError`` when rows of the other side would need its columns."""
+        how = self.original.how
+        try:
+            for index in (_LEFT, _RIGHT):
+                other = 1 - index
+                if self._known()[index] is not None or not self._rows[other]:
+                    continue
+                if how == "anti":  # the right side is the unknown one: no left row matches
+                    yield from self._staged_rows(_LEFT)
+                    return
+                if index in _NEEDED.get(how, ()):
+                    side, rows = _SIDE_NAMES[index], _SIDE_NAMES[other]
+                    raise SchemaMismatchError(
+                        f"join {self.what}: the {side} input sent this subtask no row and "
+                        "its columns were not known when the job was planned (an operator "
+                        f"such as map_batches makes them), so the {rows} rows of this {how} "
+                        f"join cannot be given the {side} side's columns; compute the {side} "
+                        "side's columns before from_arrow, or join first and map after"
+                    )
+        finally:
+            for index in range(_SIDES):
+                self._staged.drop(index)
+
+    def _staged_rows(self, index: int) -> Iterator[pa.Table]:
+        """Input ``index``'s staged rows, read back with their types."""
+        schema = self._schemas[index]
+        if index not in self._staged or schema is None:
+            return
+        name = self._staged.names[index]
+        reader = self._staged.execute(f"SELECT * FROM {name}").to_arrow_reader(OUTPUT_ROWS)
+        for batch in reader:
+            yield conform(pa.Table.from_batches([batch]), schema, f"join {self.what}")
+
     def _streamed(self, table: pa.Table) -> Iterable[pa.Table]:
         """Push probe batch ``table`` into the streamed join, started on the first."""
+        encoding = self._encoding(_LEFT)
         if self._query is None:
             staged = self._staged.names[_LEFT]
             query = self._join_query(f"(SELECT * FROM {staged} UNION ALL SELECT * FROM input)")
-            if query is None:
-                return self._replayed([(table, _LEFT)])
+            if query is None:  # the right side's columns unknown: no row to join with
+                return [table] if self.original.how == "anti" and table.num_rows else []
             self._streamed_optimizers()
-            self.stream(query.sql, table.schema)
+            self.stream(query.sql, encoding.staged)
         assert self._query is not None
-        return [self._conformed(t) for t in self._query.push(table)]
+        return [self._conformed(t) for t in self._query.push(encoding.encode(table))]
 
     def _streamed_optimizers(self) -> None:
         """Turn off two of DuckDB's optimizers for the streamed join (``_OFF``).
@@ -176,33 +225,6 @@ class DuckJoin(DuckOperator):
         assert self._output is not None
         self._emitted = self._emitted or table.num_rows > 0
         return conform(table, self._output, f"join {self.what}")
-
-    def _fallback_finish(self) -> Iterator[pa.Table]:
-        assert self._fallback is not None
-        yield from self._fallback.finish()
-
-    # -- staging --------------------------------------------------------------------------
-
-    def _replayed(self, pending: list[tuple[pa.Table, int]]) -> list[pa.Table]:
-        """Hand the join to the Arrow operator: the staged rows (read back with their
-        input's types), then ``pending``; what it emits for them."""
-        fallback = self.fall_back()
-        out: list[pa.Table] = []
-        for index in range(_SIDES):
-            schema = self._schemas[index]
-            if index not in self._staged or schema is None:
-                continue
-            name = self._staged.names[index]
-            reader = self._staged.execute(f"SELECT * FROM {name}").to_arrow_reader(OUTPUT_ROWS)
-            for batch in reader:
-                rows = conform(pa.Table.from_batches([batch]), schema, f"join {self.what}")
-                out.extend(fallback.process(rows, index))
-            self._staged.drop(index)
-            if index == _RIGHT and self._build_ended:  # as the task told this operator
-                out.extend(fallback.end_input(_RIGHT))
-        for table, index in pending:
-            out.extend(fallback.process(table, index))
-        return out
 
     # -- the join -------------------------------------------------------------------------
 

@@ -26,33 +26,34 @@ in pyarrow; an anti join is ``NOT EXISTS``, which keeps a left row with a null
 key (``NOT IN`` would drop it), and a semi join ``EXISTS``, which keeps each
 left row once however many right rows match.
 
-Where DuckDB's semantics differ from pyarrow's on an input (``duck_types``:
-float keys, where DuckDB ties ``0.0`` with ``-0.0`` and NaN with NaN; a type
-the round trip through DuckDB does not keep; names that differ only in case),
-the operators hand that input to pyarrow (``operators.duck.base``).
+Where DuckDB's semantics differ from pyarrow's on an input (float keys, where
+DuckDB ties ``0.0`` with ``-0.0`` and every NaN; a type the round trip through
+DuckDB does not keep; names that differ only in case), the operators stage the
+input encoded (``encoding.Encoding``): a query refers to each column by the
+name it is staged under (``names``, every input column's; the identity when
+omitted), and ``conform`` decodes its output (``encoding.decoded``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.aggregation import Aggregation, spark_sum_types
-from hybrid_shuffle.operators.join_types import JOIN_TYPES
+from hybrid_shuffle.operators.duck.encoding import decoded
+from hybrid_shuffle.operators.join_types import pyarrow_output
 from hybrid_shuffle.operators.top_n import TopN
 
 __all__ = [
     "JoinQuery",
     "aggregate_query",
     "conform",
-    "duck_types",
-    "floating",
     "join_query",
-    "pyarrow_output",
     "quote",
     "sort_key",
     "sort_query",
@@ -61,60 +62,46 @@ __all__ = [
 
 # -- names, keys, types -------------------------------------------------------------------
 
+#: no column renamed (``names``' default)
+_SAME: Mapping[str, str] = MappingProxyType({})
+
 
 def quote(name: str) -> str:
     """``name`` as a DuckDB identifier (any character, quotes doubled)."""
     return '"' + name.replace('"', '""') + '"'
 
 
-def sort_key(name: str, schema: pa.Schema) -> str:
-    """Column ``name`` as an ORDER BY expression that leaves the column's values as they
-    are: DuckDB writes a float column it sorts on back from its normalized sort key,
-    so ``-0.0`` came out as ``0.0``; ordering by ``column + 0.0`` (the same order:
-    the zeros tie, NaN stays above every number) keeps the column itself a payload."""
-    if pa.types.is_floating(schema.field(name).type):
-        return f"({quote(name)} + 0.0)"
-    return quote(name)
+def _ref(name: str, names: Mapping[str, str]) -> str:
+    """Column ``name`` as the query refers to it: its staged name, quoted."""
+    return quote(names.get(name, name))
 
 
-def floating(schema: pa.Schema, names: Iterable[str]) -> bool:
-    """Whether any of columns ``names`` of ``schema`` is a float column."""
-    return any(pa.types.is_floating(schema.field(n).type) for n in names)
+def sort_key(name: str, schema: pa.Schema, names: Mapping[str, str], descending: bool) -> str:
+    """Column ``name`` of ``schema`` as ORDER BY terms in pyarrow's order, nulls last.
 
-
-def _kept(t: pa.DataType) -> bool:
-    """A type DuckDB gives back as it came (after ``conform``'s cast)."""
-    return (
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_date32(t)
-        or (pa.types.is_timestamp(t) and t.tz is None)
-        or pa.types.is_decimal128(t)
-    )
-
-
-def duck_types(schema: pa.Schema, on: Iterable[str]) -> bool:
-    """Whether an input of ``schema`` joins or sorts by ``on`` on DuckDB as on pyarrow:
-    every type kept, keys not floating, names distinct ignoring case."""
-    if len({n.lower() for n in schema.names}) != len(schema.names):
-        return False
-    if not all(_kept(t) for t in schema.types):
-        return False
-    return not floating(schema, on)
+    DuckDB writes a float column it sorts on back from its normalized sort key, so
+    ``-0.0`` came out as ``0.0``; ordering by ``column + 0.0`` (the same order: the
+    zeros tie) keeps the column itself a payload.  DuckDB's NaN is above every
+    number, pyarrow's after every number in both directions: descending, ``isnan``
+    orders first."""
+    direction = "DESC" if descending else "ASC"
+    ref = _ref(name, names)
+    if not pa.types.is_floating(schema.field(name).type):
+        return f"{ref} {direction} NULLS LAST"
+    key = f"({ref} + 0.0) {direction} NULLS LAST"
+    return f"isnan({ref}) ASC NULLS LAST, {key}" if descending else key
 
 
 def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
-    """``table`` (DuckDB's output) with ``schema``'s column types; a value that does not
-    fit its type (a decimal sum past its precision) is a ``PlanError`` naming it."""
+    """``table`` (DuckDB's output) with ``schema``'s column names and types, each column
+    decoded from its staging encoding (``encoding.decoded``) and cast; a value that
+    does not fit its type (a decimal sum past its precision) is a ``PlanError``
+    naming it."""
     if table.schema.types == schema.types:
         return table if table.schema.names == schema.names else table.rename_columns(schema.names)
     columns = []
     for column, field in zip(table.columns, schema, strict=True):
+        column = decoded(column, field.type)
         if column.type == field.type:
             columns.append(column)
             continue
@@ -131,10 +118,12 @@ def conform(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
 # -- sort ---------------------------------------------------------------------------------
 
 
-def sort_query(by: Sequence[str], descending: bool, schema: pa.Schema) -> str:
-    """Every row of ``input`` ordered by ``by`` (nulls last in both directions)."""
-    direction = "DESC" if descending else "ASC"
-    order = ", ".join(f"{sort_key(c, schema)} {direction} NULLS LAST" for c in by)
+def sort_query(
+    by: Sequence[str], descending: bool, schema: pa.Schema, names: Mapping[str, str] = _SAME
+) -> str:
+    """Every row of ``input`` (of ``schema``) ordered by ``by`` as pyarrow orders them
+    (``sort_key``: nulls last in both directions, NaN just before them)."""
+    order = ", ".join(sort_key(c, schema, names, descending) for c in by)
     return f"SELECT * FROM input ORDER BY {order}"
 
 
@@ -168,15 +157,17 @@ def _wrapped(expression: str, kind: pa.DataType) -> str:
     return expression
 
 
-def aggregate_query(agg: Aggregation, on_rows: bool, schema: pa.Schema) -> tuple[str, pa.Schema]:
+def aggregate_query(
+    agg: Aggregation, on_rows: bool, schema: pa.Schema, names: Mapping[str, str] = _SAME
+) -> tuple[str, pa.Schema]:
     """The GROUP BY of ``input`` (of ``schema``) giving one row of fully combined partials
     per key, and the partials' schema.  ``on_rows``: the input is rows (phase
     ``complete``), else partials (``final``, ``merge``)."""
     sql = _ON_ROWS if on_rows else _MERGING
-    columns = [quote(k) for k in agg.keys]
+    columns = [_ref(k, names) for k in agg.keys]
     for column, partial in agg.partials:
         read = column if on_rows else f"{column}_{partial}"
-        source = quote(read)
+        source = _ref(read, names)
         if on_rows and partial == "fsum" and pa.types.is_decimal(schema.field(column).type):
             expression = f"sum({source})"  # exact; divided in float64 by ``results``
         else:
@@ -190,33 +181,32 @@ def aggregate_query(agg: Aggregation, on_rows: bool, schema: pa.Schema) -> tuple
             numbers = f"max({source}) FILTER (WHERE NOT isnan({source}))"
             expression = f"coalesce({numbers}, max({source}))"
         columns.append(f"{expression} AS {quote(f'{column}_{partial}')}")
-    keys = ", ".join(quote(k) for k in agg.keys)
+    keys = ", ".join(_ref(k, names) for k in agg.keys)
     query = f"SELECT {', '.join(columns)} FROM input GROUP BY {keys}"
     if on_rows:
         target = agg.partial_schema(schema)
         types = spark_sum_types(schema, agg.partials)
         target = pa.schema([f.with_type(types.get(f.name, f.type)) for f in target])
     else:
-        names = [*agg.keys, *(f"{c}_{p}" for c, p in agg.partials)]
-        target = pa.schema([schema.field(n) for n in names])
+        partials = [*agg.keys, *(f"{c}_{p}" for c, p in agg.partials)]
+        target = pa.schema([schema.field(n) for n in partials])
     return query, target
 
 
-def top_n_query(top: TopN, schema: pa.Schema) -> str:
+def top_n_query(top: TopN, schema: pa.Schema, names: Mapping[str, str] = _SAME) -> str:
     """``row_number()`` over each key's rows in ``TopN``'s total order (``by``, then every
     other column ascending, nulls last), keeping the first ``n``; a key's rows come out
     together, best first."""
-    direction = "ASC" if top.ascending else "DESC"
-    order = [f"{sort_key(b, schema)} {direction} NULLS LAST" for b in top.by]
+    order = [sort_key(b, schema, names, not top.ascending) for b in top.by]
     ties = [n for n in schema.names if n not in top.keys and n not in top.by]
-    order += [f"{sort_key(t, schema)} ASC NULLS LAST" for t in ties]
-    partition = ", ".join(quote(k) for k in top.keys)
-    columns = ", ".join(quote(n) for n in schema.names)
+    order += [sort_key(t, schema, names, False) for t in ties]
+    partition = ", ".join(_ref(k, names) for k in top.keys)
+    columns = ", ".join(_ref(n, names) for n in schema.names)
     ranked = (
         f"SELECT *, row_number() OVER (PARTITION BY {partition} ORDER BY "
         f"{', '.join(order)}) AS {_ROW_NUMBER} FROM input"
     )
-    keys = ", ".join(f"{quote(k)} NULLS LAST" for k in top.keys)
+    keys = ", ".join(f"{_ref(k, names)} NULLS LAST" for k in top.keys)
     return (
         f"SELECT {columns} FROM ({ranked}) WHERE {_ROW_NUMBER} <= {int(top.n)} "
         f"ORDER BY {keys}, {_ROW_NUMBER}"
@@ -236,23 +226,6 @@ class JoinQuery:
     output: pa.Schema
 
 
-def pyarrow_output(
-    left: pa.Schema, right: pa.Schema, on: Sequence[str], how: str, right_suffix: str
-) -> pa.Schema:
-    """The schema pyarrow's join of two empty inputs has: the join operators' output."""
-    return (
-        left.empty_table()
-        .join(
-            right.empty_table(),
-            keys=list(on),
-            join_type=JOIN_TYPES[how],
-            right_suffix=right_suffix,
-            use_threads=False,
-        )
-        .schema
-    )
-
-
 def join_query(
     left: pa.Schema,
     right: pa.Schema,
@@ -260,9 +233,11 @@ def join_query(
     on: Sequence[str],
     how: str,
     right_suffix: str,
+    names: tuple[Mapping[str, str], Mapping[str, str]] = (_SAME, _SAME),
 ) -> JoinQuery | None:
     """The join of ``relations`` (SQL: a quoted table name or a parenthesized query; left,
-    right) whose columns are ``left`` and ``right``'s (see the module docstring)."""
+    right) whose columns are ``left`` and ``right``'s, staged under ``names`` (see the
+    module docstring)."""
     output = pyarrow_output(left, right, on, how, right_suffix)
     keys = set(on)
 
@@ -270,7 +245,7 @@ def join_query(
         return name + right_suffix if name in left.names else name
 
     def col(side: str, name: str) -> str:
-        return f"{side}.{quote(name)}"
+        return f"{side}.{_ref(name, names[0] if side == 'l' else names[1])}"
 
     right_payload = [(col("r", n), right_name(n)) for n in right.names if n not in keys]
     columns: list[tuple[str, str]]

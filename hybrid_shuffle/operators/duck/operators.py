@@ -3,11 +3,12 @@
 A ``Stream`` builds the planning operators (``HashAggregate``, ``SortPartition``,
 ``HashJoin``, ``SortMergeJoin``); before it opens its chain a task swaps each
 for the DuckDB operator that runs it (``on_duckdb``), which plans as it does and
-computes the same rows.  Every other operator runs as it is: co_group sorts on
+computes the rows pyarrow would (the planning operators run nothing themselves:
+``base.PlannedOperator``).  Every other operator runs as it is: co_group sorts on
 DuckDB itself (``co_group.SortedSides``), ``sql`` is DuckDB already, and the
 per-batch steps (filters, projections, the map-side combiner, ``local_key_by``)
-stay on Arrow.  There is no other kernel to choose (``operators.kernel`` was
-removed).
+stay on Arrow, where they measured faster.  There is no other kernel to choose
+(``operators.kernel`` was removed).
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from hybrid_shuffle.operators.duck.aggregate import DuckAggregate
 from hybrid_shuffle.operators.duck.base import DuckOperator
 from hybrid_shuffle.operators.duck.join import DuckJoin
 from hybrid_shuffle.operators.duck.sort import DuckSort
-from hybrid_shuffle.operators.join import HashJoin
+from hybrid_shuffle.operators.join import Join
 from hybrid_shuffle.operators.sort import SortPartition
-from hybrid_shuffle.operators.sort_merge_join import SortMergeJoin
 
 __all__ = ["on_duckdb"]
 
@@ -35,6 +35,6 @@ def on_duckdb(op: Operator) -> Operator:
         return DuckAggregate(op)
     if isinstance(op, SortPartition):
         return DuckSort(op)
-    if isinstance(op, HashJoin | SortMergeJoin):
+    if isinstance(op, Join):
         return DuckJoin(op)
     return op

@@ -1,9 +1,8 @@
 """co_group's sorter on DuckDB: one streamed ``ORDER BY`` per input, spilling within
 the task's ``memory_limit``.
 
-``DuckSorter`` has the interface of pyarrow's ``sorter.Sorter``
-(``add``, ``rows``, ``sorted_batches``, ``close``, held bytes reported through
-``HeldBytes``), so ``co_group.SortedSides`` takes either.  Each side is a
+``DuckSorter`` (``add``, ``rows``, ``sorted_batches``, ``close``, held bytes reported
+through ``HeldBytes``) sorts one side of ``co_group.SortedSides``.  Each side is a
 ``StreamedQuery`` of ``SELECT * FROM input ORDER BY keys ASC NULLS LAST`` on a
 cursor of its own on the task's database (two sides: two cursors, two
 queries): ``add`` pushes a batch in as it arrives, ``sorted_batches`` ends the
@@ -11,11 +10,10 @@ input and streams the sorted rows out, conformed to the input's types, and
 then records DuckDB's peaks (``peak_memory_bytes``, ``spilled_bytes``).
 
 The two sides must come out in exactly the order ``key_groups.align`` compares
-with (pyarrow's: nulls last, strings by their bytes), so ``usable`` keeps the
-Arrow sorter for float keys (DuckDB puts NaN above every number in both
-directions and ties ``0.0`` with ``-0.0`` differently: ``lowering.sort_key``) and for
-a side with a column whose type the round trip through DuckDB does not keep
-(``lowering.duck_types``), or names DuckDB cannot tell apart.
+with, pyarrow's: nulls last, strings by their bytes, NaN after every number
+(``lowering.sort_key``, which also keeps ``-0.0`` as it came).  Each batch is
+staged encoded (``encoding.Encoding``), so types and names DuckDB would not give
+back come back as they were.
 """
 
 from __future__ import annotations
@@ -27,15 +25,11 @@ import duckdb
 import pyarrow as pa
 
 from hybrid_shuffle.operators.context import HeldBytes, OperatorContext
-from hybrid_shuffle.operators.duck.lowering import conform, duck_types, sort_query
+from hybrid_shuffle.operators.duck.encoding import Encoding
+from hybrid_shuffle.operators.duck.lowering import conform, sort_query
 from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery, close_query
 
-__all__ = ["DuckSorter", "usable"]
-
-
-def usable(schema: pa.Schema, on: Sequence[str]) -> bool:
-    """Whether a side of ``schema`` sorts on DuckDB by ``on`` exactly as on Arrow."""
-    return duck_types(schema, on)
+__all__ = ["DuckSorter"]
 
 
 class DuckSorter:
@@ -56,11 +50,12 @@ class DuckSorter:
         self.held = held if held is not None else HeldBytes(context)
         #: rows added so far
         self.rows = 0
+        self._encoding = Encoding(schema)
         self._cursor: duckdb.DuckDBPyConnection | None = context.database.cursor()
         self._query: StreamedQuery | None = StreamedQuery(
             self._cursor,
-            sort_query(on, False, schema),
-            schema,
+            sort_query(on, False, schema, self._encoding.names),
+            self._encoding.staged,
             what,
             context.wait_timeout,
         )
@@ -72,9 +67,7 @@ class DuckSorter:
         assert self._query is not None, "add after sorted_batches or close"
         self.rows += table.num_rows
         if table.num_rows:
-            if not table.schema.equals(self.schema):
-                table = pa.Table.from_arrays(table.columns, schema=self.schema)
-            self._early.extend(self._query.push(table))
+            self._early.extend(self._query.push(self._encoding.encode(table)))
 
     def sorted_batches(self) -> Iterator[pa.Table]:
         """Every row added, sorted; call once, after the last ``add``.  DuckDB's peaks are
