@@ -4,8 +4,10 @@
 embedded local one unless Ray is already initialised in this process or ``address=``
 names a cluster to join), the shuffle master and partition tracker, a private spill
 directory, ``slots`` executor actors, and Spark on first use (``spark.backend``, or
-the session passed as ``spark=``).  The cluster module says what each costs and what
-``close()`` stops.
+the session passed as ``spark=``).  ``start_spark=True`` starts Spark in a background
+thread as the session opens, so that its start overlaps Ray's and the caller's own
+work (``session.spark`` waits for it); ``start_spark(wait=False)`` does the same later.
+The cluster module says what each costs and what ``close()`` stops.
 
 Jobs are made here (``job``, and ``sql`` / ``from_dataframe`` for Spark's plans) and
 given the cluster to run on: the API below never reaches back into this module.  Every
@@ -45,11 +47,14 @@ class Session:
         address: str | None = None,
         slots: int | None = None,
         spark: Any = None,
+        start_spark: bool = False,
     ) -> None:
         loaded = load_config(config)
         check_slots(slots)
         #: Ray, the shuffle service, the executors and Spark: what jobs run on
-        self.cluster = Cluster(loaded, address=address, slots=slots, spark=spark)
+        self.cluster = Cluster(
+            loaded, address=address, slots=slots, spark=spark, start_spark=start_spark
+        )
 
     # -- what users call -------------------------------------------------------------------
 
@@ -184,8 +189,21 @@ class Session:
 
     @property
     def spark(self) -> Any:
-        """The session's Spark: the one passed in, or one started now by ``spark.backend``."""
+        """The session's Spark: the one passed in, or one started now by ``spark.backend``
+        (or the background start's, waited for)."""
+        if self.cluster.bridge.starting:
+            _import_planning()
         return self.cluster.spark
+
+    def start_spark(self, wait: bool = True) -> None:
+        """Start the session's Spark now rather than on first use of ``session.spark``.
+
+        ``wait=False`` starts it in a background thread and returns at once, so that
+        what the caller does next (writing or listing its data, other Ray work) overlaps
+        Spark's start-up (10 s and more for RayDP's three JVMs); the first use of
+        ``session.spark`` waits for it and raises what the start raised.  Nothing is
+        done for a Spark already started, starting, or passed as ``spark=``."""
+        self.cluster.start_spark(wait)
 
     def caches(self) -> list[CacheInfo]:
         """Every cache of the session (``Stream.cache``): name, state, rows, bytes (and
@@ -260,3 +278,12 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _import_planning() -> None:
+    """Import what the first ``from_dataframe`` or job imports (the plan translation, the
+    job API and the planner, and DuckDB and pandas with them: most of a second): done
+    while a background Spark start is still running, it costs no wall time."""
+    import hybrid_shuffle.api.job
+    import hybrid_shuffle.sparkplan.physical
+    import hybrid_shuffle.sparkplan.translate  # noqa: F401

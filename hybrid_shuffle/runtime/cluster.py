@@ -5,7 +5,11 @@ size from config) unless Ray is already initialised in this process or ``address
 names a cluster to join.  It creates the shuffle master and the partition tracker, a
 private spill directory (0700), and ``slots`` executor actors through the slot pool.
 ``spark`` starts Spark on first use, as ``spark.backend`` says (RayDP, local mode), or
-is the session passed as ``spark=`` (``attach``: never stopped by the engine).
+is the session passed as ``spark=`` (``attach``: never stopped by the engine);
+``start_spark(wait=False)`` starts it in a background thread, so that Spark's seconds
+of start-up overlap the caller's own work; ``Cluster(start_spark=True)`` does so as it
+starts, so that Spark's start overlaps Ray's too (on RayDP, the driver's JVM launches
+while Ray starts; RayDP's app master, a Ray actor, once Ray is up).
 
 It costs about what ``ray.init`` does (``benchmarks/startup.py``): it waits for
 nothing but Ray.  The executors' processes start while the caller goes on, and the
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from hybrid_shuffle._words import plural
@@ -73,6 +78,7 @@ class Cluster:
         address: str | None = None,
         slots: int | None = None,
         spark: Any = None,
+        start_spark: bool = False,
     ) -> None:
         self.config = config
         self.session_id = new_session_id()
@@ -82,6 +88,8 @@ class Cluster:
         self._cache_catalog: CacheCatalog | None = None
         self.transport = RayTransport()
         configure_engine_logging(self.config.log_level)
+        #: set once Ray is up (or the start failed): a background Spark start waits for it
+        self._ray_up = threading.Event()
         self.bridge = SparkBridge(
             self.config.spark,
             self.session_id,
@@ -90,6 +98,8 @@ class Cluster:
             self.config.shuffle.wait_timeout,
         )
         try:
+            if start_spark:
+                self.bridge.start_in_background(self._ray_up)
             self._start(address, slots)
         except BaseException:
             self.close()
@@ -110,6 +120,7 @@ class Cluster:
                 self.config.ray.runtime_env,
             )
             self._owns_ray = True
+        self._ray_up.set()
         # a Ray started before the session runs its job in its own environment: the
         # executors get ray.runtime_env themselves
         executor_env = None if self._owns_ray else self.config.ray.runtime_env
@@ -171,6 +182,15 @@ class Cluster:
         """The session's Spark: the one passed in, or one started now by ``spark.backend``."""
         self.check_open()
         return self.bridge.session
+
+    def start_spark(self, wait: bool = True) -> None:
+        """Start Spark now rather than on first use of ``spark``; ``wait=False`` starts it
+        in a background thread (``SparkBridge.start_in_background``)."""
+        self.check_open()
+        if wait:
+            self.bridge.session  # noqa: B018 -- started (or waited for) by reading it
+        else:
+            self.bridge.start_in_background(self._ray_up)
 
     def caches(self) -> list[CacheInfo]:
         """Every cache of the session (``Stream.cache``): name, state, rows, bytes (and
@@ -272,6 +292,7 @@ class Cluster:
             return
         self._closed = True
         wait = self.config.shuffle.wait_timeout
+        self._ray_up.set()  # a background Spark start still waiting for Ray gives up
         try:
             self.bridge.stop()
             if self._cache_catalog is not None:  # the master's close releases the partitions

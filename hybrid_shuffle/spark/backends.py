@@ -22,6 +22,7 @@ import importlib.util
 import logging
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "choose_backend",
     "describe_backend",
     "installed_pyspark",
+    "launch_driver_jvm",
     "require_pyspark",
     "start_spark",
     "stop_spark",
@@ -142,17 +144,23 @@ def start_spark(
     if backend.uses_raydp:
         import raydp
 
-        return raydp.init_spark(
-            app_name,
-            num_executors=config.executors,
-            executor_cores=config.executor_cores,
-            executor_memory=config.executor_memory,
-            configs=spark_configs(config, log_level),
-            # the driver's JVM joins Ray only for RayDP's from_spark_recoverable, which the
-            # engine does not use (it reads through its holder): a second or more saved,
-            # and a Ray client address (ray://) works
-            fault_tolerant_mode=False,
-        )
+        configs = spark_configs(config, log_level)
+        launching = _driver_jvm_thread(config, configs)
+        try:
+            return raydp.init_spark(
+                app_name,
+                num_executors=config.executors,
+                executor_cores=config.executor_cores,
+                executor_memory=config.executor_memory,
+                configs=configs,
+                # the driver's JVM joins Ray only for RayDP's from_spark_recoverable, which
+                # the engine does not use (it reads through its holder): a second or more
+                # saved, and a Ray client address (ray://) works
+                fault_tolerant_mode=False,
+            )
+        finally:
+            if launching is not None:
+                launching.join()
     from pyspark.sql import SparkSession
 
     if SparkSession.getActiveSession() is not None:
@@ -165,6 +173,53 @@ def start_spark(
     for key, value in local_spark_configs(config, log_level).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def launch_driver_jvm(config: SparkConfig, log_level: str | None = None) -> None:
+    """Launch the RayDP driver's JVM now (``_driver_jvm_thread``), and wait for it: a
+    background start does it while Ray starts, as it needs no Ray."""
+    thread = _driver_jvm_thread(config, spark_configs(config, log_level))
+    if thread is not None:
+        thread.join()
+
+
+def _driver_jvm_thread(config: SparkConfig, configs: dict[str, str]) -> threading.Thread | None:
+    """Launch the driver's JVM (PySpark's gateway, ``spark-submit``) in a thread, while
+    RayDP starts its app master, instead of after it: the two JVMs start side by side
+    (a few seconds saved).  The JVM gets the settings RayDP itself would launch it with
+    (its ``_prepare_spark_configs``: RayDP's class path and Java agent); RayDP's
+    ``getOrCreate`` then finds the gateway up (PySpark's lock makes it wait for the
+    launch) and creates the SparkContext in it, with the app master's URL.  Nothing is
+    launched when the process already has a gateway (an earlier Spark of the process:
+    PySpark reuses its JVM) or RayDP's internals are not what this expects (RayDP
+    launches it, as before)."""
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._gateway is not None:
+        return None
+    try:
+        from raydp.spark.ray_cluster import SparkCluster
+
+        bare: Any = SparkCluster.__new__(SparkCluster)
+        bare._configs = dict(configs)
+        bare._num_executors = config.executors
+        bare._executor_cores = config.executor_cores
+        bare._executor_memory = config.executor_memory
+        bare._prepare_spark_configs()
+        conf = SparkConf(loadDefaults=False).setAll(list(bare._configs.items()))
+    except Exception as e:  # RayDP changed: let it launch the JVM itself
+        log.debug("driver JVM not launched ahead (%s: %s)", type(e).__name__, e)
+        return None
+
+    def launch() -> None:
+        try:
+            SparkContext._ensure_initialized(conf=conf)
+        except Exception as e:  # RayDP's own launch says it again, in the caller's thread
+            log.debug("driver JVM launch ahead failed (%s: %s)", type(e).__name__, e)
+
+    thread = threading.Thread(target=launch, name="hybrid-shuffle-spark-driver", daemon=True)
+    thread.start()
+    return thread
 
 
 def stop_spark(

@@ -9,8 +9,11 @@ executors send it to the engine's holder (``hybrid_shuffle.spark.holder``),
 on every backend.
 
 DataFrames out (``to_dataframe``): the result's Arrow chunks are put by the
-driver and read by Spark tasks from the object store, through RayDP's reader or
-the holder, as Arrow batches (``mapInArrow``: no pandas in between).  The Spark
+driver and read by Spark tasks from the object store.  On RayDP each chunk is put
+as the bytes of an Arrow IPC stream, which the executors' JVMs read themselves
+(``_dataframe_in_jvm``: no Python worker in Spark); otherwise (and for a table of
+no column) Spark's Python workers read them, through the holder, as Arrow batches
+(``mapInArrow``: no pandas in between).  The Spark
 schema is the source DataFrame's when the result still has its columns and types
 (``source_schema``), else derived from the Arrow schema, so tz-naive timestamps
 come back as ``timestamp_ntz``.
@@ -18,12 +21,18 @@ come back as ``timestamp_ntz``.
 Starting Spark takes seconds to tens of seconds (RayDP starts three JVMs), so
 the start says so on stderr, a line before and one after with the seconds
 (``hybrid_shuffle.quiet.announce``): a silent 20-second start looks like a hang.
+``start_in_background`` starts it in a thread instead, so that the caller's own work
+(writing or listing its data, planning, importing) overlaps those seconds; the first
+use of ``session`` waits for the thread, and raises what the start raised.  A Spark
+started off the main thread leaves the main thread's SIGINT handler alone (PySpark
+installs its job-cancelling handler from the main thread only).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from typing import Any
 
@@ -31,13 +40,14 @@ import pyarrow as pa
 import ray
 
 from hybrid_shuffle.config import SparkConfig
-from hybrid_shuffle.errors import PlanError
+from hybrid_shuffle.errors import PlanError, SessionClosedError
 from hybrid_shuffle.quiet import announce
 from hybrid_shuffle.spark import holder
 from hybrid_shuffle.spark.backends import (
     SparkBackend,
     choose_backend,
     describe_backend,
+    launch_driver_jvm,
     require_pyspark,
     start_spark,
     stop_spark,
@@ -78,27 +88,88 @@ class SparkBridge:
         self._spark = spark
         #: the Spark this session started (stopped on close), once ``start_spark`` returned
         self._own: Any = None
-        #: the main thread's SIGINT handler before Spark replaced it (``_start``)
+        #: the main thread's SIGINT handler before Spark replaced it (``session``)
         self._sigint: Any = None
         self._holder: Any = None
+        #: the thread starting Spark (``start_in_background``) until ``session`` joined it,
+        #: and what it gave: the session, or the error it raised
+        self._starting: threading.Thread | None = None
+        self._started: Any = None
+        self._start_error: BaseException | None = None
+        #: set by ``stop`` while the thread waits for Ray: it then starts nothing
+        self._abandoned = False
 
     @property
     def session(self) -> Any:
-        """The Spark session: the one passed in, else started now."""
+        """The Spark session: the one passed in, the one the background start gives
+        (waited for), else one started now."""
         if self._spark is None:
-            self._spark = self._start()
+            if self._starting is not None:
+                self._spark = self._join_start()
+            else:
+                self._sigint = current_sigint_handler()
+                self._spark = self._start()
         return self._spark
 
-    def _start(self) -> Any:
+    @property
+    def starting(self) -> bool:
+        """Whether a background start (``start_in_background``) has not been waited for."""
+        return self._starting is not None
+
+    def start_in_background(self, ray_up: threading.Event | None = None) -> None:
+        """Start Spark in a thread now (nothing if it is started, starting or the user's):
+        the caller goes on, and the first use of ``session`` waits for it.
+
+        ``ray_up``, when given, is set once the session's Ray is up: until then the
+        thread does what needs no Ray (on RayDP, launching the driver's JVM; in local
+        mode, the whole start), so Spark's start overlaps Ray's."""
+        if self._spark is not None or self._starting is not None:
+            return
+        require_pyspark(self.backend)  # one sentence here, not from the thread
+        self._abandoned = False
+        thread = threading.Thread(
+            target=self._start_in_thread,
+            args=(ray_up,),
+            name="hybrid-shuffle-spark-start",
+            daemon=True,
+        )
+        self._starting = thread
+        thread.start()
+
+    def _start_in_thread(self, ray_up: threading.Event | None) -> None:
+        try:
+            self._started = self._start(ray_up)
+        except BaseException as e:  # raised again by session, in the caller's thread
+            self._start_error = e
+
+    def _join_start(self) -> Any:
+        """Wait for the background start; its session, or raise its error."""
+        thread = self._starting
+        assert thread is not None
+        thread.join()
+        self._starting = None
+        spark, self._started = self._started, None
+        error, self._start_error = self._start_error, None
+        if error is not None:
+            raise error
+        if spark is None:  # abandoned (the session closed first)
+            raise SessionClosedError("the session closed while its Spark was starting")
+        return spark
+
+    def _start(self, ray_up: threading.Event | None = None) -> Any:
         """Start Spark (and warm it up: ``spark.prewarm``), saying so on stderr
-        (``quiet.announce``)."""
+        (``quiet.announce``); with ``ray_up`` (``start_in_background``), what needs Ray
+        waits for it.  None when the session closed before Ray came up."""
         require_pyspark(self.backend)
         started = time.perf_counter()
         announce(self.log_level, f"starting {describe_backend(self.backend, self.config)}...")
-        self._sigint = current_sigint_handler()
+        if ray_up is not None and self.backend.uses_raydp:
+            launch_driver_jvm(self.config, self.log_level)  # needs no Ray
+            if not self._ray_ready(ray_up):
+                return None
         spark = start_spark(self.backend, self.config, self.app_name, self.log_level)
         self._own = spark
-        if self.config.prewarm:
+        if self.config.prewarm and (ray_up is None or self._ray_ready(ray_up)):
             try:
                 self._prewarm(spark)
             except Exception as e:  # only a speed-up: the user's own first job will say more
@@ -106,6 +177,12 @@ class SparkBridge:
         version = f"Spark {self.backend.pyspark}" if self.backend.pyspark else "Spark"
         announce(self.log_level, f"{version} started in {time.perf_counter() - started:.1f} s")
         return spark
+
+    def _ray_ready(self, ray_up: threading.Event) -> bool:
+        """Wait for the session's Ray; False when the session gave up first (closed, or
+        its Ray did not start)."""
+        ray_up.wait()
+        return not self._abandoned and ray.is_initialized()
 
     def _prewarm(self, spark: Any) -> None:
         """Take the first-use costs of both conversions now, not in the user's first job.
@@ -138,7 +215,12 @@ class SparkBridge:
 
     def stop(self) -> None:
         """Stop the Spark this session started (an attached one keeps running) and the
-        holder, with the objects it owns."""
+        holder, with the objects it owns; a background start is waited for first."""
+        if self._starting is not None:
+            self._abandoned = True  # the caller sets its ray_up before it stops the bridge
+            self._starting.join()
+            self._starting = None
+            self._started = self._start_error = None
         try:
             if self._own is not None:
                 stop_spark(self.backend, self._own, self.config, self.log_level)
@@ -217,6 +299,10 @@ class SparkBridge:
                 table, schema = table.cast(arrow), source_schema
         if table.num_rows == 0:
             return spark.createDataFrame([], schema)
+        if self.backend.uses_raydp:
+            df = _dataframe_in_jvm(spark, table, schema, self.config.collect_chunk)
+            if df is not None:
+                return df
         refs = [_put(t) for t in _chunks(table, self.config.collect_chunk)]
         return self._dataframe(spark, refs, schema)
 
@@ -271,6 +357,46 @@ def _renamed_schema(schema: Any, names: list[str]) -> Any:
 
 def _is_string(t: pa.DataType) -> bool:
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t))
+
+
+def _dataframe_in_jvm(spark: Any, table: pa.Table, schema: Any, chunk_rows: int) -> Any:
+    """RayDP's JVM reader (``spark.backend: raydp``): no Python in Spark's executors.
+
+    Each chunk of the table, as Spark's Arrow types (``arrow_of(schema)``), is put as
+    one Arrow IPC stream of bytes, which Ray stores raw, so that a Java worker reads it:
+    RayDP's ``RayDatasetRDD`` fetches each in an executor's JVM (Spark's executors are
+    Ray actors) and Spark's own ``ArrowConverters`` turn the batches into rows.  Nothing
+    starts a Python worker nor joins Ray from one, which the first hand-back otherwise
+    pays (seconds on a fresh executor).  The refs are registered with RayDP's master
+    (kept as long as Spark runs), as ``_dataframe_from_refs`` does.  None when the table
+    does not cast to Spark's Arrow types (that path then takes it)."""
+    import uuid
+
+    from pyspark.sql import DataFrame
+    from raydp.spark.dataset import RAYDP_SPARK_MASTER_SUFFIX, get_locations
+
+    if table.num_columns == 0:  # rows of no column: only the Python reader counts them
+        return None
+    try:
+        arrow = arrow_of(schema)
+        if not table.schema.equals(arrow):
+            table = table.rename_columns(arrow.names).cast(arrow)
+    except (pa.ArrowException, TypeError, ValueError):  # a type Spark's Arrow lacks
+        return None
+    payloads = []
+    for chunk in _chunks(table, chunk_rows):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, arrow) as writer:
+            writer.write_table(chunk)
+        payloads.append(ray.put(sink.getvalue().to_pybytes()))  # bytes: stored raw
+    master = ray.get_actor(spark.sparkContext.appName + RAYDP_SPARK_MASTER_SUFFIX)
+    ray.get(master.add_objects.remote(uuid.uuid4(), payloads), timeout=120)
+    jvm = spark.sparkContext._jvm
+    rdd = jvm.org.apache.spark.rdd.RayDatasetRDD(
+        spark.sparkContext._jsc, [ref.binary() for ref in payloads], get_locations(payloads)
+    )
+    reader = jvm.org.apache.spark.sql.raydp.ObjectStoreReader
+    return DataFrame(reader.RayDatasetToDataFrame(spark._jsparkSession, rdd, schema.json()), spark)
 
 
 def _dataframe_from_refs(spark: Any, refs: list[Any], schema: Any) -> Any:

@@ -108,12 +108,13 @@ def test_one_partition_and_more_partitions_than_slots(session: hs.Session) -> No
 
 
 def main_job(session: hs.Session, scale: float) -> tuple[Any, hs.Stream]:
-    """The main job as ``examples/main_job.py`` runs it: its DataFrame over cached data,
-    through ``from_dataframe``."""
+    """The main job as ``examples/main_job.py`` runs it: its DataFrame over the orders
+    Parquet it caches under ``.data/`` (a file scan the executors read) and the customers
+    Spark generates (handed over from Spark), through ``from_dataframe``."""
     from main_job import generate, spark_pipeline
 
     orders, customers = generate(session.spark, scale=scale)
-    df = spark_pipeline(orders.cache(), customers.cache())
+    df = spark_pipeline(orders, customers)
     return df, session.from_dataframe(df, "tpch-revenue")
 
 
@@ -161,6 +162,9 @@ def test_main_yaml_runs_the_main_job_unchanged_at_every_scale(
     # on the customer key, into the join
     assert sorted(e["mode_origin"] for e in data["edges"]) == rules, join
     assert data["warnings"] == []
+    # the orders Parquet is read by the executors, the customers handed over by Spark
+    sources = sorted(v["name"].split("->")[0].split("_")[0] for v in data["vertices"])
+    assert [s for s in sources if s in ("scan", "spark")] == ["scan", "spark"], sources
     result = stream.collect()
     assert {m.mode_origin for m in result.edges.values()} == set(rules)
     ours = session.bridge.to_dataframe(result.table)

@@ -36,11 +36,13 @@ def test_main_job_on_two_nodes_matches_plain_pyspark(cluster: Cluster) -> None:
     from main_job import generate, spark_pipeline
 
     config = {k: v for k, v in CONFIG.items() if k != "ray"}
-    with hs.Session(config, address=cluster.address, slots=4) as session:
+    # Spark started in the background as ./dev main starts it
+    with hs.Session(config, address=cluster.address, slots=4, start_spark=True) as session:
+        assert session.bridge.starting  # not waited for until first used
         nodes = {info["node_id"] for info in session.executor_info}
         assert len(nodes) == 2  # executors (and so partitions) on both nodes
         orders, customers = generate(session.spark, scale=0.02)
-        orders, customers = orders.cache(), customers.cache()
+        assert not session.bridge.starting
         df = spark_pipeline(orders, customers)
         ours = session.from_dataframe(df, "tpch-revenue").to_spark()
         assert rows(ours) == rows(df)
