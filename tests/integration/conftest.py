@@ -1,4 +1,9 @@
-"""One local Ray per test module (start-up costs seconds), with a small object store."""
+"""One local Ray shared by the test modules (start-up costs seconds), with a small
+object store: a module that takes ``local_ray`` gets the Ray the previous module left if
+this fixture started it and it is still up, else a new one.  A module that starts a Ray
+of its own (a multi-node ``Cluster``, a session that owns Ray's lifecycle) stops whatever
+runs first; the next ``local_ray`` then starts afresh.  Each module still closes its own
+sessions and checks that they left nothing behind (``assert_closed_cleanly``)."""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import gc
 import os
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,24 +20,62 @@ import ray
 import hybrid_shuffle as hs
 
 OBJECT_STORE = 400 * 2**20
+HERE = Path(__file__).resolve().parent
+
+
+#: the GCS address of the Ray ``local_ray`` started, while it may still be running
+_SHARED_RAY: list[str] = []
+
+
+def _ours() -> bool:
+    """Ray is up and is the one ``local_ray`` started (not a module's own)."""
+    return (
+        ray.is_initialized()
+        and bool(_SHARED_RAY)
+        and ray.get_runtime_context().gcs_address == _SHARED_RAY[0]
+    )
 
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(
-        # a Ray of this module's own: without it, ray.init joins a cluster another
-        # process on the machine started (its address file), and refuses num_cpus
-        address="local",
-        num_cpus=2,
-        object_store_memory=OBJECT_STORE,
-        include_dashboard=False,
-        namespace="hybrid-shuffle",
-        logging_level="ERROR",
-    )
+    if not _ours():
+        if ray.is_initialized():
+            ray.shutdown()
+        _SHARED_RAY.clear()
+        ray.init(
+            # a Ray of the tests' own: without it, ray.init joins a cluster another
+            # process on the machine started (its address file), and refuses num_cpus
+            address="local",
+            num_cpus=2,
+            object_store_memory=OBJECT_STORE,
+            include_dashboard=False,
+            namespace="hybrid-shuffle",
+            logging_level="ERROR",
+        )
+        _SHARED_RAY.append(ray.get_runtime_context().gcs_address)
     yield
-    ray.shutdown()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """At the end of a module, once its fixtures are torn down, the shared Ray stops
+    unless the next module's first test takes ``local_ray`` too: a module that does not
+    (a subprocess's own Ray, a multi-node cluster) and the folders after this one find
+    no Ray running unasked."""
+    yield
+    if nextitem is not None and nextitem.module is item.module:
+        return
+    if _ours() and not _takes_local_ray(nextitem):
+        ray.shutdown()
+        _SHARED_RAY.clear()
+
+
+def _takes_local_ray(item: pytest.Item | None) -> bool:
+    return (
+        item is not None
+        and HERE in Path(str(item.path)).parents
+        and "local_ray" in getattr(item, "fixturenames", ())
+    )
 
 
 def assert_no_leaks(session: hs.Session) -> None:
