@@ -41,7 +41,7 @@ more distinct keys it holds (16M keys need about 46 MiB, 32M more than 64 MiB). 
 task's DuckDB gets three quarters of the budget (``duckdb_memory_limit``): its peak, by
 either count, stays within 1.5x of ``operators.memory``, which is the figure the task
 reports as its ``memory``, and at the 64 MiB floor an aggregate still takes 4x the budget
-of distinct keys (``tests/unit/test_operator_budget.py``).
+of distinct keys (``tests/integration/test_operator_budget.py``).
 
 ``peak_memory_bytes`` is the peak of the database's buffer pool *while the cursor
 lived* (DuckDB keeps the figure per connection, not per query: a cursor's later query

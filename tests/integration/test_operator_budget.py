@@ -6,6 +6,8 @@ operator, an ``OperatorContext`` with the budget and the task's ``TaskDatabase``
 smallest budget the engine honours, pushes 4x that many bytes through it in batches,
 and checks the answer with vectorized NumPy, the spill, and the peak the task would
 report (``task_peak_memory``).  No Ray: the budget is the operator's and its database's.
+It sits with the integration tests for its data (256 MiB an operator, tens of seconds),
+out of ``./dev test --quick``.
 """
 
 from __future__ import annotations
