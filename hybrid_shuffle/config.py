@@ -373,6 +373,11 @@ class SparkConfig:
     #: more than that (about 9 s on 2 cores), so it is for benchmarks, whose first timed
     #: job should be a warm one
     prewarm: bool = False
+    #: keep a class-data archive of the driver's JVM (Java's CDS) in
+    #: ``$XDG_CACHE_HOME/hybrid-shuffle/jvm``: the first driver of an installation writes
+    #: it as its JVM exits, later ones map it and start and plan seconds sooner
+    #: (``hybrid_shuffle.spark.class_archive``)
+    jvm_archive: bool = True
     #: extra Spark settings, passed through as strings
     configs: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
 
@@ -718,8 +723,9 @@ def _spark(raw: Mapping[str, Any]) -> SparkConfig:
             s[key] = parse_size(raw[key], f"spark.{key}")
     if "collect_chunk" in raw:
         s["collect_chunk"] = _positive_int(raw["collect_chunk"], "spark.collect_chunk")
-    if "prewarm" in raw:
-        s["prewarm"] = _boolean(raw["prewarm"], "spark.prewarm")
+    for key in ("prewarm", "jvm_archive"):
+        if key in raw:
+            s[key] = _boolean(raw[key], f"spark.{key}")
     if "configs" in raw:
         configs = _mapping(raw["configs"], "spark.configs", "{spark.sql.shuffle.partitions: 8}")
         s["configs"] = types.MappingProxyType({str(k): _spark_value(v) for k, v in configs.items()})

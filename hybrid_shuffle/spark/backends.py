@@ -29,6 +29,7 @@ from typing import Any
 from hybrid_shuffle._words import plural
 from hybrid_shuffle.config import SparkConfig
 from hybrid_shuffle.errors import ConfigError
+from hybrid_shuffle.spark.class_archive import archive_options
 from hybrid_shuffle.spark.options import local_spark_configs, spark_configs
 
 __all__ = [
@@ -144,7 +145,7 @@ def start_spark(
     if backend.uses_raydp:
         import raydp
 
-        configs = spark_configs(config, log_level)
+        configs = driver_configs("raydp", config, log_level)
         launching = _driver_jvm_thread(config, configs)
         try:
             return raydp.init_spark(
@@ -170,15 +171,30 @@ def start_spark(
         )
     builder = SparkSession.builder.master(f"local[{config.executors * config.executor_cores}]")
     builder = builder.appName(app_name)
-    for key, value in local_spark_configs(config, log_level).items():
+    for key, value in driver_configs("local", config, log_level).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def driver_configs(backend: str, config: SparkConfig, log_level: str | None) -> dict[str, str]:
+    """The settings Spark starts with on ``backend`` (``raydp`` or ``local``): the
+    options module's, with the driver JVM's class-data archive (``class_archive``)
+    unless ``spark.jvm_archive`` is off."""
+    if backend == "raydp":
+        configs = spark_configs(config, log_level)
+    else:
+        configs = local_spark_configs(config, log_level)
+    if config.jvm_archive:
+        key = "spark.driver.extraJavaOptions"
+        extra = archive_options(backend, configs, agent=backend == "raydp")
+        configs[key] = f"{configs.get(key, '')} {extra}".strip()
+    return configs
 
 
 def launch_driver_jvm(config: SparkConfig, log_level: str | None = None) -> None:
     """Launch the RayDP driver's JVM now (``_driver_jvm_thread``), and wait for it: a
     background start does it while Ray starts, as it needs no Ray."""
-    thread = _driver_jvm_thread(config, spark_configs(config, log_level))
+    thread = _driver_jvm_thread(config, driver_configs("raydp", config, log_level))
     if thread is not None:
         thread.join()
 

@@ -10,7 +10,8 @@ versions, so each version takes one configuration (Spark 3.5 on Ray the sort-mer
 Spark 4 the broadcast one) and both are covered; ``HS_TEST_FULL=1`` runs both on each.
 The data is TPC-H at scale factor 0.01,
 made by ``tpchgen-cli`` once per module; the query texts are DuckDB's
-``tpch_queries()``."""
+``tpch_queries()``.  The queries run in conftest's shared session (its config and
+Spark's broadcast threshold set per configuration, and restored after)."""
 
 from __future__ import annotations
 
@@ -28,18 +29,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-import ray
 
 import hybrid_shuffle as hs
 from hybrid_shuffle.spark.backends import installed_pyspark
 
-from .conftest import own_ray
 from .oracle import tpch_queries
 
 pytestmark = pytest.mark.spark
-
-#: runs after the modules sharing conftest's session, which own_ray() closes
-STARTS_ITS_OWN_RAY = True
 
 SCALE = 0.01
 TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
@@ -58,18 +54,9 @@ class Setup:
     #: the join Spark plans for an equi-join of two tables
     join: str
 
-    def config(self) -> dict[str, Any]:
-        return {
-            "parallelism": 2,
-            "ray": {"num_cpus": 4, "object_store_memory": "500 MiB"},
-            "shuffle": {
-                "buffer_size": "1 MiB",
-                "memory_budget": "64 MiB",
-                "default_mode": self.default_mode,
-                "batch_mode": self.batch_mode,
-            },
-            "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "1 GiB"},
-        }
+    def shuffle(self) -> dict[str, Any]:
+        """The ``shuffle`` settings of this configuration (the rest is conftest's)."""
+        return {"default_mode": self.default_mode, "batch_mode": self.batch_mode}
 
     def edge_mode_is_the_configured_one(self, edge: dict[str, Any]) -> bool:
         if edge["mode_origin"] == "output-on-eof":
@@ -121,17 +108,21 @@ def queries() -> dict[int, str]:
 
 
 @pytest.fixture(scope="module", params=RUN)
-def tpch(request: pytest.FixtureRequest, tpch_dir: Path) -> Iterator[Tpch]:
+def tpch(request: pytest.FixtureRequest, session: hs.Session, tpch_dir: Path) -> Iterator[Tpch]:
     setup = SETUPS[request.param]
-    own_ray()
-    with hs.Session(setup.config(), slots=2) as session:
-        spark = session.spark
-        if setup.broadcast_threshold is not None:
-            spark.conf.set("spark.sql.autoBroadcastJoinThreshold", setup.broadcast_threshold)
+    spark = session.spark
+    before = session.config
+    session.config = before.with_overrides(shuffle=setup.shuffle())
+    threshold = "spark.sql.autoBroadcastJoinThreshold"
+    if setup.broadcast_threshold is not None:
+        spark.conf.set(threshold, setup.broadcast_threshold)
+    try:
         for table in TABLES:
             spark.read.parquet(str(tpch_dir / f"{table}.parquet")).createOrReplaceTempView(table)
         yield Tpch(session, setup)
-    assert not ray.is_initialized()
+    finally:
+        spark.conf.unset(threshold)
+        session.config = before
 
 
 # -- comparing with Spark -------------------------------------------------------------------

@@ -353,6 +353,13 @@ def test_spark_starts_without_a_prewarm_unless_asked() -> None:
     assert load_config({"spark": {"prewarm": True}}).spark.prewarm is True
 
 
+def test_the_drivers_class_archive_is_on_unless_turned_off() -> None:
+    assert load_config(None).spark.jvm_archive is True
+    assert load_config({"spark": {"jvm_archive": False}}).spark.jvm_archive is False
+    with pytest.raises(ConfigError, match=r"spark\.jvm_archive: must be true or false, got 'no'"):
+        load_config({"spark": {"jvm_archive": "no"}})
+
+
 def test_spark_booleans_reach_spark_in_its_spelling() -> None:
     config = load_config({"spark": {"configs": {"spark.sql.adaptive.enabled": True}}})
     assert config.spark.configs["spark.sql.adaptive.enabled"] == "true"

@@ -1,0 +1,78 @@
+"""The driver JVM's class-data archive (``hybrid_shuffle.spark.class_archive``) on a real
+JVM: the first driver writes it as its JVM exits, the next maps it.
+
+Local-mode drivers in processes of their own, with a cache folder of the test's own: the
+archive logic does not depend on the backend or on Spark's version (tests/unit/
+test_class_archive.py pins RayDP's agent flags), so this runs in the Spark 3.5 pass only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.spark
+pytest.importorskip("pyspark")
+
+
+_DRIVER = """
+import sys
+from pyspark.sql import SparkSession
+from hybrid_shuffle.config import load_config
+from hybrid_shuffle.spark.backends import driver_configs
+
+log = f"-Xlog:class+load=info:file={sys.argv[1]}"
+config = load_config({"spark": {"configs": {"spark.driver.extraJavaOptions": log}}}).spark
+builder = SparkSession.builder.master("local[1]")
+for key, value in driver_configs("local", config, None).items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+spark.stop()
+"""
+
+
+def test_the_drivers_jvm_writes_a_class_archive_and_the_next_driver_maps_it(
+    tmp_path: Path,
+) -> None:
+    """Two drivers in turn, in processes of their own (a JVM is the process's once
+    started): the first writes the archive as its JVM exits, the second loads Spark's
+    classes from it (the JVM's class-load log says where each class came from)."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    folder = tmp_path / "cache" / "hybrid-shuffle" / "jvm"
+
+    def driver(log: Path) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", _DRIVER, str(log)],
+            env=env, capture_output=True, text=True, timeout=240, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        return log.read_text()
+
+    first = driver(tmp_path / "first.log")
+    assert "source: shared objects file (top)" not in first
+    # the JVM outlives its Python by the archive's writing: wait for the file to settle
+    sizes: list[int] = []
+
+    def settled() -> bool:
+        written = list(folder.glob("*.pending"))
+        sizes.append(written[0].stat().st_size if len(written) == 1 else -1)
+        return len(sizes) > 5 and sizes[-1] > 0 and len(set(sizes[-5:])) == 1
+
+    deadline = time.monotonic() + 120
+    while not settled():
+        assert time.monotonic() < deadline, f"no archive written in {folder}: {sizes[-5:]}"
+        time.sleep(0.5)
+    (pending,) = folder.glob("*.pending")
+    old = time.time() - 3600
+    os.utime(pending, (old, old))  # as if written an hour ago: settled for the next start
+    second = driver(tmp_path / "second.log")
+    assert [p.suffix for p in folder.iterdir()] == [".jsa"]
+    assert re.search(
+        r"org\.apache\.spark\.SparkContext source: shared objects file \(top\)", second
+    )
