@@ -41,7 +41,9 @@ class Measurement:
             "distribution": self.distribution,
             "seconds": self.seconds,
             "median_seconds": self.median,
-            "seconds_per_million_rows": self.median / self.rows * 1e6 if self.seconds else None,
+            "seconds_per_million_rows": self.median / self.rows * 1e6
+            if self.seconds and self.rows
+            else None,
             "peak_bytes": self.peak_bytes,
             "error": self.error,
             "note": self.note,

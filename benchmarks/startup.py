@@ -281,7 +281,7 @@ def dev_main(runs: int, warmup: int) -> dict[str, Any]:
     for i in range(warmup + runs):
         began = time.perf_counter()
         done = subprocess.run(
-            [str(ROOT / "dev")],
+            [str(ROOT / "dev"), "main"],
             cwd=ROOT,
             env=_env(),
             stdout=subprocess.PIPE,
@@ -292,7 +292,7 @@ def dev_main(runs: int, warmup: int) -> dict[str, Any]:
         wall = time.perf_counter() - began
         if done.returncode != 0:
             raise RuntimeError(f"./dev main failed (exit {done.returncode}):\n{done.stdout}")
-        line = next((x for x in done.stdout.splitlines() if x.startswith("wall time:")), "")
+        line = next((x for x in done.stdout.splitlines() if x.startswith("wall time")), "")
         which = "warm-up" if i < warmup else f"run {i + 1 - warmup}/{runs}"
         _log(f"./dev main {which}: {wall:.2f} s, load {_load()[0]}; {line}")
         if i >= warmup:

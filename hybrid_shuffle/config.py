@@ -373,10 +373,10 @@ class SparkConfig:
     #: more than that (about 9 s on 2 cores), so it is for benchmarks, whose first timed
     #: job should be a warm one
     prewarm: bool = False
-    #: keep a class-data archive of the driver's JVM (Java's CDS) in
-    #: ``$XDG_CACHE_HOME/hybrid-shuffle/jvm``: the first driver of an installation writes
-    #: it as its JVM exits, later ones map it and start and plan seconds sooner
-    #: (``hybrid_shuffle.spark.class_archive``)
+    #: keep class-data archives of Spark's JVMs (Java's CDS) in
+    #: ``$XDG_CACHE_HOME/hybrid-shuffle/jvm``: the first driver (and on RayDP the first
+    #: executor) of an installation writes one, later ones map it and start and plan
+    #: seconds sooner (``hybrid_shuffle.spark.class_archive``)
     jvm_archive: bool = True
     #: extra Spark settings, passed through as strings
     configs: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))

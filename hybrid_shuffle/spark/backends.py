@@ -29,7 +29,7 @@ from typing import Any
 from hybrid_shuffle._words import plural
 from hybrid_shuffle.config import SparkConfig
 from hybrid_shuffle.errors import ConfigError
-from hybrid_shuffle.spark.class_archive import archive_options
+from hybrid_shuffle.spark.class_archive import archive_options, dump_workers, worker_options
 from hybrid_shuffle.spark.options import local_spark_configs, spark_configs
 
 __all__ = [
@@ -185,10 +185,25 @@ def driver_configs(backend: str, config: SparkConfig, log_level: str | None) -> 
     else:
         configs = local_spark_configs(config, log_level)
     if config.jvm_archive:
-        key = "spark.driver.extraJavaOptions"
-        extra = archive_options(backend, configs, agent=backend == "raydp")
-        configs[key] = f"{configs.get(key, '')} {extra}".strip()
+        _append(
+            configs,
+            "spark.driver.extraJavaOptions",
+            archive_options(backend, configs, agent=backend == "raydp"),
+        )
+        if backend == "raydp":  # Ray's Java workers: the executors, the app master's actor
+            _append(
+                configs, "spark.executor.extraJavaOptions", worker_options(configs, record=True)
+            )
+            _append(
+                configs,
+                "spark.ray.raydp_app_master.extraJavaOptions",
+                worker_options(configs, record=False),
+            )
     return configs
+
+
+def _append(configs: dict[str, str], key: str, options: str) -> None:
+    configs[key] = f"{configs.get(key, '')} {options}".strip()
 
 
 def launch_driver_jvm(config: SparkConfig, log_level: str | None = None) -> None:
@@ -255,6 +270,8 @@ def stop_spark(
     if backend.uses_raydp:
         import raydp
 
+        if config.jvm_archive:
+            dump_workers()  # the first executor's archive, if it was started to record one
         raydp.stop_spark()
         return
     jvm = spark.sparkContext._jvm

@@ -1,4 +1,4 @@
-"""A class-data archive of the Spark driver's JVM (Java's CDS), kept between runs.
+"""Class-data archives of Spark's JVMs (Java's CDS), kept between runs.
 
 A Spark driver loads and verifies some 12,000 classes from jars as it starts and plans
 its first query: seconds of CPU on a laptop, paid again by every process that starts
@@ -6,7 +6,8 @@ Spark (the main job, ``hybrid-shuffle sql``, a test module).  Java 13+ can write
 classes a JVM loaded into an archive as it exits (``-XX:ArchiveClassesAtExit``) and map
 that archive into later JVMs (``-XX:SharedArchiveFile``), which then skip the parsing
 and verification: measured on 2 cores, a local-mode Spark's start and first query went
-from 11.0 s to 5.6 s, and the main job's planning from 5.5-7.3 s to 4.2-4.4 s.
+from 11.0 s to 5.6 s, and a warm ``./dev main`` from 32.6 s to 25.4 s (BENCHMARKS.md,
+issue 37).
 
 The contract:
 
@@ -23,10 +24,16 @@ The contract:
   given a truncated one (a writer killed mid-write) dies of SIGBUS as it starts.
   So the archive is used on Java 17 only, whose header layout is checked here; other
   JDKs start without one, as before.
-* Only the driver's JVM: RayDP's app master and executors are Ray workers that Ray
-  stops by killing them, so their JVMs never reach the exit that writes an archive.
-* ``spark.jvm_archive: false`` turns it off; a user's own ``-XX:SharedArchiveFile``,
-  ``-XX:ArchiveClassesAtExit`` or ``-Xshare`` in ``spark.driver.extraJavaOptions`` wins.
+* Ray's Java workers that RayDP starts (its executors, and its app master's actor:
+  one class path, so one archive) are stopped by Ray killing them, so their JVMs never
+  reach the exit that writes an archive.  Instead the first executor of a setup runs
+  with ``-XX:+RecordDynamicDumpInfo``, and when Spark stops (``dump_workers``) the
+  engine asks it for its archive (``jcmd <pid> VM.cds dynamic_dump``), which is whole
+  when ``jcmd`` returns; later executors and app masters map it.  An executor on
+  another node (``address=``) is not this machine's to ask: it gets none.
+* ``spark.jvm_archive: false`` turns them off; a user's own ``-XX:SharedArchiveFile``,
+  ``-XX:ArchiveClassesAtExit`` or ``-Xshare`` in ``spark.driver.extraJavaOptions`` (or
+  ``spark.executor.extraJavaOptions``, for the workers) wins.
 
 The archives live in ``$XDG_CACHE_HOME/hybrid-shuffle/jvm`` (``~/.cache`` without it),
 about 130 MB each; deleting the folder is always safe.
@@ -40,11 +47,20 @@ import os
 import secrets
 import shutil
 import struct
+import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["SETTLED_SECONDS", "archive_dir", "archive_key", "archive_options", "is_whole"]
+__all__ = [
+    "SETTLED_SECONDS",
+    "archive_dir",
+    "archive_key",
+    "archive_options",
+    "dump_workers",
+    "is_whole",
+    "worker_options",
+]
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +113,10 @@ def _installed(module: str) -> str:
 
 
 def archive_key(backend: str, configs: Mapping[str, str]) -> str:
-    """The setup a driver's archive belongs to (a short hex digest), from what decides
-    the classes it loads: the JDK (path, size and time of ``java``), pyspark's and
-    RayDP's installations, and the class path and jars the settings add."""
+    """The setup a driver's (``backend``: ``local`` or ``raydp``) or Ray's Java workers'
+    (``raydp-workers``) archive belongs to, a short hex digest of what decides the
+    classes a JVM loads: the JDK (path, size and time of ``java``), pyspark's, RayDP's
+    and Ray's installations, and the class path and jars the settings add."""
     java = _java()
     try:
         stat = os.stat(java)
@@ -107,8 +124,8 @@ def archive_key(backend: str, configs: Mapping[str, str]) -> str:
     except OSError:
         java_id = java
     parts = [backend, java_id, _installed("pyspark")]
-    if backend == "raydp":
-        parts.append(_installed("raydp"))
+    if backend.startswith("raydp"):
+        parts += [_installed("raydp"), _installed("ray")]
     for key in ("spark.driver.extraClassPath", "spark.jars", "spark.jars.packages"):
         parts.append(f"{key}={configs.get(key, '')}")
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
@@ -164,17 +181,30 @@ def _java_17(java: str) -> bool:
     return 'JAVA_VERSION="17.' in text
 
 
-def archive_options(backend: str, configs: Mapping[str, str], agent: bool) -> str:
-    """The driver's Java options for its archive: map it if the setup has one, else
-    write one at exit; empty when the user set class-data sharing themselves, the JDK
-    is not Java 17, or the folder cannot be written."""
-    own = configs.get("spark.driver.extraJavaOptions", "")
+def _place(configs: Mapping[str, str], options_key: str, setup: str) -> tuple[Path, str] | None:
+    """The folder and key of ``setup``'s archive, or None where the engine keeps none:
+    the user set class-data sharing in ``options_key`` themselves, the JDK is not Java
+    17, or the folder cannot be made."""
+    own = configs.get(options_key, "")
     if any(flag in own for flag in _USERS_OWN) or not _java_17(_java()):
-        return ""
+        return None
     directory = archive_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        key = archive_key(backend, configs)
+        return directory, archive_key(setup, configs)
+    except OSError as e:
+        log.debug("no JVM archive for %s (%s: %s)", setup, type(e).__name__, e)
+        return None
+
+
+def archive_options(backend: str, configs: Mapping[str, str], agent: bool) -> str:
+    """The driver's Java options for its archive: map it if the setup has one, else
+    write one at exit; empty where the engine keeps none (``_place``)."""
+    place = _place(configs, "spark.driver.extraJavaOptions", backend)
+    if place is None:
+        return ""
+    directory, key = place
+    try:
         archive = _adopt(directory, key)
     except OSError as e:
         log.debug("no JVM archive (%s: %s)", type(e).__name__, e)
@@ -183,3 +213,64 @@ def archive_options(backend: str, configs: Mapping[str, str], agent: bool) -> st
         return " ".join([f"-XX:SharedArchiveFile={archive}", _QUIET] + [_WITH_AGENT_USE] * agent)
     pending = directory / f"{key}.{secrets.token_hex(4)}.pending"
     return " ".join([_QUIET] + [_WITH_AGENT_DUMP] * agent + [f"-XX:ArchiveClassesAtExit={pending}"])
+
+
+#: the Java option that marks a Ray Java worker whose archive this process will ask for
+_MARKER = "-Dhybrid_shuffle.jvm_archive="
+#: Ray's Java workers' main class: what a marked process must be running
+_RAY_JAVA_WORKER = "io.ray.runtime.runner.worker.DefaultWorker"
+#: the archives this process's executors were started to record: marker -> pending file
+_recording: dict[str, Path] = {}
+
+
+def worker_options(configs: Mapping[str, str], record: bool) -> str:
+    """The Java options of Ray's Java workers that RayDP starts with these settings: map
+    the workers' archive if the setup has one; else, with ``record`` (the executors),
+    record what ``dump_workers`` needs to write one.  Empty where the engine keeps none
+    (``_place``, the user's own options being ``spark.executor.extraJavaOptions``)."""
+    place = _place(configs, "spark.executor.extraJavaOptions", "raydp-workers")
+    if place is None:
+        return ""
+    directory, key = place
+    final = directory / f"{key}.jsa"
+    if final.exists():
+        return f"-XX:SharedArchiveFile={final} {_QUIET} {_WITH_AGENT_USE}"
+    if not record:
+        return ""
+    token = secrets.token_hex(4)
+    _recording[token] = directory / f"{key}.{token}.pending"
+    return f"{_WITH_AGENT_DUMP} -XX:+RecordDynamicDumpInfo {_MARKER}{token}"
+
+
+def dump_workers(timeout: float = 60.0) -> None:
+    """Before Spark stops: write the archive of one executor this process started to
+    record, if it runs on this machine (``jcmd``, bounded by ``timeout``), and put it in
+    place once whole.  Never raises: without an archive the next start is as before."""
+    if not _recording:
+        return
+    import psutil
+
+    recording = dict(_recording)
+    _recording.clear()
+    jcmd = Path(_java()).with_name("jcmd")
+    if not jcmd.exists():
+        return
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        command = process.info["cmdline"] or []
+        tokens = [a[len(_MARKER) :] for a in command if a.startswith(_MARKER)]
+        pending = recording.get(tokens[0]) if tokens else None
+        if pending is None or _RAY_JAVA_WORKER not in command:
+            continue
+        try:
+            subprocess.run(
+                [str(jcmd), str(process.info["pid"]), "VM.cds", "dynamic_dump", str(pending)],
+                capture_output=True, timeout=timeout, check=False,
+            )  # fmt: skip
+            if is_whole(pending):
+                os.replace(pending, pending.with_name(pending.name.split(".")[0] + ".jsa"))
+                return
+            pending.unlink(missing_ok=True)
+        except (OSError, subprocess.SubprocessError) as e:
+            pid = process.info["pid"]
+            log.debug("no archive from executor %s (%s: %s)", pid, type(e).__name__, e)
+            pending.unlink(missing_ok=True)

@@ -1,9 +1,11 @@
-"""The driver JVM's class-data archive (``hybrid_shuffle.spark.class_archive``) on a real
-JVM: the first driver writes it as its JVM exits, the next maps it.
+"""Class-data archives of Spark's JVMs (``hybrid_shuffle.spark.class_archive``) on real
+JVMs: the first driver writes its archive as its JVM exits and the next maps it; the
+first RayDP executor is asked for its archive as Spark stops and the next maps it.
 
-Local-mode drivers in processes of their own, with a cache folder of the test's own: the
-archive logic does not depend on the backend or on Spark's version (tests/unit/
-test_class_archive.py pins RayDP's agent flags), so this runs in the Spark 3.5 pass only.
+Local-mode drivers in processes of their own, and RayDP's executors in two sessions in
+turn, each with a cache folder of the test's own.  The archive logic does not depend on
+Spark's version (tests/unit/test_class_archive.py pins RayDP's agent flags), so this
+runs in the Spark 3.5 pass only.
 """
 
 from __future__ import annotations
@@ -17,8 +19,19 @@ from pathlib import Path
 
 import pytest
 
+import hybrid_shuffle as hs
+from hybrid_shuffle.config import SparkConfig
+from hybrid_shuffle.spark.backends import choose_backend
+from hybrid_shuffle.spark.class_archive import is_whole
+
+from .conftest import CONFIG, own_ray
+
 pytestmark = pytest.mark.spark
 pytest.importorskip("pyspark")
+
+#: runs after the modules sharing conftest's session, which own_ray() closes
+STARTS_ITS_OWN_RAY = True
+EXECUTOR = "spark.executor.extraJavaOptions"
 
 
 _DRIVER = """
@@ -76,3 +89,34 @@ def test_the_drivers_jvm_writes_a_class_archive_and_the_next_driver_maps_it(
     assert re.search(
         r"org\.apache\.spark\.SparkContext source: shared objects file \(top\)", second
     )
+
+
+@pytest.mark.skipif(
+    not choose_backend(SparkConfig(), None).uses_raydp, reason="RayDP's executors only"
+)
+def test_the_first_executor_is_asked_for_its_archive_and_later_executors_map_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two RayDP sessions in turn: the first one's executor records its classes and is
+    asked for its archive as Spark stops (Ray kills it, so it never exits by itself);
+    the second one's executor loads Spark's classes from that archive."""
+    own_ray()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "hybrid-shuffle" / "jvm"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def session(log: str) -> None:
+        options = f"-Xlog:class+load=info:file={logs}/{log}-%p.log"
+        config = {**CONFIG, "spark": {**CONFIG["spark"], "configs": {EXECUTOR: options}}}
+        with hs.Session(config, slots=2) as s:
+            assert s.spark.range(0, 10, numPartitions=1).count() == 10  # on the executor
+
+    session("first")
+    # the workers' archive (the driver's JVM is the process's and outlives both sessions)
+    assert [is_whole(p) for p in folder.glob("*.jsa")] == [True], sorted(folder.iterdir())
+    assert not list(folder.glob("*.pending"))
+    session("second")
+    shared = r"org\.apache\.spark\.executor\.\w+ source: shared objects file \(top\)"
+    assert any(re.search(shared, p.read_text()) for p in logs.glob("second-*.log"))
+    assert not any(re.search(shared, p.read_text()) for p in logs.glob("first-*.log"))

@@ -173,3 +173,30 @@ def test_the_driver_gets_the_archive_options_unless_the_config_turns_them_off() 
     assert _flag(on, "ArchiveClassesAtExit") is not None and "--add-opens" in on
     off = driver_configs("local", SparkConfig(jvm_archive=False), None)[key]
     assert "Archive" not in off and "--add-opens" in off
+
+
+def test_the_first_executor_records_its_classes_and_later_workers_map_its_archive(
+    cache: Path,
+) -> None:
+    pytest.importorskip("raydp")
+    assert class_archive.worker_options({}, record=False) == ""  # the app master: nothing yet
+    recording = class_archive.worker_options({}, record=True).split()
+    assert "-XX:+RecordDynamicDumpInfo" in recording
+    assert "-XX:+AllowArchivingWithJavaAgent" in recording  # RayDP's agent runs in them
+    assert any(o.startswith("-Dhybrid_shuffle.jvm_archive=") for o in recording)
+    final = cache / f"{archive_key('raydp-workers', {})}.jsa"
+    final.write_bytes(WHOLE)  # what dump_workers puts in place once jcmd wrote it whole
+    for record in (True, False):
+        mapping = class_archive.worker_options({}, record=record).split()
+        assert _flag(" ".join(mapping), "SharedArchiveFile") == str(final)
+        assert "-XX:+RecordDynamicDumpInfo" not in mapping
+    own = {"spark.executor.extraJavaOptions": "-Xshare:off"}
+    assert class_archive.worker_options(own, record=True) == ""
+
+
+def test_asking_for_no_executor_archive_starts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark stopping without an executor started to record (a second run, local
+    mode, the archives off) runs no ``jcmd`` and lists no process."""
+    monkeypatch.setattr(class_archive, "_recording", {})
+    monkeypatch.setattr(class_archive.subprocess, "run", None)  # would fail if called
+    class_archive.dump_workers()
