@@ -36,11 +36,13 @@ The contract:
   ``spark.executor.extraJavaOptions``, for the workers) wins.
 
 The archives live in ``$XDG_CACHE_HOME/hybrid-shuffle/jvm`` (``~/.cache`` without it),
-about 130 MB each; deleting the folder is always safe.
+about 130 MB a driver's and 50 MB the workers'; one that no start used for a week is
+deleted (``UNUSED_SECONDS``), and deleting the folder is always safe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -71,6 +73,11 @@ SETTLED_SECONDS = 3.0
 #: a pending archive that is not whole this long after its last write was left by a JVM
 #: that died while writing it: it is deleted
 ABANDONED_SECONDS = 3600.0
+
+#: an archive no start has used for this long belongs to a setup that is gone (another
+#: clone's virtualenv, an older pyspark): it is deleted, so that the folder holds what
+#: is in use, not every installation the machine ever had
+UNUSED_SECONDS = 7 * 24 * 3600.0
 
 #: Java 17's dynamic archive: the header's magic and version, and its regions (rw, ro,
 #: bitmap, four heap regions), 72 bytes each from byte 16, a region's file offset and
@@ -171,6 +178,24 @@ def _adopt(directory: Path, key: str) -> Path | None:
     return final if final.exists() else None
 
 
+def _prune(directory: Path, key: str) -> None:
+    """Delete the other setups' archives (and pending files) unused for ``UNUSED_SECONDS``."""
+    cutoff = time.time() - UNUSED_SECONDS
+    for path in directory.iterdir():
+        try:
+            if not path.name.startswith(f"{key}.") and path.stat().st_mtime < cutoff:
+                path.unlink()
+        except OSError:  # another start deleted it first
+            continue
+
+
+def _used(archive: Path) -> Path:
+    """``archive``, marked as used now (its time is what ``_prune`` reads)."""
+    with contextlib.suppress(OSError):
+        os.utime(archive)
+    return archive
+
+
 def _java_17(java: str) -> bool:
     """Whether ``java`` is a Java 17 (its home's ``release`` file says so)."""
     release = Path(java).parent.parent / "release"
@@ -184,14 +209,16 @@ def _java_17(java: str) -> bool:
 def _place(configs: Mapping[str, str], options_key: str, setup: str) -> tuple[Path, str] | None:
     """The folder and key of ``setup``'s archive, or None where the engine keeps none:
     the user set class-data sharing in ``options_key`` themselves, the JDK is not Java
-    17, or the folder cannot be made."""
+    17, or the folder cannot be made.  Other setups' stale archives go on the way."""
     own = configs.get(options_key, "")
     if any(flag in own for flag in _USERS_OWN) or not _java_17(_java()):
         return None
     directory = archive_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        return directory, archive_key(setup, configs)
+        key = archive_key(setup, configs)
+        _prune(directory, key)
+        return directory, key
     except OSError as e:
         log.debug("no JVM archive for %s (%s: %s)", setup, type(e).__name__, e)
         return None
@@ -210,7 +237,8 @@ def archive_options(backend: str, configs: Mapping[str, str], agent: bool) -> st
         log.debug("no JVM archive (%s: %s)", type(e).__name__, e)
         return ""
     if archive is not None:
-        return " ".join([f"-XX:SharedArchiveFile={archive}", _QUIET] + [_WITH_AGENT_USE] * agent)
+        mapped = f"-XX:SharedArchiveFile={_used(archive)}"
+        return " ".join([mapped, _QUIET] + [_WITH_AGENT_USE] * agent)
     pending = directory / f"{key}.{secrets.token_hex(4)}.pending"
     return " ".join([_QUIET] + [_WITH_AGENT_DUMP] * agent + [f"-XX:ArchiveClassesAtExit={pending}"])
 
@@ -234,7 +262,7 @@ def worker_options(configs: Mapping[str, str], record: bool) -> str:
     directory, key = place
     final = directory / f"{key}.jsa"
     if final.exists():
-        return f"-XX:SharedArchiveFile={final} {_QUIET} {_WITH_AGENT_USE}"
+        return f"-XX:SharedArchiveFile={_used(final)} {_QUIET} {_WITH_AGENT_USE}"
     if not record:
         return ""
     token = secrets.token_hex(4)

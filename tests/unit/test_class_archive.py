@@ -200,3 +200,19 @@ def test_asking_for_no_executor_archive_starts_nothing(monkeypatch: pytest.Monke
     monkeypatch.setattr(class_archive, "_recording", {})
     monkeypatch.setattr(class_archive.subprocess, "run", None)  # would fail if called
     class_archive.dump_workers()
+
+
+def test_archives_no_start_used_for_a_week_are_deleted_and_used_ones_kept(cache: Path) -> None:
+    """Each clone's virtualenv is another setup with archives of its own: those of
+    setups no start used for ``UNUSED_SECONDS`` go, the one in use is marked used."""
+    key = archive_key("local", {})
+    cache.mkdir(parents=True)
+    mine, stale, recent = cache / f"{key}.jsa", cache / "0ld.jsa", cache / "other.jsa"
+    for path in (mine, stale, recent, cache / "0ld.1234.pending"):
+        path.write_bytes(WHOLE)
+    for path in (mine, stale, cache / "0ld.1234.pending"):
+        _age(path, class_archive.UNUSED_SECONDS + 60)
+    options = archive_options("local", {}, agent=False)
+    assert _flag(options, "SharedArchiveFile") == str(mine)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([mine.name, recent.name])
+    assert time.time() - mine.stat().st_mtime < 60  # used just now: kept another week
