@@ -191,14 +191,9 @@ def driver_configs(backend: str, config: SparkConfig, log_level: str | None) -> 
             archive_options(backend, configs, agent=backend == "raydp"),
         )
         if backend == "raydp":  # Ray's Java workers: the executors, the app master's actor
-            _append(
-                configs, "spark.executor.extraJavaOptions", worker_options(configs, record=True)
-            )
-            _append(
-                configs,
-                "spark.ray.raydp_app_master.extraJavaOptions",
-                worker_options(configs, record=False),
-            )
+            executors, app_master = worker_options(configs)
+            _append(configs, "spark.executor.extraJavaOptions", executors)
+            _append(configs, "spark.ray.raydp_app_master.extraJavaOptions", app_master)
     return configs
 
 

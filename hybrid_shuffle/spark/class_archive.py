@@ -84,7 +84,8 @@ UNUSED_SECONDS = 7 * 24 * 3600.0
 #: length at bytes 24 and 40 of it (CDSFileMapRegion in HotSpot's filemap.hpp)
 _MAGIC, _VERSION, _REGIONS, _REGION_BYTES = 0xF00BABA8, 11, 7, 72
 
-#: driver options that mean the user manages class-data sharing themselves
+#: Java options (the driver's, or the executors') that mean the user manages class-data
+#: sharing themselves
 _USERS_OWN = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
 
 #: the JVM's own messages about archives (one that does not fit its class path) stay off
@@ -251,23 +252,23 @@ _RAY_JAVA_WORKER = "io.ray.runtime.runner.worker.DefaultWorker"
 _recording: dict[str, Path] = {}
 
 
-def worker_options(configs: Mapping[str, str], record: bool) -> str:
-    """The Java options of Ray's Java workers that RayDP starts with these settings: map
-    the workers' archive if the setup has one; else, with ``record`` (the executors),
-    record what ``dump_workers`` needs to write one.  Empty where the engine keeps none
-    (``_place``, the user's own options being ``spark.executor.extraJavaOptions``)."""
+def worker_options(configs: Mapping[str, str]) -> tuple[str, str]:
+    """The Java options of Ray's Java workers that RayDP starts with these settings, the
+    executors' and the app master's: both map the workers' archive if the setup has
+    one; else the executors record what ``dump_workers`` needs to write one, and the
+    app master gets none.  Empty where the engine keeps none (``_place``, the user's own
+    options being ``spark.executor.extraJavaOptions``)."""
     place = _place(configs, "spark.executor.extraJavaOptions", "raydp-workers")
     if place is None:
-        return ""
+        return "", ""
     directory, key = place
     final = directory / f"{key}.jsa"
     if final.exists():
-        return f"-XX:SharedArchiveFile={_used(final)} {_QUIET} {_WITH_AGENT_USE}"
-    if not record:
-        return ""
+        mapped = f"-XX:SharedArchiveFile={_used(final)} {_QUIET} {_WITH_AGENT_USE}"
+        return mapped, mapped
     token = secrets.token_hex(4)
     _recording[token] = directory / f"{key}.{token}.pending"
-    return f"{_WITH_AGENT_DUMP} -XX:+RecordDynamicDumpInfo {_MARKER}{token}"
+    return f"{_WITH_AGENT_DUMP} -XX:+RecordDynamicDumpInfo {_MARKER}{token}", ""
 
 
 def dump_workers(timeout: float = 60.0) -> None:

@@ -179,19 +179,19 @@ def test_the_first_executor_records_its_classes_and_later_workers_map_its_archiv
     cache: Path,
 ) -> None:
     pytest.importorskip("raydp")
-    assert class_archive.worker_options({}, record=False) == ""  # the app master: nothing yet
-    recording = class_archive.worker_options({}, record=True).split()
+    executors, app_master = class_archive.worker_options({})
+    assert app_master == ""  # nothing to map yet
+    recording = executors.split()
     assert "-XX:+RecordDynamicDumpInfo" in recording
     assert "-XX:+AllowArchivingWithJavaAgent" in recording  # RayDP's agent runs in them
     assert any(o.startswith("-Dhybrid_shuffle.jvm_archive=") for o in recording)
     final = cache / f"{archive_key('raydp-workers', {})}.jsa"
     final.write_bytes(WHOLE)  # what dump_workers puts in place once jcmd wrote it whole
-    for record in (True, False):
-        mapping = class_archive.worker_options({}, record=record).split()
-        assert _flag(" ".join(mapping), "SharedArchiveFile") == str(final)
-        assert "-XX:+RecordDynamicDumpInfo" not in mapping
+    for options in class_archive.worker_options({}):  # the executors', the app master's
+        assert _flag(options, "SharedArchiveFile") == str(final)
+        assert "-XX:+RecordDynamicDumpInfo" not in options.split()
     own = {"spark.executor.extraJavaOptions": "-Xshare:off"}
-    assert class_archive.worker_options(own, record=True) == ""
+    assert class_archive.worker_options(own) == ("", "")
 
 
 def test_asking_for_no_executor_archive_starts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
