@@ -147,7 +147,10 @@ class SlotPool:
         #: declares a lost node dead only after its health checks fail; node ids are
         #: never reused, so they are avoided for good)
         self._suspect: set[str] = set()
-        self._lock = threading.Lock()
+        #: held across a whole replacement (kill, create, swap) and a whole ``heal``: the
+        #: scheduler's thread and a caller's (a probe such as ``running_tasks`` from
+        #: another thread) may see the same death, and one death gets one replacement
+        self._lock = threading.RLock()
         #: executors created so far (a replacement gets a new actor name)
         self._created = 0
         #: how many executors were replaced in this session
@@ -257,11 +260,11 @@ class SlotPool:
         its critical path), ``info`` waits for it, and one that dies while starting is
         reported by ``dead()`` like any other, its node then suspect.
         """
-        self._backend.kill(self.executors[index])
-        self.replaced += 1
-        node = self._node_for(index)
-        executor = self._create(index, node)
         with self._lock:
+            self._backend.kill(self.executors[index])
+            self.replaced += 1
+            node = self._node_for(index)
+            executor = self._create(index, node)
             self.executors[index], self.nodes[index] = executor, node
             if self._watches:
                 self._watches[index] = self._backend.watch(executor)
@@ -286,28 +289,30 @@ class SlotPool:
         """Replace every executor that died, without waiting for the replacements to
         start; returns their indexes.  The first call waits for the first executors
         (``wait_started``): a job or probe needs them."""
-        self.wait_started()
-        dead = self.dead()
-        for index in dead:
-            self.replace(index)
-        return dead
+        with self._lock:
+            self.wait_started()
+            dead = self.dead()
+            for index in dead:
+                self.replace(index)
+            return dead
 
     def close(self, timeout: float) -> None:
         """Close every executor's environment (bounded), then kill the actors.  One of the
         first executors still starting is killed without asking: a ``close`` call would
         wait for its start, and it holds nothing yet."""
-        started = self.executors
-        if self._launch:
-            up = set(self._backend.resolved(self._launch))
-            started = [e for i, e in enumerate(self.executors) if i in up]
-        try:
-            self._backend.ask_all(started, "close", timeout)
-        finally:
-            for executor in self.executors:
-                self._backend.kill(executor)
-            self.executors = []
-            self._watches = []
-            self._launch = []
+        with self._lock:
+            started = self.executors
+            if self._launch:
+                up = set(self._backend.resolved(self._launch))
+                started = [e for i, e in enumerate(self.executors) if i in up]
+            try:
+                self._backend.ask_all(started, "close", timeout)
+            finally:
+                for executor in self.executors:
+                    self._backend.kill(executor)
+                self.executors = []
+                self._watches = []
+                self._launch = []
 
 
 class SlotAllocation:

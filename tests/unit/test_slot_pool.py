@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -152,6 +153,39 @@ def test_an_executor_whose_constructor_raised_is_one_error_at_first_use() -> Non
     with pytest.raises(ExecutorLostError, match="failed to start: ValueError: boom"):
         pool.heal()
     assert backend.created == [("s-executor-0", "a"), ("s-executor-1", "a")]  # no replacement
+
+
+def test_one_death_seen_by_two_threads_gets_one_replacement_and_no_orphan() -> None:
+    """The scheduler's thread and a probe from another thread (``running_tasks``) both
+    heal; the first one's replacement is held until the second thread looked for dead
+    executors (or half a second passed, which is what happens when healing is atomic)."""
+    looked = threading.Event()
+
+    class Racing(Backend):
+        def resolved(self, refs: Sequence[Any]) -> list[int]:
+            if threading.current_thread().name == "second":
+                looked.set()
+            return super().resolved(refs)
+
+        def create_executor(self, spec: ExecutorSpec, name: str, node_id: str) -> Any:
+            if threading.current_thread().name == "first":
+                looked.wait(0.5)
+            return super().create_executor(spec, name, node_id)
+
+    backend = Racing(["a"])
+    pool = SlotPool(backend, "s", 2, spec, 5.0)
+    pool.start()
+    pool.heal()  # the first heal waits for the start; both threads below only look
+    backend.dead.add("s-executor-1")
+    threads = [threading.Thread(target=pool.heal, name=n) for n in ("first", "second")]
+    threads[0].start()
+    threads[1].start()
+    for thread in threads:
+        thread.join(10)
+    assert pool.replaced == 1
+    assert pool.executors == ["s-executor-0", "s-executor-1.2"]
+    orphans = {name for name, _ in backend.created} - set(pool.executors) - set(backend.killed)
+    assert orphans == set()
 
 
 def test_an_executor_killed_while_starting_is_replaced_by_the_first_heal() -> None:
