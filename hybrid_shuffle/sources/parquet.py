@@ -27,16 +27,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from pyarrow.fs import LocalFileSystem
 
 from hybrid_shuffle.empty_column import placeholder
 from hybrid_shuffle.errors import PlanError, summary
 from hybrid_shuffle.sources.duck_scan import DuckScan, reads_like_pyarrow, row_ranges
+
+if TYPE_CHECKING:  # imported where the driver opens a dataset: pyarrow.dataset imports
+    # pandas, a third of a second of CPU that every executor process would pay at start
+    import pyarrow.dataset as ds
 
 __all__ = ["ParquetSource", "ParquetSplit", "deal_splits"]
 
@@ -133,6 +136,8 @@ class ParquetSource:
         self.filter = filter
         #: DuckDB may read the splits (``sources.duck_scan``): the files' own columns, as
         #: pyarrow would read them, local and unfiltered
+        import pyarrow.dataset as ds
+
         self.duckdb_readable = (
             filter is None
             and not isinstance(path, ds.FileSystemDataset)
@@ -210,6 +215,8 @@ def _open(path: Any, what: str) -> ds.Dataset:
     partition directories become columns, of the types pyarrow infers), with a
     one-sentence error for a bad path; a ``pyarrow.dataset`` opened by the caller (with a
     partitioning of its own) as it is."""
+    import pyarrow.dataset as ds
+
     if isinstance(path, ds.FileSystemDataset):  # opened by the caller (its partitioning)
         return path
     try:
