@@ -29,18 +29,7 @@ CONFIG = {
     "parallelism": 2,
     "ray": {"num_cpus": 4, "object_store_memory": "500 MiB"},
     "shuffle": {"buffer_size": "1 MiB", "memory_budget": "64 MiB"},
-    "spark": {
-        "executors": 1,
-        "executor_cores": 1,
-        "executor_memory": "1 GiB",
-        # the tests' Spark plans and converts small data, seconds of JVM time each: the
-        # quick compiler alone serves it (as configs/main.yaml's job) and spends a
-        # fraction of the CPU the optimising compiler would on code run a few times
-        "configs": {
-            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-            "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-        },
-    },
+    "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "1 GiB"},
 }
 
 #: the open shared session and the SIGINT handler from before it started

@@ -24,16 +24,10 @@ FROM t WHERE v > 10 GROUP BY k % 7 ORDER BY s DESC
 
 #: Spark in local mode in the command's own process: what these tests check (the command
 #: line, the views, the output) does not depend on the backend, and local mode starts in a
-#: few seconds where RayDP takes about twenty (the bridge's tests cover RayDP); its JVM
-#: plans a query and converts 2,000 rows, which the quick compiler alone serves
+#: few seconds where RayDP takes about twenty (the bridge's tests cover RayDP)
 CONFIG = """
 ray: {num_cpus: 2, object_store_memory: 300 MiB}
-spark:
-  backend: local
-  executors: 1
-  executor_cores: 1
-  executor_memory: 1 GiB
-  configs: {spark.driver.extraJavaOptions: -XX:TieredStopAtLevel=1}
+spark: {backend: local, executors: 1, executor_cores: 1, executor_memory: 1 GiB}
 """
 
 

@@ -67,16 +67,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hs.Session]:
             "runtime_env": {"py_modules": [str(shipped / SHIPPED)]},
         },
         "shuffle": {"buffer_size": "1 MiB", "memory_budget": "64 MiB"},
-        "spark": {
-            "executors": 1,
-            "executor_cores": 1,
-            "executor_memory": "1 GiB",
-            # small data: the quick compiler alone (as tests/spark/conftest.py's session)
-            "configs": {
-                "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-                "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-            },
-        },
+        "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "1 GiB"},
     }
     try:
         with hs.Session(config, slots=2) as s:

@@ -72,7 +72,6 @@ CONFIG: dict[str, Any] = {
         "configs": {
             "spark.sql.autoBroadcastJoinThreshold": -1,
             "spark.sql.shuffle.partitions": 2,
-            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",  # plans only
         },
     },
 }

@@ -20,6 +20,17 @@ def test_importing_the_package_loads_neither_ray_nor_pandas_nor_pyarrow() -> Non
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+def test_an_executor_process_starts_without_pandas() -> None:
+    """Every session starts fresh executor processes; pandas (imported by
+    ``pyarrow.dataset`` too) is a third of a second of CPU each, paid only by a job that
+    reads Parquet through pyarrow or returns a pandas frame."""
+    code = (
+        "import sys, hybrid_shuffle.actors.executor\n"
+        "assert 'pandas' not in sys.modules and 'pyarrow.dataset' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
 def test_every_package_is_in_the_wheel() -> None:
     """pyproject lists the packages one by one: a new folder must be added there, or a
     wheel (not an editable install) ships without it."""

@@ -477,8 +477,7 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.sql.ansi.enabled", "false")
-        # the quick compiler alone: hundreds of small queries, each run once
-        .config("spark.driver.extraJavaOptions", f"{_OPENS} -XX:TieredStopAtLevel=1")
+        .config("spark.driver.extraJavaOptions", _OPENS)
         .getOrCreate()
     )
     yield session
