@@ -134,10 +134,10 @@ class ParquetSource:
         self.name = name
         self.columns = None if columns is None else tuple(columns)
         self.filter = filter
-        #: DuckDB may read the splits (``sources.duck_scan``): the files' own columns, as
-        #: pyarrow would read them, local and unfiltered
         import pyarrow.dataset as ds
 
+        #: DuckDB may read the splits (``sources.duck_scan``): the files' own columns, as
+        #: pyarrow would read them, local and unfiltered
         self.duckdb_readable = (
             filter is None
             and not isinstance(path, ds.FileSystemDataset)
