@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -21,19 +20,30 @@ __all__ = ["Filter", "Identity", "MapBatches", "Rename", "Select"]
 def as_table(out: Any, what: str, accepted: str) -> pa.Table:
     """A user function's result as a table: a pandas frame or record batch converted, any
     other type a ``PlanError`` naming ``what`` (``map_batches 'x'``) and the ``accepted``
-    ones.
-
-    pandas is looked up, not imported: a function that returned a frame imported it, and
-    an executor that never meets one saves pandas' import (a third of a second of CPU
-    per executor process, at every session's start)."""
-    pandas = sys.modules.get("pandas")
-    if pandas is not None and isinstance(out, pandas.DataFrame):
+    ones."""
+    if _is_pandas_frame(out):
         out = pa.Table.from_pandas(out, preserve_index=False)
     elif isinstance(out, pa.RecordBatch):
         out = pa.Table.from_batches([out])
     if not isinstance(out, pa.Table):
         raise PlanError(f"{what}: the function returned a {type(out).__name__}; return {accepted}")
     return out
+
+
+def _is_pandas_frame(out: Any) -> bool:
+    """Whether ``out`` is a pandas DataFrame, without importing pandas for anything else:
+    an executor that never meets a frame saves pandas' import (a third of a second of CPU
+    per executor process, at every session's start).
+
+    The class says whether pandas can be involved at all; only then is pandas imported,
+    with an ``import`` statement, which waits while another of the executor's threads is
+    still importing it (``sys.modules`` would hand out the half-imported module, which
+    has no ``DataFrame`` yet)."""
+    if not any(c.__module__.partition(".")[0] == "pandas" for c in type(out).__mro__):
+        return False
+    import pandas as pd
+
+    return isinstance(out, pd.DataFrame)
 
 
 class MapBatches(Operator):
