@@ -136,16 +136,22 @@ def describe_backend(backend: SparkBackend, config: SparkConfig) -> str:
 
 
 def start_spark(
-    backend: SparkBackend, config: SparkConfig, app_name: str, log_level: str | None
+    backend: SparkBackend,
+    config: SparkConfig,
+    app_name: str,
+    log_level: str | None,
+    configs: dict[str, str] | None = None,
 ) -> Any:
-    """Start the Spark session ``backend`` names (``raydp`` or ``local``)."""
+    """Start the Spark session ``backend`` names (``raydp`` or ``local``); on RayDP with
+    ``configs``, the settings ``launch_driver_jvm`` launched the driver's JVM with."""
     require_pyspark(backend)
     # pyspark reads the Python of its workers from this variable, not from the conf
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if backend.uses_raydp:
         import raydp
 
-        configs = driver_configs("raydp", config, log_level)
+        if configs is None:
+            configs = driver_configs("raydp", config, log_level)
         launching = _driver_jvm_thread(config, configs)
         try:
             return raydp.init_spark(
@@ -201,12 +207,16 @@ def _append(configs: dict[str, str], key: str, options: str) -> None:
     configs[key] = f"{configs.get(key, '')} {options}".strip()
 
 
-def launch_driver_jvm(config: SparkConfig, log_level: str | None = None) -> None:
+def launch_driver_jvm(config: SparkConfig, log_level: str | None = None) -> dict[str, str]:
     """Launch the RayDP driver's JVM now (``_driver_jvm_thread``), and wait for it: a
-    background start does it while Ray starts, as it needs no Ray."""
-    thread = _driver_jvm_thread(config, driver_configs("raydp", config, log_level))
+    background start does it while Ray starts, as it needs no Ray.  Returns the settings
+    it launched with, for ``start_spark``: made once, the archives' options name one
+    driver archive and register one executor recording (``class_archive``)."""
+    configs = driver_configs("raydp", config, log_level)
+    thread = _driver_jvm_thread(config, configs)
     if thread is not None:
         thread.join()
+    return configs
 
 
 def _driver_jvm_thread(config: SparkConfig, configs: dict[str, str]) -> threading.Thread | None:

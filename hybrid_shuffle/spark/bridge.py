@@ -163,11 +163,12 @@ class SparkBridge:
         require_pyspark(self.backend)
         started = time.perf_counter()
         announce(self.log_level, f"starting {describe_backend(self.backend, self.config)}...")
+        configs = None
         if ray_up is not None and self.backend.uses_raydp:
-            launch_driver_jvm(self.config, self.log_level)  # needs no Ray
+            configs = launch_driver_jvm(self.config, self.log_level)  # needs no Ray
             if not self._ray_ready(ray_up):
                 return None
-        spark = start_spark(self.backend, self.config, self.app_name, self.log_level)
+        spark = start_spark(self.backend, self.config, self.app_name, self.log_level, configs)
         self._own = spark
         if self.config.prewarm and (ray_up is None or self._ray_ready(ray_up)):
             try:
