@@ -11,10 +11,11 @@ output schema, and a bad query (syntax, unknown column or function) is a
 schema is unknown at plan time (after a ``map_batches``), the query is bound
 on the first batch instead, and its errors surface while the job runs.
 
-**Classification.**  DuckDB's own physical plan of the bound query
-(``EXPLAIN``) says how it runs: if every physical operator is a scan of
-``input``, a projection or a filter, and ``input`` is scanned once, the query
-is *per-row* and runs on each batch as it comes (``output_on_eof`` False);
+**Classification.**  DuckDB's own physical plan of the bound query (the operators
+its profiler saw in that run on empty input: ``EXPLAIN``'s plan) says how it
+runs: if every physical operator is a scan of ``input``, a projection or a
+filter, and ``input`` is scanned once, the query is *per-row* and runs on each
+batch as it comes (``output_on_eof`` False);
 anything else (a group-by, an aggregate, an order, a window, DISTINCT, LIMIT,
 a join) needs all of the subtask's input and emits at end of input
 (``output_on_eof`` True, so FLIP-331's rule makes its input edges batch; see
@@ -130,12 +131,12 @@ def _no_python_scans(cursor: duckdb.DuckDBPyConnection) -> None:
     cursor.execute("SET python_enable_replacements = false")
 
 
-def _operators(plan: Any) -> Iterator[str]:
-    """The names of every physical operator in ``EXPLAIN (FORMAT json)``'s tree."""
-    nodes = plan if isinstance(plan, list) else [plan]
+def _profiled_operators(nodes: list[Any]) -> Iterator[str]:
+    """The names of every physical operator in DuckDB's profile of a query run (the
+    tree under the profile's root, as ``EXPLAIN`` names them)."""
     for node in nodes:
-        yield str(node.get("name", ""))
-        yield from _operators(node.get("children", []))
+        yield str(node.get("operator_name", ""))
+        yield from _profiled_operators(node.get("children", []))
 
 
 def _countable(schema: pa.Schema) -> pa.Schema:
@@ -165,9 +166,14 @@ def bind(query: str, schema: pa.Schema, what: str, others: Sequence[pa.Schema] =
         connection.register("input", schema.empty_table())
         for i, other in enumerate(others, start=1):
             connection.register(input_name(i), other.empty_table())
+        # one planning of the query gives both: its result's schema, and (DuckDB's
+        # profiler on, writing nowhere) the physical operators it ran, which are
+        # ``EXPLAIN``'s; an ``EXPLAIN`` of its own planned the query a second time (a
+        # third of a translation's binding)
+        connection.execute("SET enable_profiling = 'no_output'")
         out = connection.execute(query).to_arrow_table().schema
-        rows = connection.execute(f"EXPLAIN (FORMAT json) {query}").fetchall()
-        names = [n for _, text in rows for n in _operators(json.loads(text))]
+        profile = json.loads(connection.get_profiling_information(format="json"))
+        names = list(_profiled_operators(profile.get("children", [])))
     except duckdb.Error as e:
         raise PlanError(f"{what}: DuckDB cannot run the query: {summary(e)}") from e
     finally:

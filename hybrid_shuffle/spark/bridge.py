@@ -52,6 +52,7 @@ from hybrid_shuffle.spark.backends import (
     start_spark,
     stop_spark,
 )
+from hybrid_shuffle.spark.gateway_sockets import tcp_nodelay
 from hybrid_shuffle.spark.sigint import current_sigint_handler, restore_sigint_handler
 
 __all__ = ["SIZE_HINT", "SparkBridge", "check_spark_types", "handover_types", "spark_typed"]
@@ -109,6 +110,7 @@ class SparkBridge:
             else:
                 self._sigint = current_sigint_handler()
                 self._spark = self._start()
+        tcp_nodelay(self._spark)  # this thread's py4j connection: once per thread
         return self._spark
 
     @property

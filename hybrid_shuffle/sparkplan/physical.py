@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 from hybrid_shuffle.errors import PlanError
+from hybrid_shuffle.spark.gateway_sockets import tcp_nodelay
 from hybrid_shuffle.sparkplan.expressions._zones import mark_session_zone
 from hybrid_shuffle.sparkplan.expressions.arithmetic import EVAL_MODE_FIELD
 from hybrid_shuffle.sparkplan.expressions.collections import ELEMENTS_FIELD
@@ -127,6 +128,7 @@ def spark_error(error: BaseException) -> str | None:
 def physical_plan(df: Any) -> PhysicalPlan:
     """``df``'s physical plan, planned with adaptive execution off."""
     spark = df.sparkSession
+    tcp_nodelay(spark)  # the plan's JSON and texts leave the JVM without 40 ms stalls
     shim = shim_for(str(spark.version))
     jvm = spark._jvm
     conf = spark._jsparkSession.sessionState().conf()
@@ -584,13 +586,13 @@ def jvm_node(plan: PhysicalPlan, target: Node) -> Any:
     if cached is not None:
         return cached
 
-    def path_to(node: Node) -> list[int] | None:
+    def path_to(node: Node) -> list[tuple[int, Node]] | None:
         if node is target:
             return []
         for i, child in enumerate(node.children):
             rest = path_to(child)
             if rest is not None:
-                return [i, *rest]
+                return [(i, child), *rest]
         return None
 
     tops: list[tuple[Node, Any]] = [(plan.root, plan.jvm_plan)]
@@ -598,9 +600,17 @@ def jvm_node(plan: PhysicalPlan, target: Node) -> Any:
         top, jvm_top = tops.pop(0)
         path = path_to(top)
         if path is not None:
-            current = jvm_top
-            for i in path:
+            # from the deepest operator on the way already looked up: the operators of
+            # one plan share most of their way from the root, and each step down is two
+            # calls into the JVM
+            current, step = jvm_top, 0
+            while step < len(path) and id(path[step][1]) in plan.jvm_nodes:
+                step += 1
+            if step:
+                current = plan.jvm_nodes[id(path[step - 1][1])]
+            for i, node in path[step:]:
                 current = current.children().apply(i)
+                plan.jvm_nodes[id(node)] = current
             plan.jvm_nodes[id(target)] = current
             return current
         # the subqueries hosted anywhere in ``top``, in the order Spark lists them
