@@ -105,7 +105,9 @@ def test_a_slow_subtask_is_copied_and_the_job_ends_long_before_it(
     assert_all_rows(result)
     assert result.speculative_attempts >= 1
     copies = [r for r in result.tasks if r.speculative]
-    assert copies and all(r.attempt >= 1 and slow in r.vertex for r in copies)
+    # the slow subtask was copied; on a loaded machine another subtask past the median
+    # may be copied too, which is speculation doing its job
+    assert any(slow in r.vertex for r in copies) and all(r.attempt >= 1 for r in copies)
     assert_no_leaks(session)
 
 
