@@ -378,6 +378,10 @@ class SparkConfig:
     #: executor) of an installation writes one, later ones map it and start and plan
     #: seconds sooner (``hybrid_shuffle.spark.class_archive``)
     jvm_archive: bool = True
+    #: how long the first use of ``session.spark`` waits for a Spark started in the
+    #: background (with the session) before it raises ``WaitTimeoutError``; a JVM that
+    #: hangs, or a cluster with no CPUs free for Spark's executors, otherwise waits forever
+    start_timeout: float = 600.0
     #: extra Spark settings, passed through as strings
     configs: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
 
@@ -726,6 +730,10 @@ def _spark(raw: Mapping[str, Any]) -> SparkConfig:
     for key in ("prewarm", "jvm_archive"):
         if key in raw:
             s[key] = _boolean(raw[key], f"spark.{key}")
+    if "start_timeout" in raw:
+        s["start_timeout"] = _seconds(
+            raw["start_timeout"], "spark.start_timeout", MIN_WAIT_TIMEOUT, "from 0.001 to 86400"
+        )
     if "configs" in raw:
         configs = _mapping(raw["configs"], "spark.configs", "{spark.sql.shuffle.partitions: 8}")
         s["configs"] = types.MappingProxyType({str(k): _spark_value(v) for k, v in configs.items()})

@@ -40,7 +40,7 @@ import pyarrow as pa
 import ray
 
 from hybrid_shuffle.config import SparkConfig
-from hybrid_shuffle.errors import PlanError, SessionClosedError
+from hybrid_shuffle.errors import PlanError, SessionClosedError, WaitTimeoutError
 from hybrid_shuffle.quiet import announce
 from hybrid_shuffle.spark import holder
 from hybrid_shuffle.spark.backends import (
@@ -145,10 +145,19 @@ class SparkBridge:
             self._start_error = e
 
     def _join_start(self) -> Any:
-        """Wait for the background start; its session, or raise its error."""
+        """Wait for the background start (at most ``spark.start_timeout``); its session,
+        or raise its error.  A start still running after that is a ``WaitTimeoutError``
+        and keeps running: a later use of ``session`` waits for it again."""
         thread = self._starting
         assert thread is not None
-        thread.join()
+        thread.join(self.config.start_timeout)
+        if thread.is_alive():
+            raise WaitTimeoutError(
+                f"{describe_backend(self.backend, self.config)} did not start within "
+                f"{self.config.start_timeout:g} s (spark.start_timeout); Spark's log above says "
+                "what it waits for (on a cluster, often CPUs for its executors): free them, "
+                "lower spark.executors, or raise spark.start_timeout"
+            )
         self._starting = None
         spark, self._started = self._started, None
         error, self._start_error = self._start_error, None
@@ -221,7 +230,13 @@ class SparkBridge:
         holder, with the objects it owns; a background start is waited for first."""
         if self._starting is not None:
             self._abandoned = True  # the caller sets its ray_up before it stops the bridge
-            self._starting.join()
+            self._starting.join(self.config.start_timeout)
+            if self._starting.is_alive():  # a daemon thread: it ends with the process
+                log.warning(
+                    "Spark was still starting %g s after the session closed; left to the "
+                    "process's exit (spark.start_timeout)",
+                    self.config.start_timeout,
+                )
             self._starting = None
             self._started = self._start_error = None
         try:

@@ -360,6 +360,13 @@ def test_the_drivers_class_archive_is_on_unless_turned_off() -> None:
         load_config({"spark": {"jvm_archive": "no"}})
 
 
+def test_spark_start_timeout_is_a_duration() -> None:
+    assert load_config(None).spark.start_timeout == 600.0
+    assert load_config({"spark": {"start_timeout": "2 min"}}).spark.start_timeout == 120.0
+    with pytest.raises(ConfigError, match=r"spark\.start_timeout: 'soon' is not a duration"):
+        load_config({"spark": {"start_timeout": "soon"}})
+
+
 def test_spark_booleans_reach_spark_in_its_spelling() -> None:
     config = load_config({"spark": {"configs": {"spark.sql.adaptive.enabled": True}}})
     assert config.spark.configs["spark.sql.adaptive.enabled"] == "true"
