@@ -6,8 +6,8 @@ write per full buffer, on sockets with Nagle's algorithm on.  An answer of more 
 writes: the second waits for the ACK of the first, which Python's end delays by up to
 40 ms (Linux's delayed ACK).  Measured on this machine: a 30 KB string from the JVM took
 48 ms, 0.9 ms with ``TCP_NODELAY`` on the Java socket; ``Session.sql`` over TPC-H's 22
-queries, 5.7 s against 3.1 s.  Python's end sends each command in one ``sendall`` and
-does not stall.
+queries, 5.9 s against 3.2 s (BENCHMARKS.md, issue 34).  Python's end sends each
+command in one ``sendall`` and does not stall.
 
 Neither py4j nor PySpark exposes the option, so it is set through Java reflection on
 the gateway server's open connections (``GatewayServer.connections``, each with its

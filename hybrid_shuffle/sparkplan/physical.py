@@ -89,6 +89,10 @@ class PhysicalPlan:
     parse_seconds: float = 0.0
     #: operator id -> its name and arguments as ``explain(mode="formatted")`` prints
     arguments: dict[int, str] = field(default_factory=dict)
+    #: ``id(node)`` -> Spark's estimate of its bytes, as far as asked (``switchable``):
+    #: a join's sides are asked by its translation and by the run-time switch, and a scan
+    #: by every join above it
+    sizes: dict[int, int | None] = field(default_factory=dict)
 
     def shown_id(self, op_id: int) -> int:
         """The id the user's ``df.explain(mode="formatted")`` prints for ``op_id``."""

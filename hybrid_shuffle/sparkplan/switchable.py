@@ -146,8 +146,12 @@ def _statistics(plan: PhysicalPlan, node: Node) -> int | None:
     """Spark's estimate of ``node``'s bytes (its logical plan's statistics)."""
     from hybrid_shuffle.sparkplan.physical import jvm_node
 
+    if id(node) in plan.sizes:
+        return plan.sizes[id(node)]
     try:
         link = jvm_node(plan, node).logicalLink()
-        return int(str(link.get().stats().sizeInBytes())) if link.isDefined() else None
+        size = int(str(link.get().stats().sizeInBytes())) if link.isDefined() else None
     except Exception:  # no JVM node (a plan read from JSON), or another Spark's API
-        return None
+        size = None
+    plan.sizes[id(node)] = size
+    return size
