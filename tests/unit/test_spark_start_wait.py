@@ -43,8 +43,10 @@ def test_a_start_that_does_not_end_is_a_timeout_naming_the_key(
         hs.WaitTimeoutError, match=r"did not start within 0\.05 s \(spark\.start_timeout\)"
     ):
         _ = bridge.session
-    assert bridge.starting  # still running: the next use waits for it again
+    thread = bridge._starting
+    assert thread is not None and bridge.starting  # still running: the next use waits again
     release.set()
+    thread.join(60)  # the start has ended: the next use takes its session at once
     assert bridge.session == "spark"
     assert not bridge.starting
 
