@@ -1,4 +1,5 @@
-"""The 64-bit fast paths of decimal division and ``avg`` equal Spark's exact answer.
+"""The 64-bit fast paths of decimal division and ``avg`` equal Spark's exact answer, and
+a decimal sum past 38 digits is null, as in Spark.
 
 ``_exact.divide`` and ``_exact.average`` compute small operands in 64-bit integers and
 the rest in the exact 128-bit kernel; both are DuckDB SQL.  Here each runs in DuckDB
@@ -19,7 +20,7 @@ from hybrid_shuffle.sparkplan.expressions import Sql
 from hybrid_shuffle.sparkplan.expressions._exact import divide
 from hybrid_shuffle.sparkplan.expressions.arithmetic import _result
 from hybrid_shuffle.sparkplan.operators.aggregate import decimal_average
-from hybrid_shuffle.sparkplan.operators.sums import sum_type
+from hybrid_shuffle.sparkplan.operators.sums import fit_decimal, sum_type
 from hybrid_shuffle.sparkplan.types import LONG, SparkType, decimal
 
 
@@ -128,3 +129,34 @@ def test_average_equals_spark_s_two_roundings(kind: SparkType) -> None:
             first = _fits(_half_up(total / count, division.scale), division)
         want = None if first is None else _fits(_half_up(first, out.scale), out)
         assert value == want, f"avg of {total} over {count}"
+
+
+@pytest.mark.parametrize("scale", [0, 4, 18, 38])
+def test_a_38_digit_sum_is_kept_to_its_last_digit_and_null_one_unit_past(scale: int) -> None:
+    """DuckDB sums ``decimal(p, s)`` into a 128-bit ``decimal(38, s)`` that may hold more
+    than 38 digits; ``fit_decimal`` keeps what Spark's ``decimal(38, s)`` holds and
+    nulls the rest, at the boundary, for both signs, in a sum and a window sum."""
+    t = decimal(38, scale)
+    largest, one = _scaled(10**38 - 1, scale), _scaled(1, scale)
+    values = [largest, _scaled(1 - 10**38, scale), _scaled(10**38 - 2, scale), Decimal(0)]
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE v (g INTEGER, x {t.duck})")
+    # group g sums to values[g]; group 10 + g to one unit past it (away from zero)
+    rows = []
+    for g, value in enumerate(values):
+        rows.append((g, value))
+        step = one if value >= 0 else -one
+        rows += [(10 + g, value), (10 + g, step)] if value != 0 else [(10 + g, one)]
+    con.executemany("INSERT INTO v VALUES (?, ?)", rows)
+    got = dict(con.execute(f"SELECT g, {fit_decimal('sum(x)', t)} FROM v GROUP BY g").fetchall())
+    with localcontext() as ctx:
+        ctx.prec = 120  # the default context rounds to 28 digits
+        for g, value in enumerate(values):
+            assert got[g] == value
+            past = value + (one if value >= 0 else -one) if value != 0 else one
+            assert got[10 + g] == _fits(past, t)
+    windowed = con.execute(
+        f"SELECT g, {fit_decimal('sum(x) OVER (PARTITION BY g)', t)} FROM v ORDER BY g"
+    ).fetchall()
+    assert [s for g, s in windowed if g < 10] == values
+    assert [s for g, s in windowed if g == 10] == [None, None]  # largest + one
