@@ -64,6 +64,9 @@ def fit_decimal(total: str, t: SparkType) -> str:
     minute for a window sum over 3M rows.)"""
     if t.precision < 38:
         return f"TRY_CAST({total} AS {t.duck})"
+    # ``total`` is written twice: DuckDB computes an aggregate or window repeated in one
+    # query once (a window sum over 3M rows: 0.21 s, 0.17 s unchecked), where ``_exact.let``
+    # would build a list per row; the constant is folded once
     most = f"CAST('{_largest(t)}' AS {t.duck})"
     return f"(CASE WHEN {total} BETWEEN -{most} AND {most} THEN CAST({total} AS {t.duck}) END)"
 
