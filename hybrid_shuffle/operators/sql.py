@@ -263,6 +263,12 @@ class SqlQuery(Operator):
         assert self.binding is not None
         return self.binding.schema
 
+    @property
+    def planned_inputs(self) -> list[pa.Schema]:
+        """The input schemas the query was bound on when planned (empty: not bound), one
+        per input: what a rewrite of the graph binds a query built from this one on."""
+        return list(getattr(self, "_planned", []))
+
     def _adopt(self, binding: SqlBinding) -> None:
         """Take ``binding``'s class: what the planner and the task read of the operator."""
         self.binding = binding

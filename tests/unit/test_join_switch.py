@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from hybrid_shuffle.config import FailoverConfig, load_config
@@ -40,14 +41,25 @@ BROADCAST_TEMPLATE = (
 )
 
 
+#: the query of a translated stage over ``orders`` (the probe producer, with ``stage``)
+ORDERS_STAGE = "SELECT customer, amount * 2 AS amount FROM input WHERE amount > 1"
+
+
 def joined(
-    join_type: str = "Inner", sql_consumer: bool = True, broadcast: bool = False
+    join_type: str = "Inner",
+    sql_consumer: bool = True,
+    broadcast: bool = False,
+    stage: bool = False,
 ) -> LogicalNode:
     """``orders`` (4 subtasks, left) joined with ``customers`` (2, right) on a hash exchange
     of each into 3 join subtasks, as a translated sort-merge join's stage (with
-    ``broadcast``, also joined with ``nations`` over a broadcast edge)."""
+    ``broadcast``, also joined with ``nations`` over a broadcast edge; with ``stage``,
+    ``orders`` is read through a stage's ``sql`` query chained into it)."""
     b = Builder()
     left, right = b.source("orders", 4), b.source("customers", 2)
+    if stage:
+        operator = SqlQuery(ORDERS_STAGE, "stage_3")
+        left = LogicalNode(next(b.ids), "stage_3", operator, [(left, None)])
     template = BROADCAST_TEMPLATE if broadcast else TEMPLATE
     tokens = {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"}
     if broadcast:
@@ -248,6 +260,111 @@ def test_a_broadcast_input_of_the_stage_goes_with_the_join() -> None:
         deployer.gate((orders.id, i), nations, i)
         tracker.consumer_finished("job-1", (orders.id, i))
     assert tracker.available("job-1", "nations_edge", 0)
+
+
+def _switched(sink: LogicalNode) -> Any:
+    """The probe producer's vertex after ``sink``'s join switched."""
+    p = planned(sink)
+    tracker = PartitionTracker(RecordingMaster())
+    deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
+    reports, finished = _finish_build_side(p, tracker, deployer, 100)
+    probe = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name.startswith("orders"))
+    (change,) = decide_joins(p.graph, probe, finished, reports, "job-1", tracker)
+    assert change.switched
+    return p.graph.vertices[p.graph.edge("right_edge").target]
+
+
+def _run(query: SqlQuery, inputs: list[pa.Table]) -> pa.Table:
+    """``query`` over ``inputs`` (input 0 last, as a switched join's task reads them), on
+    DuckDB outside any task."""
+    query.open()
+    try:
+        for index, table in enumerate(inputs[1:], start=1):
+            list(query.process(table, index))
+            query.end_input(index)
+        out = list(query.process(inputs[0], 0))
+        query.end_input(0)
+        out += query.finish()
+    finally:
+        query.close()
+    return pa.concat_tables(out).sort_by([("customer", "ascending"), ("amount", "ascending")])
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_a_switched_join_takes_in_the_probe_producers_query(broadcast: bool) -> None:
+    """The probe producer's own query and the join become one DuckDB query (no hand-over of
+    every probe row between two queries); its answer is the two chained queries'."""
+    orders = _switched(joined(stage=True, broadcast=broadcast))
+    (query,) = orders.operators
+    assert isinstance(query, SqlQuery) and query.name == "stage_3->stage_9"
+    assert f"({ORDERS_STAGE})" in query.query and query.streams
+    wanted = ["right_edge", "nations_edge"] if broadcast else ["right_edge"]
+    assert [(e.name, e.target_input, e.target_operator) for e in orders.inputs] == [
+        (name, i, 0) for i, name in enumerate(wanted, start=1)
+    ]
+    customers = pa.table({"customer": ["a", "b", "c"], "amount": [10.0, 20.0, 30.0]})
+    raw = pa.table({"customer": ["a", "b", "b", "d"], "amount": [1.0, 2.0, 3.0, 4.0]})
+    sides = [customers, customers] if broadcast else [customers]
+    chained = SqlQuery(
+        (BROADCAST_TEMPLATE if broadcast else TEMPLATE)
+        .replace("__hs_input_0__", "input")
+        .replace("__hs_input_1__", "input1")
+        .replace("__hs_input_2__", "input2"),
+        "join",
+        inputs=len(sides) + 1,
+    )
+    head = SqlQuery(ORDERS_STAGE, "head")
+    head.open()
+    probe = pa.concat_tables(head.process(raw, 0))
+    head.close()
+    chained.output_schema([probe.schema, *(t.schema for t in sides)])
+    expected = _run(chained, [probe, *sides])
+    assert expected.num_rows == 2  # b's two orders over 1, each joined once
+    assert _run(query, [raw, *sides]).equals(expected)
+
+
+def test_a_switched_join_reads_a_multi_input_producers_inputs_under_their_numbers() -> None:
+    """A producer query that reads other inputs too (a broadcast join in its stage) keeps
+    their numbers; the join's build side comes after them."""
+    b = Builder()
+    left, right, extra = b.source("orders", 4), b.source("customers", 2), b.source("regions", 1)
+    spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), "regions_edge", "blocking")
+    head_sql = "SELECT input.customer, input.amount FROM input JOIN input1 USING (customer)"
+    head = LogicalNode(
+        next(b.ids),
+        "stage_3",
+        SqlQuery(head_sql, "stage_3", inputs=2, streams=True),
+        [(left, None), (extra, spec)],
+    )
+    hint = SwitchableJoin(
+        "SortMergeJoin (9)",
+        "Inner",
+        "left_edge",
+        "right_edge",
+        1000,
+        10,
+        TEMPLATE,
+        {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"},
+    )
+    hash_of = Partitioner(PartitionerKind.HASH, ("customer",))
+    inputs: list[tuple[LogicalNode, ExchangeSpec | None]] = [
+        (head, ExchangeSpec(hash_of, "left_edge", "blocking", 3)),
+        (right, ExchangeSpec(hash_of, "right_edge", "blocking", 3)),
+    ]
+    operator = SqlQuery(
+        TEMPLATE.replace("__hs_input_0__", "input").replace("__hs_input_1__", "input1"),
+        "stage_9",
+        inputs=2,
+    )
+    join = LogicalNode(next(b.ids), "stage_9", operator, inputs, switchable=hint)
+    orders = _switched(b.agg(join, "totals", "by_customer", "blocking", 2))
+    (query,) = orders.operators
+    assert isinstance(query, SqlQuery) and query.num_inputs == 3 and query.streams
+    assert f"({head_sql})" in query.query and "FROM input2) AS r" in query.query
+    assert sorted((e.name, e.target_input) for e in orders.inputs) == [
+        ("regions_edge", 1),
+        ("right_edge", 2),
+    ]
 
 
 def _scheduled(p: Plan, transport: FakeTransport) -> Scheduler:
