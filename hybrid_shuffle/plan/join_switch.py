@@ -306,7 +306,7 @@ def switch(graph: JobGraph, candidate: JoinSwitch) -> None:
         first = 1
         names = {tokens[e.name]: input_name(i) for i, e in enumerate(order)}
         operator = SqlQuery(_named(candidate.join.template, names), old.name, inputs=len(order))
-        schemas = [planned[e.target_input] for e in order] if planned else []
+        schemas = [planned[e.target_input] for e in order] if len(planned) == len(order) else []
     else:
         # the producer's query is the join's probe side, in the same query: its inputs
         # keep their numbers, the join's others come after them
