@@ -150,7 +150,7 @@ def _column_hash(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
         or pa.types.is_large_string(t)
         or pa.types.is_large_binary(t)
     ):
-        hashed = bytes_hash(array)
+        hashed = _mix(bytes_hash(array), in_place=True)
     elif pa.types.is_floating(t):
         hashed = _float_hash(array)
     elif pa.types.is_boolean(t):
@@ -177,14 +177,19 @@ def _id_dtype(n: int) -> type[np.integer[Any]]:
 
 def _key_hashes(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
     """The uint64 row hash of ``keys`` (the per-column hashes combined), equal for equal
-    keys in any process: what ``hash_partition_ids`` reduces."""
+    keys in any process: what ``hash_partition_ids`` reduces.  A column's hash is mixed
+    already, so one key's is used as it is and each further key's is mixed with the
+    hash so far (mixing a single key's hash again cost a fifth of a hash exchange's
+    partitioning in TPC-H Q21)."""
     combined: np.ndarray | None = None
     with np.errstate(over="ignore"):
         for key in keys:
             hashed = _column_hash(table.column(key))
-            if combined is not None:  # the first key: 0 * 31 + hashed
+            if combined is None:
+                combined = hashed
+            else:
                 hashed += combined * np.uint64(31)
-            combined = _mix(hashed, in_place=True)
+                combined = _mix(hashed, in_place=True)
     if combined is None:
         combined = _mix(np.zeros(table.num_rows, dtype=np.uint64), in_place=True)
     return combined
