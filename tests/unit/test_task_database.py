@@ -183,6 +183,30 @@ def test_a_finished_tasks_database_is_reused_with_the_next_tasks_settings(
         pool.close()
 
 
+def test_a_reused_database_keeps_each_tasks_limit_whether_it_changed_or_not(
+    tmp_path: Path,
+) -> None:
+    """Only the settings that differ from the database's last task are set again; the
+    figures in force are always the task's own."""
+    pool = DatabasePool()
+    limits = [100 * MiB, 100 * MiB, None, None, 140 * MiB]
+    opened = set()
+    try:
+        for i, memory in enumerate(limits):
+            database = TaskDatabase(1, memory, str(tmp_path / str(i) / "duckdb"), pool)
+            fresh = TaskDatabase(1, memory, None)  # a database of its own: the figure wanted
+            try:
+                assert database.setting("memory_limit") == fresh.setting("memory_limit")
+                assert database.setting("threads") == 1
+                opened.add(id(database._connection))
+            finally:
+                database.close()
+                fresh.close()
+    finally:
+        pool.close()
+    assert len(opened) == 1  # one database, taken from the pool by every later task
+
+
 def test_a_database_that_spilled_or_kept_a_table_or_failed_is_closed_not_reused(
     tmp_path: Path,
 ) -> None:

@@ -59,7 +59,10 @@ Opening a DuckDB database costs 15-50 ms (its catalog, buffer manager and extens
 are built anew), more than a small task's whole run.  So an executor keeps the
 databases its finished tasks used in a ``DatabasePool`` and its next tasks reuse
 them: each task still gets its own database for its life, with its threads, memory
-limit and temp directory set anew when it takes one.  A database goes back to the
+limit and temp directory set anew when it takes one (only those that differ from what
+the database last had: ``SET memory_limit`` makes DuckDB hand its allocator's cached
+memory back, 2.4-3 ms after a task's work, for a limit that is most often the same).
+A database goes back to the
 pool only as it was opened: its task finished, every cursor the task opened is
 closed (their registered inputs and TEMP tables go with them), it never wrote a temp
 file (DuckDB cannot move a temp directory it has used, and the task's is removed
@@ -106,24 +109,34 @@ class QueryProfile:
     spilled_bytes: int = 0
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """What a task sets on its database: ``threads`` and ``memory_limit`` (bytes, or
+    ``None``: DuckDB's default)."""
+
+    threads: int
+    memory_limit: int | None
+
+
 class DatabasePool:
     """The idle DuckDB databases of one process, for its next tasks (see the module
-    docstring); thread-safe, at most ``keep`` of them."""
+    docstring), each with the settings it last had; thread-safe, at most ``keep``."""
 
     def __init__(self, keep: int = _KEEP) -> None:
         self._keep = keep
-        self._idle: list[duckdb.DuckDBPyConnection] = []
+        self._idle: list[tuple[duckdb.DuckDBPyConnection, _Settings]] = []
         self._lock = threading.Lock()
         self._closed = False
 
-    def take(self) -> duckdb.DuckDBPyConnection | None:
-        """An idle database (its temp directory unset), or None: open a new one."""
+    def take(self) -> tuple[duckdb.DuckDBPyConnection, _Settings] | None:
+        """An idle database (its temp directory unset) and its settings, or None: open a
+        new one."""
         with self._lock:
             return self._idle.pop() if self._idle else None
 
-    def give(self, connection: duckdb.DuckDBPyConnection) -> None:
-        """Keep ``connection`` for a later task if it is as it was opened, else close it.
-        Its task's cursors must be closed."""
+    def give(self, connection: duckdb.DuckDBPyConnection, settings: _Settings) -> None:
+        """Keep ``connection`` (whose settings are ``settings``) for a later task if it is
+        as it was opened, else close it.  Its task's cursors must be closed."""
         try:
             # raises once DuckDB wrote a temp file: it cannot move the directory then
             connection.execute("SET temp_directory = ''")
@@ -133,7 +146,7 @@ class DatabasePool:
             clean = False
         with self._lock:
             if clean and not self._closed and len(self._idle) < self._keep:
-                self._idle.append(connection)
+                self._idle.append((connection, settings))
                 return
         connection.close()
 
@@ -142,7 +155,7 @@ class DatabasePool:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for connection in idle:
+        for connection, _ in idle:
             connection.close()
 
 
@@ -165,6 +178,7 @@ class TaskDatabase:
     ):
         self.threads = threads
         self.memory_limit = None if memory is None else duckdb_memory_limit(memory)
+        self._settings = _Settings(threads, self.memory_limit)
         self.temp_directory = temp_directory
         self._pool = pool
         self._connection: duckdb.DuckDBPyConnection | None = None
@@ -177,10 +191,11 @@ class TaskDatabase:
             make_private_dirs(self.temp_directory)
         reused = self._pool.take() if self._pool is not None else None
         if reused is not None:
+            connection, settings = reused
             try:
-                return self._configure(reused)
+                return self._configure(connection, settings)
             except duckdb.Error:  # never kept in a state it cannot leave: open a new one
-                reused.close()
+                connection.close()
         config: dict[str, Any] = {
             "threads": self.threads,
             # output order within one subtask is never promised; keeping it costs memory
@@ -192,17 +207,22 @@ class TaskDatabase:
             config["memory_limit"] = f"{self.memory_limit}B"
         return duckdb.connect(":memory:", config=config)
 
-    def _configure(self, connection: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-        """A pooled database with this task's settings."""
-        memory = (
-            "RESET memory_limit"
-            if self.memory_limit is None
-            else f"SET memory_limit = '{int(self.memory_limit)}B'"
-        )
+    def _configure(
+        self, connection: duckdb.DuckDBPyConnection, had: _Settings
+    ) -> duckdb.DuckDBPyConnection:
+        """A pooled database, which had the settings ``had``, with this task's."""
+        statements = []
+        if had.threads != self.threads:
+            statements.append(f"SET threads = {int(self.threads)}")
+        if had.memory_limit != self.memory_limit:
+            statements.append(
+                "RESET memory_limit"
+                if self.memory_limit is None
+                else f"SET memory_limit = '{int(self.memory_limit)}B'"
+            )
         temp = (self.temp_directory or "").replace("'", "''")
-        connection.execute(
-            f"SET threads = {int(self.threads)}; {memory}; SET temp_directory = '{temp}'"
-        )
+        statements.append(f"SET temp_directory = '{temp}'")
+        connection.execute("; ".join(statements))
         return connection
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -254,4 +274,4 @@ class TaskDatabase:
         except duckdb.Error:
             connection.close()
             return
-        self._pool.give(connection)
+        self._pool.give(connection, self._settings)
