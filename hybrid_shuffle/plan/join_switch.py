@@ -300,13 +300,14 @@ def switch(graph: JobGraph, candidate: JoinSwitch) -> None:
     order = [probe, build, *others]
     tokens = candidate.join.tokens
     planned = old.planned_inputs
-    head = _fusable(producer, len(planned) == len(order))
+    bound = len(planned) == len(order)
+    head = _fusable(producer, bound)
     if head is None:
         # the probe producer's chain ends in the join, its probe side input 0
         first = 1
         names = {tokens[e.name]: input_name(i) for i, e in enumerate(order)}
         operator = SqlQuery(_named(candidate.join.template, names), old.name, inputs=len(order))
-        schemas = [planned[e.target_input] for e in order] if len(planned) == len(order) else []
+        schemas = [planned[e.target_input] for e in order] if bound else []
     else:
         # the producer's query is the join's probe side, in the same query: its inputs
         # keep their numbers, the join's others come after them

@@ -178,13 +178,16 @@ class TaskDatabase:
     ):
         self.threads = threads
         self.memory_limit = None if memory is None else duckdb_memory_limit(memory)
-        self._settings = _Settings(threads, self.memory_limit)
         self.temp_directory = temp_directory
         self._pool = pool
         self._connection: duckdb.DuckDBPyConnection | None = None
         #: every cursor handed out: closed before the database goes back to a pool
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._lock = threading.Lock()
+
+    @property
+    def _settings(self) -> _Settings:
+        return _Settings(self.threads, self.memory_limit)
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         if self.temp_directory is not None:
