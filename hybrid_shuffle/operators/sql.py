@@ -74,7 +74,7 @@ from hybrid_shuffle.operators.base import Columns, Operator
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.lowering import conform
 from hybrid_shuffle.operators.duck.planning_database import planning_cursor
-from hybrid_shuffle.operators.duck.staging import StagedInputs
+from hybrid_shuffle.operators.duck.staging import StagedInputs, hold_bytes
 from hybrid_shuffle.operators.duck.streamed_query import (
     OUTPUT_ROWS,
     StreamedQuery,
@@ -300,7 +300,10 @@ class SqlQuery(Operator):
         self._relation = None
         #: inputs read whole, each in a temp table named as the query names it
         self._staged = StagedInputs(
-            lambda: self.cursor, [input_name(i) for i in range(self.num_inputs)], self.what
+            lambda: self.cursor,
+            [input_name(i) for i in range(self.num_inputs)],
+            self.what,
+            hold_bytes=hold_bytes(self.context.memory),
         )
         self._ended: set[int] = set()
         #: input 0's batches held while the other inputs have not ended (``streams``)
@@ -378,6 +381,7 @@ class SqlQuery(Operator):
         out: list[pa.Table] = []
         if self._query is None:
             self._stage_missing(1)
+            self._staged.flush()
             self._query = StreamedQuery(
                 self.cursor, self.query, table.schema, self.what, self.context.wait_timeout
             )
@@ -445,7 +449,7 @@ class SqlQuery(Operator):
 
     def _run_staged(self) -> Iterator[pa.Table]:
         try:
-            reader = self.cursor.execute(self.query).to_arrow_reader(OUTPUT_ROWS)
+            reader = self._staged.execute(self.query).to_arrow_reader(OUTPUT_ROWS)
             for batch in reader:
                 yield self._conform(pa.Table.from_batches([batch]))
         except duckdb.Error as e:
@@ -455,6 +459,7 @@ class SqlQuery(Operator):
         """The query over ``relation`` as ``input`` (inputs 1.. staged, an empty table for
         one that had no batch), its output streamed as DuckDB makes it."""
         self._stage_missing(1)
+        self._staged.flush()
         cursor = self.cursor
         try:
             cursor.execute(f"CREATE TEMP VIEW input AS {relation.sql()}")

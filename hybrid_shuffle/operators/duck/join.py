@@ -42,7 +42,7 @@ from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.base import DuckOperator
 from hybrid_shuffle.operators.duck.encoding import Encoding
 from hybrid_shuffle.operators.duck.lowering import JoinQuery, conform, join_query, quote
-from hybrid_shuffle.operators.duck.staging import StagedInputs
+from hybrid_shuffle.operators.duck.staging import StagedInputs, hold_bytes
 from hybrid_shuffle.operators.duck.streamed_query import OUTPUT_ROWS, query_error
 from hybrid_shuffle.operators.join import Join
 
@@ -80,6 +80,7 @@ class DuckJoin(DuckOperator):
             lambda: self.cursor,
             [quote(f"__hs_join_{id(self):x}_{i}") for i in range(_SIDES)],
             self.what,
+            hold_bytes=hold_bytes(self.context.memory),
         )
         self._build_ended = False
         #: the schema the join's rows are conformed to, once its query started
@@ -198,6 +199,7 @@ class DuckJoin(DuckOperator):
             if query is None:  # the right side's columns unknown: no row to join with
                 return [table] if self.original.how == "anti" and table.num_rows else []
             self._streamed_optimizers()
+            self._staged.flush()
             self.stream(query.sql, encoding.staged)
         assert self._query is not None
         return [self._conformed(t) for t in self._query.push(encoding.encode(table))]
