@@ -13,15 +13,23 @@ projection, a filter, a broadcast join it streams through, or a partial aggregat
 inputs may only be broadcast ones (a broadcast join's build side, a subquery's value):
 they go with the join.  A final
 aggregate, a window or a second join on the same partitioning would need the hash
-partitioning, and the stage is left as it is.  The stage's query is kept with its
-input tokens so that the engine can name its inputs again (``SwitchableJoin``).
+partitioning: such a stage may still *split* (``SwitchableJoin.split``).  The join's
+own query then runs in the probe producer's tasks, and its rows go over the probe
+side's exchange, hashed on the same key columns, to the rest of the stage, which reads
+them where it read the join's rows: every task of the rest then holds the rows it held
+before (each joined row lands where its probe row did), so a final aggregate, a window or
+a sort above the join keeps its meaning.  A stage that runs a top-n's partial part (its
+rows gathered into one task for the final top-n) may switch or split as one that feeds
+an exchange.  The stage's query is kept with its input tokens so that the engine can
+name its inputs again (``SwitchableJoin``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from hybrid_shuffle.plan.join_switch import SwitchableJoin, build_sides
+from hybrid_shuffle.plan.join_switch import SPLIT_TOKEN, SwitchableJoin, build_sides
 from hybrid_shuffle.sparkplan.edge_facts import ROW_BY_ROW
 from hybrid_shuffle.sparkplan.operators.join import join_type
 from hybrid_shuffle.sparkplan.relation import engine_names
@@ -37,22 +45,41 @@ __all__ = ["estimate", "switchable_join"]
 _SHUFFLED_JOINS = frozenset({"SortMergeJoinExec", "ShuffledHashJoinExec"})
 _EXCHANGES = frozenset({"ShuffleExchangeExec", "ReusedExchangeExec"})
 _AGGREGATES = frozenset({"HashAggregateExec", "ObjectHashAggregateExec", "SortAggregateExec"})
+#: what a stage may feed and still switch: Spark's exchange, or the gather of a top-n
+_PER_TASK_TOPS = frozenset({"ShuffleExchangeExec", "TakeOrderedAndProjectExec"})
 #: what may stand between a join and the exchange of one of its sides
 _UNDER = frozenset({"SortExec", "WholeStageCodegenExec", "InputAdapter"})
 
 
 def switchable_join(
-    plan: PhysicalPlan, top: Node, stage: Stage, rel: Rel, final: bool
+    plan: PhysicalPlan,
+    top: Node,
+    stage: Stage,
+    rel: Rel,
+    final: bool,
+    rels: Mapping[int, Rel] | None = None,
 ) -> SwitchableJoin | None:
     """The stage's shuffled join if the stage may run as a broadcast join (see the module
-    docstring); ``top`` is the exchange the stage feeds, or the plan's root (``final``:
-    the job's last stage, whose query names its columns as Spark does)."""
+    docstring); ``top`` is the exchange the stage feeds (or the top-n whose partial part
+    it runs), or the plan's root (``final``: the job's last stage, whose query names its
+    columns as Spark does).  ``rels`` maps
+    ``id(node)`` to each translated operator's relation: with it, a stage whose operators
+    above the join need its hash partitioning may split."""
     if final:
-        join = _join_below(top)
-    elif top.cls == "ShuffleExchangeExec" and len(top.children) == 1:
-        join = _join_below(top.children[0])
+        below = top
+    elif top.cls in _PER_TASK_TOPS and len(top.children) == 1:
+        # an exchange, or a top-n whose partial part runs in the stage (any task's rows
+        # will do: the gathered final top-n completes it)
+        below = top.children[0]
     else:
         return None
+    join = _join_below(below)
+    split: Rel | None = None
+    if join is None and rels is not None:
+        join = _split_join(below)
+        split = None if join is None else rels.get(id(join))
+        if split is None:
+            return None
     if join is None or len(join.children) != 2:
         return None
     sides = [_exchange_below(child) for child in join.children]
@@ -67,6 +94,15 @@ def switchable_join(
         return None
     shown = plan.shown_id(join.op_id or -1)
     kind = join_type(join)
+    template = rel.renamed(engine_names([c.name for c in rel.columns])) if final else rel.sql
+    if split is not None:
+        # the rest of the stage reads the join's rows where its query was: the join's
+        # query must be found there once, and no input read on both sides of the cut
+        if template.count(split.sql) != 1:
+            return None
+        template = template.replace(split.sql, f"SELECT * FROM {SPLIT_TOKEN}")
+        if any(t in template and t in split.sql for t in tokens.values()):
+            return None
     # the estimates (calls into the JVM) only choose between two sides that may be built
     either = len(build_sides(kind)) == 2
     return SwitchableJoin(
@@ -76,8 +112,10 @@ def switchable_join(
         edges[1],
         estimate(plan, join.children[0]) if either else None,
         estimate(plan, join.children[1]) if either else None,
-        rel.renamed(engine_names([c.name for c in rel.columns])) if final else rel.sql,
+        template,
         tokens,
+        split=None if split is None else split.sql,
+        split_columns=() if split is None else tuple(c.ref for c in split.columns),
     )
 
 
@@ -89,6 +127,24 @@ def _join_below(node: Node) -> Node | None:
             return node
         one = len(node.children) == 1
         if one and (node.cls in ROW_BY_ROW or (node.cls in _AGGREGATES and _partial(node))):
+            node = node.children[0]
+        elif node.cls == "BroadcastHashJoinExec" and len(node.children) == 2:
+            streamed = 0 if node.object("buildSide") == "BuildRight" else 1
+            node = node.children[streamed]
+        else:
+            return None
+
+
+def _split_join(node: Node) -> Node | None:
+    """The stage's shuffled join under operators of one input each (and the streamed
+    sides of broadcast joins), whatever partitioning they need: the join a split runs in
+    the probe producer's tasks (see the module docstring)."""
+    while True:
+        if node.cls in _SHUFFLED_JOINS:
+            return node
+        if node.cls in _EXCHANGES or node.cls == "BroadcastExchangeExec":
+            return None  # the stage ends here
+        if len(node.children) == 1:
             node = node.children[0]
         elif node.cls == "BroadcastHashJoinExec" and len(node.children) == 2:
             streamed = 0 if node.object("buildSide") == "BuildRight" else 1

@@ -162,7 +162,8 @@ class Translator:
         ``top``, the stage's last) is to run in Spark (``_Rejected``)."""
         stream = stage.finish(rel, name, final)
         # a shuffled join that may become a broadcast join at run time (``plan.join_switch``)
-        stream.node.switchable = switchable_join(self.plan, top, stage, rel, final)
+        rels = {id(node): out for node, out, _ in self._done}
+        stream.node.switchable = switchable_join(self.plan, top, stage, rel, final, rels)
         schemas = [_schema(up) for up, _ in stream.node.inputs]
         operator = stream.node.operator
         if operator is None or any(s is None for s in schemas):

@@ -464,10 +464,27 @@ SWITCHES = [
         "Inner",
         True,
     ),
-    # never: no side of a full outer join may be built; a final aggregate on the join keys
-    # relies on the hash partitioning
+    # never: no side of a full outer join may be built
     ("SELECT w.id, b.bid FROM w FULL JOIN b ON w.k = b.k", "FullOuter", False),
-    ("SELECT w.k, count(*) AS n FROM w JOIN b ON w.k = b.k GROUP BY w.k", "Inner", False),
+]
+
+#: (query, its join type): a stage whose operators above the join rely on its hash
+#: partitioning, which may only split (the join moves, its rows cross the probe edge)
+SPLITS = [
+    # a final aggregate on the join key
+    ("SELECT w.k, count(*) AS n, sum(b.y) AS s FROM w JOIN b ON w.k = b.k GROUP BY w.k", "Inner"),
+    # a window partitioned by it
+    (
+        "SELECT w.id, b.bid, rank() OVER (PARTITION BY w.k ORDER BY w.id, b.bid) AS r "
+        "FROM w JOIN b ON w.k = b.k WHERE b.bid > 2",
+        "Inner",
+    ),
+    # a final aggregate under a top-n, whose partial part runs in the join's stage
+    (
+        "SELECT w.k, sum(w.v) AS s, count(b.bid) AS n FROM w LEFT JOIN b "
+        "ON w.k = b.k AND b.bid > 2 GROUP BY w.k ORDER BY s DESC, w.k LIMIT 3",
+        "LeftOuter",
+    ),
 ]
 
 
@@ -508,6 +525,21 @@ def test_shuffled_join_becomes_broadcast_when_its_side_is_small(
         assert 0 < change.build_bytes <= change.threshold == 10 * 2**20
         assert "became a broadcast join" in result.explain
         assert change.probe_edge not in {e for e in result.edges}  # its exchange left out
+
+
+@pytest.mark.parametrize(("query", "kind"), SPLITS)
+def test_a_stage_that_needs_the_joins_partitioning_splits_at_the_join(
+    session: hs.Session, spark: Any, query: str, kind: str
+) -> None:
+    """Only the join runs in the probe side's tasks; the probe edge stays and carries the
+    joined rows, on the same keys, to the rest of the stage: Spark's answer still."""
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        assert [(c, k) for c, _, k in join_operators(spark, query)] == [("SortMergeJoinExec", kind)]
+        result = _run_checked(session, spark, query)
+    (change,) = result.adaptive
+    assert change.switched and change.split
+    assert change.probe_edge in {e for e in result.edges}  # kept: it carries the join's rows
+    assert "carried the joined rows to the rest of the stage" in result.explain
 
 
 def test_a_broadcast_join_in_the_stage_goes_with_the_switched_join(

@@ -12,7 +12,7 @@ import pytest
 from hybrid_shuffle.config import FailoverConfig, load_config
 from hybrid_shuffle.errors import ConfigError
 from hybrid_shuffle.operators.sql import SqlQuery, input_name
-from hybrid_shuffle.plan.join_switch import SwitchableJoin, build_sides
+from hybrid_shuffle.plan.join_switch import SPLIT_TOKEN, SwitchableJoin, build_sides
 from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, Plan, plan_job
 from hybrid_shuffle.plan.regions import pipelined_regions
 from hybrid_shuffle.runtime.deployment import Deployer
@@ -410,3 +410,143 @@ def test_a_probe_task_that_fails_after_the_switch_reads_the_build_side_again() -
     assert [d.attempt for d in again] == [0, 1]
     assert len(again[1].gates[0].channels) == 2 * 3
     assert sum(n.startswith("customers") for n in transport.names()) == 2  # not run again
+
+
+#: a join stage whose rest needs the join's hash partitioning: a final aggregate on the
+#: join key over the join's rows (``SwitchableJoin.split``), optionally a broadcast input
+#: read by the rest only
+REST = "SELECT j.customer, sum(j.other) AS amount FROM (__JOIN__) AS j GROUP BY j.customer"
+REST_WITH_INPUT = (
+    "SELECT j.customer, sum(j.other) AS amount FROM (__JOIN__) AS j "
+    "WHERE j.customer <> (SELECT min(customer) FROM __hs_input_2__) GROUP BY j.customer"
+)
+
+
+def split_joined(rest: str = REST, columns: tuple[str, ...] = ("customer", "amount", "other")):  # type: ignore[no-untyped-def]
+    """``orders`` joined with ``customers`` on ``customer`` in stage ``stage_9``, whose rest
+    (``rest``, with ``__JOIN__`` where the join's rows go) aggregates them by the key:
+    the stage may only split.  ``columns``: what the translation says the join outputs."""
+    b = Builder()
+    left, right = b.source("orders", 4), b.source("customers", 2)
+    tokens = {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"}
+    extra = "__hs_input_2__" in rest
+    if extra:
+        tokens["nations_edge"] = "__hs_input_2__"
+    hint = SwitchableJoin(
+        "SortMergeJoin (9)",
+        "Inner",
+        "left_edge",
+        "right_edge",
+        1000,
+        10,
+        rest.replace("__JOIN__", f"SELECT * FROM {SPLIT_TOKEN}"),
+        tokens,
+        split=TEMPLATE,
+        split_columns=columns,
+    )
+    query = rest.replace("__JOIN__", TEMPLATE)
+    for i, token in enumerate(tokens.values()):
+        query = query.replace(token, input_name(i))
+    hash_of = Partitioner(PartitionerKind.HASH, ("customer",))
+    inputs: list[tuple[LogicalNode, ExchangeSpec | None]] = [
+        (left, ExchangeSpec(hash_of, "left_edge", "blocking", 3)),
+        (right, ExchangeSpec(hash_of, "right_edge", "blocking", 3)),
+    ]
+    if extra:
+        spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), "nations_edge", "blocking")
+        inputs.append((b.source("nations", 1), spec))
+    operator = SqlQuery(query, "stage_9", inputs=len(inputs))
+    node = LogicalNode(next(b.ids), "stage_9", operator, inputs, switchable=hint)
+    return b.agg(node, "totals", "by_customer", "blocking", 2, keys=("customer",))
+
+
+def _decided(sink: LogicalNode) -> tuple[Plan, Any]:
+    p = planned(sink)
+    tracker = PartitionTracker(RecordingMaster())
+    deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
+    reports, finished = _finish_build_side(p, tracker, deployer, 100)
+    probe = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
+    (change,) = decide_joins(p.graph, probe, finished, reports, "job-1", tracker)
+    return p, change
+
+
+def test_a_split_stage_runs_its_join_in_the_probe_tasks_and_keeps_the_probe_edge() -> None:
+    """The rest of the stage needs the join's partitioning: only the join moves, and the
+    probe edge carries its rows, hashed on the same keys, to the rest."""
+    p, change = _decided(split_joined())
+    assert change.switched and change.split
+    g = p.graph
+    assert sorted(v.name for v in g.vertices.values()) == [
+        "customers",
+        "orders",
+        "stage_9",
+        "totals",
+    ]
+    probe, build = g.edge("left_edge"), g.edge("right_edge")
+    orders, rest = g.vertices[probe.source], g.vertices[probe.target]
+    assert (orders.name, rest.name) == ("orders", "stage_9")
+    assert build.target == orders.id and build.reads_whole == 3
+    assert probe.partitioner.keys == ("customer",) and probe.columns is None
+    assert [(e.name, e.target_input) for e in rest.inputs] == [("left_edge", 0)]
+    (join,) = orders.operators
+    (query,) = rest.operators
+    assert isinstance(join, SqlQuery) and isinstance(query, SqlQuery)
+    assert join.name == "stage_9.join" and "FROM input1) AS r" in join.query
+    assert query.num_inputs == 1 and "FROM input) AS j" in query.query
+    assert query.binding is not None and query.binding.schema.names == ["customer", "amount"]
+    assert "carried the joined rows to the rest of the stage" in p.explain()
+    assert change.as_dict()["split"] is True
+
+
+def test_a_split_stage_answers_as_the_whole_stage_did() -> None:
+    """The join's query and then the rest's give the whole stage's query's answer."""
+    sink = split_joined()
+    whole = sink.inputs[0][0].operator
+    p, _ = _decided(sink)
+    g = p.graph
+    probe = g.edge("left_edge")
+    (join,) = g.vertices[probe.source].operators
+    (rest,) = g.vertices[probe.target].operators
+    customers = pa.table({"customer": ["a", "b", "c"], "amount": [10.0, 20.0, 30.0]})
+    orders = pa.table({"customer": ["a", "b", "b", "d"], "amount": [1.0, 2.0, 3.0, 4.0]})
+
+    def run(query: SqlQuery, inputs: list[pa.Table]) -> pa.Table:
+        query.open()
+        try:
+            for index, table in enumerate(inputs[1:], start=1):
+                list(query.process(table, index))
+                query.end_input(index)
+            out = list(query.process(inputs[0], 0))
+            query.end_input(0)
+            out += query.finish()
+        finally:
+            query.close()
+        return pa.concat_tables(out).sort_by("customer")
+
+    assert isinstance(whole, SqlQuery)
+    expected = run(whole, [orders, customers])
+    assert expected.to_pydict() == {"customer": ["a", "b"], "amount": [10.0, 40.0]}
+    rows = run(join, [orders, customers])
+    assert run(rest, [rows]).equals(expected)
+
+
+def test_a_broadcast_input_the_rest_reads_stays_with_the_rest() -> None:
+    p, change = _decided(split_joined(REST_WITH_INPUT))
+    assert change.split
+    g = p.graph
+    nations = g.edge("nations_edge")
+    rest = g.vertices[nations.target]
+    assert rest.name == "stage_9"
+    assert [(e.name, e.target_input) for e in rest.inputs] == [
+        ("left_edge", 0),
+        ("nations_edge", 1),
+    ]
+    assert nations.reads_whole is None  # read as the broadcast edge it was
+    (query,) = rest.operators
+    assert isinstance(query, SqlQuery) and "FROM input1)" in query.query
+
+
+def test_a_split_whose_join_drops_the_probe_key_stays_shuffled() -> None:
+    p = planned(split_joined(columns=("amount", "other")))
+    assert p.graph.join_switches == []
+    assert any("lack the key columns of 'left_edge'" in n for n in p.graph.join_notes)
