@@ -76,7 +76,7 @@ def switchable_join(
     join = _join_below(below)
     split: Rel | None = None
     if join is None and rels is not None:
-        join = _split_join(below)
+        join = _join_below(below, split=True)
         split = None if join is None else rels.get(id(join))
         if split is None:
             return None
@@ -119,32 +119,20 @@ def switchable_join(
     )
 
 
-def _join_below(node: Node) -> Node | None:
+def _join_below(node: Node, split: bool = False) -> Node | None:
     """The stage's one shuffled join, if everything above it keeps its meaning in any
-    task (see the module docstring)."""
-    while True:
-        if node.cls in _SHUFFLED_JOINS:
-            return node
-        one = len(node.children) == 1
-        if one and (node.cls in ROW_BY_ROW or (node.cls in _AGGREGATES and _partial(node))):
-            node = node.children[0]
-        elif node.cls == "BroadcastHashJoinExec" and len(node.children) == 2:
-            streamed = 0 if node.object("buildSide") == "BuildRight" else 1
-            node = node.children[streamed]
-        else:
-            return None
-
-
-def _split_join(node: Node) -> Node | None:
-    """The stage's shuffled join under operators of one input each (and the streamed
-    sides of broadcast joins), whatever partitioning they need: the join a split runs in
-    the probe producer's tasks (see the module docstring)."""
+    task (see the module docstring); with ``split``, under operators of one input each
+    (and the streamed sides of broadcast joins) whatever partitioning they need: the
+    join a split runs in the probe producer's tasks."""
     while True:
         if node.cls in _SHUFFLED_JOINS:
             return node
         if node.cls in _EXCHANGES or node.cls == "BroadcastExchangeExec":
             return None  # the stage ends here
-        if len(node.children) == 1:
+        one = len(node.children) == 1
+        if one and (
+            split or node.cls in ROW_BY_ROW or (node.cls in _AGGREGATES and _partial(node))
+        ):
             node = node.children[0]
         elif node.cls == "BroadcastHashJoinExec" and len(node.children) == 2:
             streamed = 0 if node.object("buildSide") == "BuildRight" else 1

@@ -67,22 +67,30 @@ def joined(
     hint = SwitchableJoin(
         "SortMergeJoin (9)", join_type, "left_edge", "right_edge", 1000, 10, template, tokens
     )
-    query = template
-    for i, token in enumerate(tokens.values()):
+    node = _join_stage(b, left, right, hint, template)
+    if not sql_consumer:
+        return node
+    return b.agg(node, "totals", "by_customer", "blocking", 2)
+
+
+def _join_stage(
+    b: Builder, left: LogicalNode, right: LogicalNode, hint: SwitchableJoin, query: str
+) -> LogicalNode:
+    """Stage ``stage_9`` running ``query`` (its inputs as ``hint``'s tokens) over ``left``
+    and ``right``, each hash-exchanged on ``customer`` into 3 subtasks, and ``nations``
+    over a broadcast edge if ``hint`` names one."""
+    for i, token in enumerate(hint.tokens.values()):
         query = query.replace(token, input_name(i))
     hash_of = Partitioner(PartitionerKind.HASH, ("customer",))
     inputs: list[tuple[LogicalNode, ExchangeSpec | None]] = [
         (left, ExchangeSpec(hash_of, "left_edge", "blocking", 3)),
         (right, ExchangeSpec(hash_of, "right_edge", "blocking", 3)),
     ]
-    if broadcast:
+    if "nations_edge" in hint.tokens:
         spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), "nations_edge", "blocking")
         inputs.append((b.source("nations", 1), spec))
     operator = SqlQuery(query, "stage_9", inputs=len(inputs))
-    node = LogicalNode(next(b.ids), "stage_9", operator, inputs, switchable=hint)
-    if not sql_consumer:
-        return node
-    return b.agg(node, "totals", "by_customer", "blocking", 2)
+    return LogicalNode(next(b.ids), "stage_9", operator, inputs, switchable=hint)
 
 
 def planned(sink: LogicalNode, **adaptive: Any) -> Plan:
@@ -262,14 +270,21 @@ def test_a_broadcast_input_of_the_stage_goes_with_the_join() -> None:
     assert tracker.available("job-1", "nations_edge", 0)
 
 
-def _switched(sink: LogicalNode) -> Any:
-    """The probe producer's vertex after ``sink``'s join switched."""
+def _decided(sink: LogicalNode) -> tuple[Plan, Any]:
+    """``sink`` planned, its build side finished (100 bytes a task) and its join decided:
+    the plan and the decision."""
     p = planned(sink)
     tracker = PartitionTracker(RecordingMaster())
     deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
     reports, finished = _finish_build_side(p, tracker, deployer, 100)
     probe = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name.startswith("orders"))
     (change,) = decide_joins(p.graph, probe, finished, reports, "job-1", tracker)
+    return p, change
+
+
+def _switched(sink: LogicalNode) -> Any:
+    """The probe producer's vertex after ``sink``'s join switched."""
+    p, change = _decided(sink)
     assert change.switched
     return p.graph.vertices[p.graph.edge("right_edge").target]
 
@@ -346,17 +361,7 @@ def test_a_switched_join_reads_a_multi_input_producers_inputs_under_their_number
         TEMPLATE,
         {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"},
     )
-    hash_of = Partitioner(PartitionerKind.HASH, ("customer",))
-    inputs: list[tuple[LogicalNode, ExchangeSpec | None]] = [
-        (head, ExchangeSpec(hash_of, "left_edge", "blocking", 3)),
-        (right, ExchangeSpec(hash_of, "right_edge", "blocking", 3)),
-    ]
-    operator = SqlQuery(
-        TEMPLATE.replace("__hs_input_0__", "input").replace("__hs_input_1__", "input1"),
-        "stage_9",
-        inputs=2,
-    )
-    join = LogicalNode(next(b.ids), "stage_9", operator, inputs, switchable=hint)
+    join = _join_stage(b, head, right, hint, TEMPLATE)
     orders = _switched(b.agg(join, "totals", "by_customer", "blocking", 2))
     (query,) = orders.operators
     assert isinstance(query, SqlQuery) and query.num_inputs == 3 and query.streams
@@ -422,15 +427,16 @@ REST_WITH_INPUT = (
 )
 
 
-def split_joined(rest: str = REST, columns: tuple[str, ...] = ("customer", "amount", "other")):  # type: ignore[no-untyped-def]
+def split_joined(
+    rest: str = REST, columns: tuple[str, ...] = ("customer", "amount", "other")
+) -> LogicalNode:
     """``orders`` joined with ``customers`` on ``customer`` in stage ``stage_9``, whose rest
     (``rest``, with ``__JOIN__`` where the join's rows go) aggregates them by the key:
     the stage may only split.  ``columns``: what the translation says the join outputs."""
     b = Builder()
     left, right = b.source("orders", 4), b.source("customers", 2)
     tokens = {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"}
-    extra = "__hs_input_2__" in rest
-    if extra:
+    if "__hs_input_2__" in rest:
         tokens["nations_edge"] = "__hs_input_2__"
     hint = SwitchableJoin(
         "SortMergeJoin (9)",
@@ -444,30 +450,8 @@ def split_joined(rest: str = REST, columns: tuple[str, ...] = ("customer", "amou
         split=TEMPLATE,
         split_columns=columns,
     )
-    query = rest.replace("__JOIN__", TEMPLATE)
-    for i, token in enumerate(tokens.values()):
-        query = query.replace(token, input_name(i))
-    hash_of = Partitioner(PartitionerKind.HASH, ("customer",))
-    inputs: list[tuple[LogicalNode, ExchangeSpec | None]] = [
-        (left, ExchangeSpec(hash_of, "left_edge", "blocking", 3)),
-        (right, ExchangeSpec(hash_of, "right_edge", "blocking", 3)),
-    ]
-    if extra:
-        spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), "nations_edge", "blocking")
-        inputs.append((b.source("nations", 1), spec))
-    operator = SqlQuery(query, "stage_9", inputs=len(inputs))
-    node = LogicalNode(next(b.ids), "stage_9", operator, inputs, switchable=hint)
-    return b.agg(node, "totals", "by_customer", "blocking", 2, keys=("customer",))
-
-
-def _decided(sink: LogicalNode) -> tuple[Plan, Any]:
-    p = planned(sink)
-    tracker = PartitionTracker(RecordingMaster())
-    deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
-    reports, finished = _finish_build_side(p, tracker, deployer, 100)
-    probe = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
-    (change,) = decide_joins(p.graph, probe, finished, reports, "job-1", tracker)
-    return p, change
+    node = _join_stage(b, left, right, hint, rest.replace("__JOIN__", TEMPLATE))
+    return b.agg(node, "totals", "by_customer", "blocking", 2)
 
 
 def test_a_split_stage_runs_its_join_in_the_probe_tasks_and_keeps_the_probe_edge() -> None:
@@ -509,25 +493,11 @@ def test_a_split_stage_answers_as_the_whole_stage_did() -> None:
     (rest,) = g.vertices[probe.target].operators
     customers = pa.table({"customer": ["a", "b", "c"], "amount": [10.0, 20.0, 30.0]})
     orders = pa.table({"customer": ["a", "b", "b", "d"], "amount": [1.0, 2.0, 3.0, 4.0]})
-
-    def run(query: SqlQuery, inputs: list[pa.Table]) -> pa.Table:
-        query.open()
-        try:
-            for index, table in enumerate(inputs[1:], start=1):
-                list(query.process(table, index))
-                query.end_input(index)
-            out = list(query.process(inputs[0], 0))
-            query.end_input(0)
-            out += query.finish()
-        finally:
-            query.close()
-        return pa.concat_tables(out).sort_by("customer")
-
     assert isinstance(whole, SqlQuery)
-    expected = run(whole, [orders, customers])
+    expected = _run(whole, [orders, customers])
     assert expected.to_pydict() == {"customer": ["a", "b"], "amount": [10.0, 40.0]}
-    rows = run(join, [orders, customers])
-    assert run(rest, [rows]).equals(expected)
+    rows = _run(join, [orders, customers])
+    assert _run(rest, [rows]).equals(expected)
 
 
 def test_a_broadcast_input_the_rest_reads_stays_with_the_rest() -> None:
