@@ -575,13 +575,13 @@ def test_shuffled_join_switch_in_hybrid_modes(
         assert "whose partitions are read once" in result.explain
 
 
+@pytest.mark.parametrize("query", [SWITCHES[0][0], SPLITS[0][0]], ids=["switched", "split"])
 def test_switched_join_recomputes_after_an_executor_is_lost(
-    session: hs.Session, spark: Any, tmp_path: Path
+    session: hs.Session, spark: Any, tmp_path: Path, query: str
 ) -> None:
-    """After the switch, a task reading the switched join's output stops at its first
-    batch and its executor is killed: what was lost with it (the join's output, the
-    build side's partitions) is computed again, and the answer is still Spark's."""
-    query = SWITCHES[0][0]
+    """After the switch (or the split), a task reading the job's output stops at its
+    first batch and its executor is killed: what was lost with it (the join's output,
+    the build side's partitions) is computed again, and the answer is still Spark's."""
     marker, release = tmp_path / "reached", tmp_path / "release"
     with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
         stream = session.sql(query).rebalance().map_batches(_gate(marker, release))
