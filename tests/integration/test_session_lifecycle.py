@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -31,12 +33,34 @@ def test_a_session_that_fails_after_starting_ray_stops_it(
     assert not ray.is_initialized()
 
 
+def wait_for_task_imports(session: hs.Session) -> None:
+    """Until every executor imported what its tasks use (it does as it starts, in the
+    background), at most 60 s."""
+    from hybrid_shuffle.actors.executor import _TASK_IMPORTS
+
+    wanted = list(_TASK_IMPORTS)
+    deadline = time.monotonic() + 60
+    for executor in session.cluster.executors:
+        while (got := ray.get(executor.imported.remote(wanted), timeout=30)) != wanted:
+            assert time.monotonic() < deadline, f"still not imported after 60 s: {got}"
+            time.sleep(0.05)
+
+
+def test_executors_import_what_tasks_use_before_the_first_job(local_ray: None) -> None:
+    """Each executor imports pandas, pyarrow's dataset and DuckDB as it starts, in the
+    background, so the session's first tasks do not (about 1.5 s of the first query)."""
+    with hs.Session({"shuffle": {"default_mode": "blocking"}}, slots=2) as session:
+        assert len(session.cluster.executors) == 2
+        wait_for_task_imports(session)
+
+
 @pytest.mark.slow
 def test_executor_memory_comes_back_after_repeated_large_sorts(local_ray: None) -> None:
     rows = 100 * MiB // 16  # 100 MiB of int64 keys and float64 values
     rng = np.random.default_rng(0)
     table = pa.table({"k": rng.integers(0, 1 << 40, rows), "v": np.ones(rows)})
     with hs.Session({"shuffle": {"default_mode": "blocking"}}, slots=2) as session:
+        wait_for_task_imports(session)  # their memory is the executors', not the sorts'
         before = session.executor_memory()
         for _ in range(3):
             out = session.job("sort").from_arrow(table, name="t", parallelism=2).sort("k")
