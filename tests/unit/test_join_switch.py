@@ -64,13 +64,28 @@ def joined(
     tokens = {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"}
     if broadcast:
         tokens["nations_edge"] = "__hs_input_2__"
-    hint = SwitchableJoin(
-        "SortMergeJoin (9)", join_type, "left_edge", "right_edge", 1000, 10, template, tokens
-    )
-    node = _join_stage(b, left, right, hint, template)
+    node = _join_stage(b, left, right, _hint(template, tokens, join_type), template)
     if not sql_consumer:
         return node
     return b.agg(node, "totals", "by_customer", "blocking", 2)
+
+
+def _hint(
+    template: str, tokens: dict[str, str], join_type: str = "Inner", **split: Any
+) -> SwitchableJoin:
+    """What the translation knows of ``stage_9``'s sort-merge join of ``left_edge`` (the
+    larger estimate) with ``right_edge``; ``split``: ``split`` and ``split_columns``."""
+    return SwitchableJoin(
+        "SortMergeJoin (9)",
+        join_type,
+        "left_edge",
+        "right_edge",
+        1000,
+        10,
+        template,
+        tokens,
+        **split,
+    )
 
 
 def _join_stage(
@@ -351,16 +366,7 @@ def test_a_switched_join_reads_a_multi_input_producers_inputs_under_their_number
         SqlQuery(head_sql, "stage_3", inputs=2, streams=True),
         [(left, None), (extra, spec)],
     )
-    hint = SwitchableJoin(
-        "SortMergeJoin (9)",
-        "Inner",
-        "left_edge",
-        "right_edge",
-        1000,
-        10,
-        TEMPLATE,
-        {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"},
-    )
+    hint = _hint(TEMPLATE, {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"})
     join = _join_stage(b, head, right, hint, TEMPLATE)
     orders = _switched(b.agg(join, "totals", "by_customer", "blocking", 2))
     (query,) = orders.operators
@@ -438,13 +444,7 @@ def split_joined(
     tokens = {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"}
     if "__hs_input_2__" in rest:
         tokens["nations_edge"] = "__hs_input_2__"
-    hint = SwitchableJoin(
-        "SortMergeJoin (9)",
-        "Inner",
-        "left_edge",
-        "right_edge",
-        1000,
-        10,
+    hint = _hint(
         rest.replace("__JOIN__", f"SELECT * FROM {SPLIT_TOKEN}"),
         tokens,
         split=TEMPLATE,
