@@ -6,7 +6,10 @@ conversion in the executors, streamed to the driver) and ``ray.put`` by the
 driver, which owns them for the session: one copy into the object store,
 readable from any node.  Above it the driver would hold too much, so Spark's
 executors send it to the engine's holder (``hybrid_shuffle.spark.holder``),
-on every backend.
+on every backend.  Either way, from 4 MiB of Spark's estimate on, a decimal of up
+to 18 digits leaves Spark as its unscaled ``long`` and is rebuilt on arrival
+(``unscaled_decimals``): Spark's Arrow writer makes a ``BigDecimal`` of every
+decimal value.
 
 DataFrames out (``to_dataframe``): the result's Arrow chunks are put by the
 driver and read by Spark tasks from the object store.  On RayDP each chunk is put
@@ -54,6 +57,7 @@ from hybrid_shuffle.spark.backends import (
 )
 from hybrid_shuffle.spark.gateway_sockets import tcp_nodelay
 from hybrid_shuffle.spark.sigint import current_sigint_handler, restore_sigint_handler
+from hybrid_shuffle.spark.unscaled_decimals import UNSCALED_FROM_BYTES, rescaled, unscaled
 
 __all__ = ["SIZE_HINT", "SparkBridge", "check_spark_types", "handover_types", "spark_typed"]
 
@@ -213,8 +217,9 @@ class SparkBridge:
             "date_add(date'2000-01-01', cast(id % 1000 as int)) as t",
             "cast(id % 97 as string) as s",
         )
+        exported = unscaled(df)  # what a conversion in exports (the decimal as its long)
         for _ in range(_PREWARM_ROUNDS):
-            df._collect_as_arrow()
+            exported._collect_as_arrow()
         small = pa.table({"id": pa.array(range(cores), pa.int64())})
         refs = [_put(small.slice(i, 1)) for i in range(cores)]
         self._dataframe(spark, refs, _spark_schema(small.schema)).write.format("noop").mode(
@@ -262,11 +267,15 @@ class SparkBridge:
         """The DataFrame as ObjectRefs of Arrow tables (see the module docstring), at least
         ``pieces`` of them when it has that many rows, so every source subtask gets data."""
         schema = self.arrow_schema(df, name)
-        if _estimated_bytes(df) <= self.config.collect_limit:
-            batches = df._collect_as_arrow()
+        estimate = _estimated_bytes(df)
+        # short decimals as their longs (a quarter less of Spark's CPU for the main job's
+        # orders), once that outweighs the tens of milliseconds of py4j calls it takes
+        exported = unscaled(df) if estimate >= UNSCALED_FROM_BYTES else df
+        if estimate <= self.config.collect_limit:
+            batches = exported._collect_as_arrow()
             if not batches:
                 return [ray.put(schema.empty_table())]
-            table = pa.Table.from_batches(batches)
+            table = rescaled(pa.Table.from_batches(batches), schema)
             if not table.schema.equals(schema):
                 table = table.cast(schema)
             rows = min(self.config.collect_chunk, max(-(-table.num_rows // pieces), 1))
@@ -277,7 +286,7 @@ class SparkBridge:
         # (BENCHMARKS.md, issue 25)
         self._holder_started()
         refs = holder.put_dataframe(
-            df, schema, self.session_id, self.config.collect_chunk, self.wait_timeout
+            exported, schema, self.session_id, self.config.collect_chunk, self.wait_timeout
         )
         return refs or [ray.put(schema.empty_table())]
 

@@ -36,6 +36,7 @@ import ray
 
 from hybrid_shuffle.actor_process import NAMESPACE
 from hybrid_shuffle.errors import JobFailedError
+from hybrid_shuffle.spark.unscaled_decimals import rescaled
 
 __all__ = ["SparkHolder", "dataframe_of", "holder_name", "put_dataframe", "start_holder"]
 
@@ -151,7 +152,8 @@ def put_dataframe(
 ) -> list[Any]:
     """The DataFrame's rows as refs owned by the session's holder, put by Spark's workers,
     each table cast to ``schema`` (the one the job was planned with: an attached Spark's
-    session time zone may differ from UTC)."""
+    session time zone may differ from UTC; ``df`` may carry short decimals as their
+    unscaled longs, ``unscaled_decimals``)."""
     address, env = ray.get_runtime_context().gcs_address, _ray_env()
     name = holder_name(session_id)
     key = uuid.uuid4().hex
@@ -217,5 +219,5 @@ def _first_line(error: BaseException) -> str:
 
 
 def _table(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
-    table = pa.Table.from_batches(batches)
+    table = rescaled(pa.Table.from_batches(batches), schema)
     return table if table.schema.equals(schema) else table.cast(schema)

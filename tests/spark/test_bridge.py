@@ -7,6 +7,7 @@ import math
 import warnings
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import ray
 
@@ -243,3 +244,45 @@ def test_a_dataframe_above_collect_limit_goes_from_spark_s_workers_to_the_holder
     got = session.job("big").from_spark(df).to_arrow()
     assert sorted(got.column("id").to_pylist()) == list(range(100_000))
     assert got.schema == session.bridge.arrow_schema(df, "big")
+
+
+#: short decimals of every kind Spark makes (a column, a quotient, a literal, a negative,
+#: 18 digits, a null), one too long for a long, and decimals nested where Spark's own
+#: Arrow writer keeps them
+DECIMALS = """
+select id, cast(id * 37 % 100000 as decimal(12,2)) as price,
+       cast(id * 37 % 100000 as decimal(12,2)) / 7 as quotient,
+       case when id % 5 = 0 then null else cast(-id as decimal(10,3)) end as negative,
+       cast('999999999999999999' as decimal(18,0)) - id as widest,
+       cast(id as decimal(20,2)) as too_long,
+       named_struct('d', cast(id as decimal(9,1))) as nested,
+       cast(1.5 as decimal(2,1)) as literal
+from range(0, 3000, 1, 3)
+"""
+
+
+@pytest.mark.parametrize("path", ["driver", "holder"])
+def test_short_decimals_cross_as_their_longs_and_arrive_as_spark_exports_them(
+    session: hs.Session, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """Decimals of up to 18 digits leave Spark as their unscaled longs (cheaper for
+    Spark's Arrow writer) and arrive as Spark's own Arrow export of the DataFrame has
+    them, on both paths in."""
+    from hybrid_shuffle.spark import bridge
+    from hybrid_shuffle.spark.unscaled_decimals import unscaled
+
+    monkeypatch.setattr(bridge, "UNSCALED_FROM_BYTES", 0)  # these few rows cross so too
+    if path == "holder":
+        small = dataclasses.replace(session.bridge.config, collect_limit=1024)
+        monkeypatch.setattr(session.bridge, "config", small)
+    df = session.spark.sql(DECIMALS)
+    exported = unscaled(df).schema.simpleString()
+    assert exported.startswith("struct<id:bigint,price:bigint,quotient:bigint,negative:bigint")
+    assert "too_long:decimal(20,2),nested:struct<d:decimal(9,1)>,literal:bigint" in exported
+    refs = session.bridge.to_arrow_refs(df, "decimals")
+    if path == "holder":
+        assert owners(refs) == {holder_worker(session)}
+    got = pa.concat_tables(ray.get(refs))
+    want = pa.Table.from_batches(df._collect_as_arrow())
+    assert got.schema == session.bridge.arrow_schema(df, "decimals")
+    assert got.sort_by("id").to_pylist() == want.sort_by("id").to_pylist()
