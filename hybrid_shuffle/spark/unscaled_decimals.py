@@ -43,10 +43,12 @@ UNSCALED_FROM_BYTES = 4 << 20
 def unscaled(df: Any) -> Any:
     """``df`` with each top-level ``decimal(p, s)`` column of ``p <= 18`` as its unscaled
     ``bigint`` (same name, same position); ``df`` itself when it has none, or when the
-    JVM cannot build the projection (two columns of one name among them, too)."""
+    JVM cannot build the projection, or two of its columns have one name."""
     fields = df.schema.fields
     short = [(i, f) for i, f in enumerate(fields) if _compact(f.dataType)]
-    if not short:
+    if not short or len({f.name.lower() for f in fields}) < len(fields):
+        # ``withColumns`` replaces every column its name resolves to, and Spark's names
+        # resolve without regard to case: two such columns would both get one's values
         return df
     try:
         spark = df.sparkSession

@@ -286,3 +286,13 @@ def test_short_decimals_cross_as_their_longs_and_arrive_as_spark_exports_them(
     want = pa.Table.from_batches(df._collect_as_arrow())
     assert got.schema == session.bridge.arrow_schema(df, "decimals")
     assert got.sort_by("id").to_pylist() == want.sort_by("id").to_pylist()
+
+
+def test_columns_named_alike_leave_spark_as_they_are(session: hs.Session) -> None:
+    """Spark resolves a name to every column it matches, case aside: a DataFrame with two
+    such columns is exported unchanged, never with one's values in both."""
+    from hybrid_shuffle.spark.unscaled_decimals import unscaled
+
+    df = session.spark.sql("select cast(1.5 as decimal(4,1)) as d, cast(2.25 as decimal(5,2)) as D")
+    assert unscaled(df) is df
+    assert unscaled(df.toDF("d", "e")).schema.simpleString() == "struct<d:bigint,e:bigint>"
