@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from hybrid_shuffle.config import SparkConfig
 from hybrid_shuffle.quiet import LOG4J2_QUIET, is_quiet, spark_log_configs
 
-__all__ = ["JAVA_OPTIONS", "local_spark_configs", "spark_configs"]
+__all__ = ["DAEMON_MODULE", "JAVA_OPTIONS", "local_spark_configs", "spark_configs"]
 
 _OPENS = (
     "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio",
@@ -31,6 +31,8 @@ JAVA_OPTIONS = " ".join(
         "-Dio.netty.tryReflectionSetAccessible=true",
     ]
 )
+#: the module Spark's executors run as their Python daemon (``spark/python_daemon.py``)
+DAEMON_MODULE = "hybrid_shuffle.spark.python_daemon"
 _JAVA_KEYS = (
     "spark.driver.extraJavaOptions",
     "spark.executor.extraJavaOptions",
@@ -55,6 +57,10 @@ def _common(config: SparkConfig) -> dict[str, str]:
         # reads them: 1 GiB ran out of heap at 30M rows (four partitions)
         "spark.driver.memory": "4g",
         "spark.driver.maxResultSize": "2g",
+        # Spark's Python workers fork from a daemon that has imported Ray and the
+        # hand-over's code: a worker Spark starts anew (the first, or one after a minute
+        # idle) hands over without importing them (spark/python_daemon.py)
+        "spark.python.daemon.module": DAEMON_MODULE,
     }
 
 

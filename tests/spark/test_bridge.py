@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -296,3 +297,28 @@ def test_columns_named_alike_leave_spark_as_they_are(session: hs.Session) -> Non
     df = session.spark.sql("select cast(1.5 as decimal(4,1)) as d, cast(2.25 as decimal(5,2)) as D")
     assert unscaled(df) is df
     assert unscaled(df.toDF("d", "e")).schema.simpleString() == "struct<d:bigint,e:bigint>"
+
+
+def _daemon_of_worker(batches: Any) -> Any:
+    """In a Spark Python worker: the command line of the process it was forked from."""
+    import os
+
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+        parent = f.read().replace(b"\0", b" ").decode()
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pydict({"parent": [parent]})
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+def test_spark_s_python_workers_fork_from_the_daemon_that_imported_ray(
+    session: hs.Session,
+) -> None:
+    """Spark's executors start their Python workers from the engine's daemon, which
+    imported Ray and the hand-over's code before forking: a worker Spark starts anew
+    hands over without importing them."""
+    from hybrid_shuffle.spark.options import DAEMON_MODULE
+
+    df = session.spark.range(0, 4, numPartitions=2)
+    parents = {r["parent"] for r in df.mapInArrow(_daemon_of_worker, "parent string").collect()}
+    assert parents and all(DAEMON_MODULE in p for p in parents), parents
