@@ -261,6 +261,7 @@ class SparkBridge:
     def arrow_schema(self, df: Any, name: str) -> pa.Schema:
         """The Arrow schema the DataFrame will arrive with; rejects what cannot travel."""
         check_spark_types(df.schema, name)
+        check_unique_names(df.schema, name)
         return arrow_of(df.schema)
 
     def to_arrow_refs(self, df: Any, name: str, pieces: int = 1) -> list[Any]:
@@ -477,6 +478,20 @@ def check_spark_types(schema: Any, name: str) -> None:
                 "through Arrow; convert it (to a string, or a number of months for a "
                 "year-month interval) before handing the DataFrame in"
             )
+
+
+def check_unique_names(schema: Any, name: str) -> None:
+    """Reject, naming it, a column name the DataFrame has twice (``a.join(b, a.k == b.id)``
+    when both have an ``id``): Ray stores no Arrow table with two columns of one name."""
+    seen: set[str] = set()
+    for field in schema.fields:
+        if field.name in seen:
+            raise PlanError(
+                f"from_spark '{name}': the DataFrame has two columns named '{field.name}'; "
+                "rename one before handing it in (df.toDF(...) with distinct names, or an "
+                "alias in the select)"
+            )
+        seen.add(field.name)
 
 
 def _untravelled(t: Any) -> bool:

@@ -88,6 +88,22 @@ def test_a_type_arrow_cannot_carry_is_rejected_naming_the_column(session: hs.Ses
     assert maps.to_arrow().column("m").to_pylist() == [[("k", 1)]]
 
 
+def test_a_dataframe_with_a_name_twice_is_rejected_naming_the_column(
+    session: hs.Session,
+) -> None:
+    """A join that keeps both sides' ``id`` hands over two columns of one name, which no
+    Arrow table in Ray's object store may have: one sentence names it, at build time."""
+    a = session.spark.sql("select 1 as id, 2 as k")
+    b = session.spark.sql("select 2 as id, 'x' as v")
+    with pytest.raises(hs.PlanError) as err:
+        session.job("twice").from_spark(a.join(b, a.k == b.id), name="in")
+    assert "from_spark 'in': the DataFrame has two columns named 'id'" in str(err.value)
+    renamed = a.join(b, a.k == b.id).toDF("a_id", "k", "b_id", "v")
+    assert session.job("renamed").from_spark(renamed).to_arrow().to_pylist() == [
+        {"a_id": 1, "k": 2, "b_id": 2, "v": "x"}
+    ]
+
+
 def test_empty_dataframe_round_trips_with_its_schema(session: hs.Session) -> None:
     df = session.spark.sql(MATRIX).limit(0)
     back = round_trip(session, df, "empty")
