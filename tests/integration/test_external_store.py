@@ -330,6 +330,9 @@ def test_store_spills_past_its_memory_budget_and_leaves_no_file(
     assert result.spilled_bytes > 0
     want = join_reference(left, right)
     assert result.table.select(want.column_names).sort_by("order_id").equals(want)
+    # the stores delete a released partition's file when the release reaches them;
+    # releases are sent without waiting, so wait for them before looking at the disk
+    session.master.wait_for_releases(30)
     assert spill_files(session) == []
     assert_clean(session)
 
