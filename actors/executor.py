@@ -188,11 +188,20 @@ class Executor(ProcessProbes):
             return self._running
 
     def partitions_occupying_local_resources(self) -> set[PartitionId]:
+        self.databases.settle()  # finished tasks' databases handed back, directories gone
         return self.env.partitions_occupying_local_resources()
+
+    def owned_objects(self) -> int:
+        """ObjectRefs this process still holds, once finished tasks' databases were handed
+        back (a cursor's registered input may be what holds one)."""
+        self.databases.settle()
+        return super().owned_objects()
 
     def memory(self) -> dict[str, int]:
         """This process's private resident bytes (resident minus pages shared with the
-        object store) and the bytes Arrow's pool holds (leak checks)."""
+        object store) and the bytes Arrow's pool holds (leak checks), once finished
+        tasks' databases were handed back."""
+        self.databases.settle()
         with open(f"/proc/{os.getpid()}/statm") as f:
             fields = f.read().split()
         page = os.sysconf("SC_PAGE_SIZE")

@@ -304,11 +304,23 @@ def run_task(
         for op in _all_operators(deployment):
             with contextlib.suppress(Exception):
                 op.close()
-        database.close(reuse=report.state is TaskState.FINISHED)
-        if task_dir is not None:
-            shutil.rmtree(task_dir, ignore_errors=True)
+        # a finished task's database goes back to the executor's pool after the task
+        # reported, and its directory is removed then (``operators.duck.database``);
+        # one that failed or spilled is closed, and its files removed, before it reports
+        reuse = report.state is TaskState.FINISHED and not _spilled(report)
+        database.close(reuse, None if task_dir is None else _remover(task_dir))
         report.process_cpu_seconds = LEDGER.leave(cpu)
     return report
+
+
+def _spilled(report: TaskReport) -> bool:
+    return any(m.spilled_bytes or m.spill_runs for m in report.operators)
+
+
+def _remover(directory: str) -> Callable[[], None]:
+    """Removes the task's ``directory`` (its DuckDB's temp directory inside), whatever
+    is in it."""
+    return lambda: shutil.rmtree(directory, ignore_errors=True)
 
 
 def _all_operators(deployment: TaskDeployment) -> list[Operator]:

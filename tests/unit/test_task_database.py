@@ -235,3 +235,85 @@ def test_a_closed_pool_keeps_nothing() -> None:
     pool.close()
     database.close()
     assert pool.take() is None
+
+
+def _sort_task(data: pa.Table, memory: int) -> TaskDeployment:
+    return TaskDeployment(
+        "job",
+        "sorted",
+        0,
+        0,
+        [SortPartition(["k"], False, "sorted")],
+        [],
+        [],
+        source_refs=[data],
+        operator_memory=memory,
+    )
+
+
+def _held_hand_backs(pool: DatabasePool) -> threading.Event:
+    """Give the pool an idle database (the task takes it at once), then queue a hand-back
+    that waits for the returned event, so the pool's later hand-backs happen only once
+    it is set (a phase gate, no timer)."""
+    settings = TaskDatabase(1)._settings
+    pool.give(duckdb.connect(), settings)
+    go = threading.Event()
+    pool.give_later(duckdb.connect(), settings, [], lambda: go.wait(30))
+    return go
+
+
+def test_a_finished_task_reports_before_its_database_goes_back_and_its_directory_then(
+    tmp_path: Path,
+) -> None:
+    """Handing the database back (closing its cursors, checking it) is off the report's
+    path; the next task that takes a database waits for it and gets this one."""
+    pool = DatabasePool()
+    go = _held_hand_backs(pool)
+    data = pa.table({"k": np.arange(10_000)[::-1]})
+    spill = tmp_path / "spill"
+    try:
+        report = run_task(
+            _sort_task(data, 128 * MiB),
+            NoExchanges(),
+            threading.Event(),
+            0,
+            lambda r, t: r,
+            str(spill),
+            pool,
+        )  # type: ignore[arg-type]
+        assert report.state == TaskState.FINISHED, report.failure
+        assert len(os.listdir(spill / "operators")) == 1  # not yet: its hand-back waits
+        go.set()
+        assert pool.settle(30)
+        assert os.listdir(spill / "operators") == []
+        assert pool.take() is not None  # the task's database, kept for the next task
+    finally:
+        go.set()
+        pool.close()
+
+
+def test_a_task_that_spilled_closes_its_database_and_removes_its_files_before_it_reports(
+    tmp_path: Path,
+) -> None:
+    pool = DatabasePool()
+    go = _held_hand_backs(pool)
+    rng = np.random.default_rng(5)
+    data = pa.table({"k": rng.random(5_000_000), "v": np.arange(5_000_000)})
+    spill = tmp_path / "spill"
+    try:
+        report = run_task(
+            _sort_task(data, 64 * MiB),
+            NoExchanges(),
+            threading.Event(),
+            0,
+            lambda r, t: r,
+            str(spill),
+            pool,
+        )  # type: ignore[arg-type]
+        assert report.state == TaskState.FINISHED, report.failure
+        assert report.operators[0].spilled_bytes > 0
+        assert os.listdir(spill / "operators") == []  # while the pool's thread is held
+    finally:
+        go.set()
+        pool.close()
+    assert pool.take() is None
