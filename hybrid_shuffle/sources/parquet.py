@@ -68,11 +68,71 @@ def deal_splits(rows: Sequence[int], parallelism: int) -> list[list[int]]:
     return groups
 
 
+class _Fragments(Sequence[Any]):
+    """A split's row-group fragments as they travel: the files' format and filesystem
+    once, and each fragment's path, row-group ids and partition expression, rebuilt into
+    fragments on first use.
+
+    Pickled as themselves, pyarrow's fragments carry the format, the filesystem and the
+    partition expression each: a split of TPC-H SF1's ``lineitem`` (27 row groups) was
+    21.8 KiB, 1.0 ms to pickle on the driver (in every deployment, one task after
+    another) and 0.7 ms to load in the executor; as parts it is 2.3 KiB, 0.06 ms and
+    0.02 ms.  A task whose DuckDB reads the split (``scan``) never builds them."""
+
+    def __init__(self, format: Any, filesystem: Any, parts: tuple[tuple[Any, ...], ...]) -> None:
+        self._format = format
+        self._filesystem = filesystem
+        self._parts = parts
+        self._built: list[Any] | None = None
+
+    @classmethod
+    def of(cls, fragments: Sequence[Any]) -> _Fragments:
+        if isinstance(fragments, _Fragments):
+            return fragments
+        if not fragments:
+            return cls(None, None, ())
+        first = fragments[0]
+        parts = tuple(
+            (f.path, tuple(rg.id for rg in f.row_groups), _expression(f.partition_expression))
+            for f in fragments
+        )
+        made = cls(first.format, first.filesystem, parts)
+        made._built = list(fragments)  # the driver's own, as they are
+        return made
+
+    def _fragments(self) -> list[Any]:
+        if self._built is None:
+            self._built = [
+                self._format.make_fragment(
+                    path, self._filesystem, partition_expression=expression, row_groups=list(ids)
+                )
+                if expression is not None
+                else self._format.make_fragment(path, self._filesystem, row_groups=list(ids))
+                for path, ids, expression in self._parts
+            ]
+        return self._built
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._fragments()[index]
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Fragments, (self._format, self._filesystem, self._parts))
+
+
+def _expression(expression: pc.Expression) -> pc.Expression | None:
+    """A fragment's partition expression, or None for the trivial one (no partitions)."""
+    return None if expression.equals(pc.scalar(True)) else expression
+
+
 @dataclass(frozen=True)
 class ParquetSplit:
-    """One subtask's share of a Parquet dataset: row-group fragments to read in order."""
+    """One subtask's share of a Parquet dataset: row-group fragments to read in order
+    (pyarrow's ``ParquetFileFragment``, one row group each; they travel as ``_Fragments``)."""
 
-    fragments: tuple[Any, ...]  # pyarrow.dataset.ParquetFileFragment, one row group each
+    fragments: Sequence[Any]
     schema: pa.Schema  # the dataset's (partition columns included)
     columns: tuple[str, ...] | None
     filter: pc.Expression | None
@@ -168,7 +228,9 @@ class ParquetSource:
             if fuse and fragments:
                 read = tuple(self.read_schema.names) if keep is None else keep
                 scan = DuckScan(self.name, row_ranges(fragments, self._file_rows()), read)
-            splits.append(ParquetSplit(fragments, self.read_schema, keep, self.filter, scan))
+            splits.append(
+                ParquetSplit(_Fragments.of(fragments), self.read_schema, keep, self.filter, scan)
+            )
         return splits
 
     def _fusable(self, keep: tuple[str, ...] | None) -> bool:
