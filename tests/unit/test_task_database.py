@@ -28,7 +28,7 @@ from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.database import DatabasePool, TaskDatabase, duckdb_memory_limit
 from hybrid_shuffle.operators.duck.sort import DuckSort
-from hybrid_shuffle.runtime.task import TaskDeployment, TaskState, run_task
+from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport, TaskState, run_task
 
 MiB = 1 << 20
 
@@ -237,8 +237,9 @@ def test_a_closed_pool_keeps_nothing() -> None:
     assert pool.take() is None
 
 
-def _sort_task(data: pa.Table, memory: int) -> TaskDeployment:
-    return TaskDeployment(
+def _run_sort(data: pa.Table, memory: int, spill: Path, pool: DatabasePool) -> TaskReport:
+    """A task sorting ``data`` in ``memory`` with no exchange, its database from ``pool``."""
+    deployment = TaskDeployment(
         "job",
         "sorted",
         0,
@@ -249,6 +250,8 @@ def _sort_task(data: pa.Table, memory: int) -> TaskDeployment:
         source_refs=[data],
         operator_memory=memory,
     )
+    env: Any = NoExchanges()
+    return run_task(deployment, env, threading.Event(), 0, lambda r, t: r, str(spill), pool)
 
 
 def _held_hand_backs(pool: DatabasePool) -> threading.Event:
@@ -272,15 +275,7 @@ def test_a_finished_task_reports_before_its_database_goes_back_and_its_directory
     data = pa.table({"k": np.arange(10_000)[::-1]})
     spill = tmp_path / "spill"
     try:
-        report = run_task(
-            _sort_task(data, 128 * MiB),
-            NoExchanges(),
-            threading.Event(),
-            0,
-            lambda r, t: r,
-            str(spill),
-            pool,
-        )  # type: ignore[arg-type]
+        report = _run_sort(data, 128 * MiB, spill, pool)
         assert report.state == TaskState.FINISHED, report.failure
         assert len(os.listdir(spill / "operators")) == 1  # not yet: its hand-back waits
         go.set()
@@ -301,15 +296,7 @@ def test_a_task_that_spilled_closes_its_database_and_removes_its_files_before_it
     data = pa.table({"k": rng.random(5_000_000), "v": np.arange(5_000_000)})
     spill = tmp_path / "spill"
     try:
-        report = run_task(
-            _sort_task(data, 64 * MiB),
-            NoExchanges(),
-            threading.Event(),
-            0,
-            lambda r, t: r,
-            str(spill),
-            pool,
-        )  # type: ignore[arg-type]
+        report = _run_sort(data, 64 * MiB, spill, pool)
         assert report.state == TaskState.FINISHED, report.failure
         assert report.operators[0].spilled_bytes > 0
         assert os.listdir(spill / "operators") == []  # while the pool's thread is held
