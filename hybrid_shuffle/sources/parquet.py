@@ -87,8 +87,6 @@ class _Fragments(Sequence[Any]):
 
     @classmethod
     def of(cls, fragments: Sequence[Any]) -> _Fragments:
-        if isinstance(fragments, _Fragments):
-            return fragments
         if not fragments:
             return cls(None, None, ())
         first = fragments[0]
@@ -103,11 +101,7 @@ class _Fragments(Sequence[Any]):
     def _fragments(self) -> list[Any]:
         if self._built is None:
             self._built = [
-                self._format.make_fragment(
-                    path, self._filesystem, partition_expression=expression, row_groups=list(ids)
-                )
-                if expression is not None
-                else self._format.make_fragment(path, self._filesystem, row_groups=list(ids))
+                self._format.make_fragment(path, self._filesystem, expression, list(ids))
                 for path, ids, expression in self._parts
             ]
         return self._built

@@ -57,7 +57,7 @@ from hybrid_shuffle.spark.backends import (
 )
 from hybrid_shuffle.spark.gateway_sockets import tcp_nodelay
 from hybrid_shuffle.spark.sigint import current_sigint_handler, restore_sigint_handler
-from hybrid_shuffle.spark.unscaled_decimals import UNSCALED_FROM_BYTES, rescaled, unscaled
+from hybrid_shuffle.spark.unscaled_decimals import UNSCALED_FROM_BYTES, unscaled
 
 __all__ = ["SIZE_HINT", "SparkBridge", "check_spark_types", "handover_types", "spark_typed"]
 
@@ -276,9 +276,7 @@ class SparkBridge:
             batches = exported._collect_as_arrow()
             if not batches:
                 return [ray.put(schema.empty_table())]
-            table = rescaled(pa.Table.from_batches(batches), schema)
-            if not table.schema.equals(schema):
-                table = table.cast(schema)
+            table = holder.arrived_table(batches, schema)
             rows = min(self.config.collect_chunk, max(-(-table.num_rows // pieces), 1))
             return [_put(t) for t in _chunks(table, rows)]
         # every backend, RayDP's too: RayDP's own from_spark_recoverable waits for a free

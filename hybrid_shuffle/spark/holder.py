@@ -38,7 +38,14 @@ from hybrid_shuffle.actor_process import NAMESPACE
 from hybrid_shuffle.errors import JobFailedError
 from hybrid_shuffle.spark.unscaled_decimals import rescaled
 
-__all__ = ["SparkHolder", "dataframe_of", "holder_name", "put_dataframe", "start_holder"]
+__all__ = [
+    "SparkHolder",
+    "arrived_table",
+    "dataframe_of",
+    "holder_name",
+    "put_dataframe",
+    "start_holder",
+]
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +179,12 @@ def put_dataframe(
             chunk.append(batch)
             rows += batch.num_rows
             if rows >= chunk_rows:
-                pending.append(holder.put.remote(key, partition, attempt, _table(chunk, schema)))
+                pending.append(
+                    holder.put.remote(key, partition, attempt, arrived_table(chunk, schema))
+                )
                 chunk, rows = [], 0
         if chunk:
-            pending.append(holder.put.remote(key, partition, attempt, _table(chunk, schema)))
+            pending.append(holder.put.remote(key, partition, attempt, arrived_table(chunk, schema)))
         written = sum(ray.get(pending, timeout=timeout))
         ray.get(holder.commit.remote(key, partition, attempt), timeout=timeout)
         yield pa.RecordBatch.from_pydict({"rows": pa.array([written], pa.int64())})
@@ -218,6 +227,8 @@ def _first_line(error: BaseException) -> str:
     return (found[-1] if found else lines[0] if lines else type(error).__name__)[:300]
 
 
-def _table(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+def arrived_table(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    """Batches Spark exported (short decimals as their longs, ``unscaled_decimals``) as a
+    table of ``schema``, the one the job was planned with: what both paths in hand over."""
     table = rescaled(pa.Table.from_batches(batches), schema)
     return table if table.schema.equals(schema) else table.cast(schema)

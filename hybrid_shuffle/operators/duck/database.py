@@ -139,7 +139,10 @@ class _Settings:
 #: what the hand-back thread is given: a database, its settings, the cursors to close
 #: first and what to run once it is kept or closed
 _HandBack = tuple[
-    duckdb.DuckDBPyConnection, _Settings, list[duckdb.DuckDBPyConnection], Callable[[], None]
+    duckdb.DuckDBPyConnection,
+    _Settings,
+    list[duckdb.DuckDBPyConnection],
+    Callable[[], None] | None,
 ]
 
 
@@ -178,7 +181,7 @@ class DatabasePool:
         connection: duckdb.DuckDBPyConnection,
         settings: _Settings,
         cursors: list[duckdb.DuckDBPyConnection],
-        then: Callable[[], None],
+        then: Callable[[], None] | None = None,
     ) -> None:
         """Close ``cursors``, then ``give`` the database back, then run ``then``, on the
         pool's thread; returns at once."""
@@ -207,7 +210,8 @@ class DatabasePool:
                     connection.close()
             finally:
                 try:
-                    then()
+                    if then is not None:
+                        then()
                 finally:
                     with self._lock:
                         self._queued -= 1
@@ -350,13 +354,9 @@ class TaskDatabase:
             connection, self._connection = self._connection, None
             cursors, self._cursors = self._cursors, []
         if connection is not None and self._pool is not None and reuse:
-            self._pool.give_later(connection, self._settings, cursors, then or _nothing)
+            self._pool.give_later(connection, self._settings, cursors, then)
             return
         if connection is not None:
             connection.close()
         if then is not None:
             then()
-
-
-def _nothing() -> None:
-    pass
