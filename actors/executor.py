@@ -28,12 +28,13 @@ import os
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import ray
 
-from hybrid_shuffle.actor_process import ProcessProbes
+from hybrid_shuffle.actor_process import ProcessProbes, freeze_imported_objects
 from hybrid_shuffle.errors import summary
 from hybrid_shuffle.operators.duck.database import DatabasePool
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
@@ -61,8 +62,9 @@ _TASK_IMPORTS = (
 )
 
 
-def _import_task_modules() -> None:
-    """Import what tasks import on first use, in the background as the executor starts.
+def _import_task_modules(then: Callable[[], None]) -> None:
+    """Import what tasks import on first use, in the background as the executor starts,
+    then call ``then``.
 
     pyarrow imports pandas the first time it converts a NumPy array or a Python object
     (``pa.array``; the partitioner does on every batch), and that import alone is more
@@ -75,6 +77,7 @@ def _import_task_modules() -> None:
     for name in _TASK_IMPORTS:
         with contextlib.suppress(ImportError):  # an optional part not installed
             importlib.import_module(name)
+    then()
 
 
 class Executor(ProcessProbes):
@@ -95,7 +98,23 @@ class Executor(ProcessProbes):
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._running = 0
-        threading.Thread(target=_import_task_modules, name="task-imports", daemon=True).start()
+        #: whether a task has started here (the imports' freeze comes before, or not at all)
+        self._started = False
+        freeze_imported_objects()  # Ray's and the engine's; the tasks' modules follow
+        threading.Thread(
+            target=_import_task_modules,
+            args=(self._freeze_unless_started,),
+            name="task-imports",
+            daemon=True,
+        ).start()
+
+    def _freeze_unless_started(self) -> None:
+        """Freeze what the task modules' imports made, unless a task already started
+        (its objects would be frozen with them; the executor then keeps its first
+        freeze only)."""
+        with self._lock:
+            if not self._started:
+                freeze_imported_objects()
 
     def _cancel_event(self, job_id: str) -> threading.Event:
         with self._lock:
@@ -110,6 +129,7 @@ class Executor(ProcessProbes):
         key = attempt_key(deployment.job_id, deployment.name, deployment.attempt)
         cancelled = threading.Event()
         with self._lock:
+            self._started = True
             self._running += 1
             self._attempts[key] = cancelled
             if job.is_set() or key in self._cancelled_attempts:

@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 import ray
 
-from hybrid_shuffle.actor_process import ProcessProbes
+from hybrid_shuffle.actor_process import ProcessProbes, freeze_imported_objects
 from hybrid_shuffle.errors import (
     HybridShuffleError,
     PartitionCorruptedError,
@@ -121,6 +121,7 @@ class PartitionStore(ProcessProbes):
         self._writes: dict[PartitionId, _Writes] = {}
         self._lock = threading.Lock()
         self._closing = threading.Event()
+        freeze_imported_objects()
 
     # -- the producer side ---------------------------------------------------------------
 

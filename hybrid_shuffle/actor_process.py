@@ -6,7 +6,8 @@ nodes holds whatever else the cluster runs), taking no CPU (slots are a
 logical count), never restarted by Ray (a dead actor's partitions are gone; the
 driver replaces it and recomputes).  Both answer the same probes: where they
 run (``ready``, also the start-up check) and how many object references their
-process holds (the leak checks).
+process holds (the leak checks).  Both put what they imported out of the cycle
+collector's way once started (``freeze_imported_objects``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-__all__ = ["NAMESPACE", "ProcessProbes", "start_pinned"]
+__all__ = ["NAMESPACE", "ProcessProbes", "freeze_imported_objects", "start_pinned"]
 
 #: the Ray namespace of the session's named actors
 NAMESPACE = "hybrid-shuffle"
@@ -47,6 +48,19 @@ def start_pinned(
     if runtime_env:
         options["runtime_env"] = dict(runtime_env)
     return ray.remote(actor_class).options(**options).remote(*args)
+
+
+def freeze_imported_objects() -> None:
+    """Take every object the process tracks now out of the cycle collector's walks
+    (``gc.freeze``): call it once the actor's modules are imported and before it runs
+    any task, so that what is frozen is modules, classes and functions, which live as
+    long as the process, and never a task's objects (frozen garbage is never freed).
+
+    A full collection in an actor walks the ~100k objects Ray, Arrow and DuckDB create
+    as they are imported: 130-300 ms on two cores, paid by every automatic full
+    collection during a task and by every leak probe (``owned_objects``); after the
+    freeze it walks only what tasks made since, a few ms."""
+    gc.freeze()
 
 
 class ProcessProbes:

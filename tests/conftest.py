@@ -9,6 +9,7 @@ node-loss and TPC-H tests and every benchmark workload's smoke run.
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -23,3 +24,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Once the tests are collected, the modules, tests and parameters made so far leave
+    the cycle collector's walks (``gc.freeze``, as the library's actors do once started):
+    every leak check collects garbage in this process (``gc.collect``), which otherwise
+    walks the ~120k objects Ray, Spark's Python side and the test modules hold, 50-100
+    ms each time."""
+    gc.freeze()

@@ -54,6 +54,34 @@ def test_executors_import_what_tasks_use_before_the_first_job(local_ray: None) -
         wait_for_task_imports(session)
 
 
+def _collector_state(_actor: object) -> tuple[int, int, float]:
+    """In an actor's process: objects frozen, objects the cycle collector still walks,
+    and the seconds a full collection takes."""
+    import gc
+
+    start = time.perf_counter()
+    gc.collect()
+    return gc.get_freeze_count(), len(gc.get_objects()), time.perf_counter() - start
+
+
+def test_an_actors_imported_objects_are_out_of_the_collectors_walks(local_ray: None) -> None:
+    """Once an executor imported its tasks' modules (before any task ran), and a partition
+    store once started, what they imported is frozen (``gc.freeze``): a full collection,
+    which every leak probe and every long task makes, walks only what came after."""
+    config = {"shuffle": {"service": "external"}}
+    with hs.Session(config, slots=2) as session:
+        wait_for_task_imports(session)
+        stores = [actor for _, actor in session.cluster.master.stores()]
+        for actor in [*session.cluster.executors, *stores]:
+            frozen, walked, _ = ray.get(actor.__ray_call__.remote(_collector_state), timeout=60)
+            assert frozen > 20_000 and walked < frozen // 4, (frozen, walked)
+        job = session.job("after")
+        table = pa.table({"k": np.arange(1000) % 7, "v": np.arange(1000)})
+        got = job.from_arrow(table).key_by("k").aggregate({"v": "sum"}).collect()
+        assert got.table.num_rows == 7
+        assert_no_leaks(session)  # a job's garbage is still collected
+
+
 @pytest.mark.slow
 def test_executor_memory_comes_back_after_repeated_large_sorts(local_ray: None) -> None:
     rows = 100 * MiB // 16  # 100 MiB of int64 keys and float64 values
