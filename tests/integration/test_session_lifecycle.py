@@ -12,7 +12,7 @@ import ray
 import hybrid_shuffle as hs
 from hybrid_shuffle.runtime.slot_pool import SlotPool
 
-from .conftest import assert_no_leaks
+from .conftest import assert_no_leaks, wait_until
 
 MiB = 1 << 20
 
@@ -54,14 +54,20 @@ def test_executors_import_what_tasks_use_before_the_first_job(local_ray: None) -
         wait_for_task_imports(session)
 
 
-def _collector_state(_actor: object) -> tuple[int, int, float]:
-    """In an actor's process: objects frozen, objects the cycle collector still walks,
-    and the seconds a full collection takes."""
+def _collector_state(_actor: object) -> tuple[int, int]:
+    """In an actor's process: the objects frozen, and those the cycle collector walks."""
     import gc
 
-    start = time.perf_counter()
     gc.collect()
-    return gc.get_freeze_count(), len(gc.get_objects()), time.perf_counter() - start
+    return gc.get_freeze_count(), len(gc.get_objects())
+
+
+def _importing(_actor: object) -> bool:
+    """In an executor's process: whether its background imports (and the freeze after
+    them) are still running."""
+    import threading
+
+    return any(t.name == "task-imports" for t in threading.enumerate())
 
 
 def test_an_actors_imported_objects_are_out_of_the_collectors_walks(local_ray: None) -> None:
@@ -70,10 +76,15 @@ def test_an_actors_imported_objects_are_out_of_the_collectors_walks(local_ray: N
     which every leak probe and every long task makes, walks only what came after."""
     config = {"shuffle": {"service": "external"}}
     with hs.Session(config, slots=2) as session:
-        wait_for_task_imports(session)
+        for executor in session.cluster.executors:
+            wait_until(
+                lambda e=executor: not ray.get(e.__ray_call__.remote(_importing), timeout=30),
+                60,
+                "the executor's background imports and freeze done",
+            )
         stores = [actor for _, actor in session.cluster.master.stores()]
         for actor in [*session.cluster.executors, *stores]:
-            frozen, walked, _ = ray.get(actor.__ray_call__.remote(_collector_state), timeout=60)
+            frozen, walked = ray.get(actor.__ray_call__.remote(_collector_state), timeout=60)
             assert frozen > 20_000 and walked < frozen // 4, (frozen, walked)
         job = session.job("after")
         table = pa.table({"k": np.arange(1000) % 7, "v": np.arange(1000)})
