@@ -57,9 +57,10 @@ def freeze_imported_objects() -> None:
     long as the process, and never a task's objects (frozen garbage is never freed).
 
     A full collection in an actor walks the ~100k objects Ray, Arrow and DuckDB create
-    as they are imported: 130-300 ms on two cores, paid by every automatic full
-    collection during a task and by every leak probe (``owned_objects``); after the
-    freeze it walks only what tasks made since, a few ms."""
+    as they are imported: 130-300 ms on two cores, paid by every leak probe
+    (``owned_objects``) and by an automatic full collection, should a task make enough
+    Python objects for one (TPC-H's 22 queries at SF1 make none: the data is Arrow's
+    and DuckDB's); after the freeze it walks only what came since, a few ms."""
     gc.freeze()
 
 
