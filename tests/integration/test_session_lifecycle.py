@@ -73,7 +73,7 @@ def _importing(_actor: object) -> bool:
 def test_an_actors_imported_objects_are_out_of_the_collectors_walks(local_ray: None) -> None:
     """Once an executor imported its tasks' modules (before any task ran), and a partition
     store once started, what they imported is frozen (``gc.freeze``): a full collection,
-    which every leak probe and every long task makes, walks only what came after."""
+    which every leak probe makes, walks only what came after."""
     config = {"shuffle": {"service": "external"}}
     with hs.Session(config, slots=2) as session:
         for executor in session.cluster.executors:
