@@ -25,11 +25,26 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
 HERE = Path(__file__).resolve().parent
 
+#: The tests' Spark JVMs (drivers and RayDP's executors; the library gives RayDP's app
+#: master the same): each runs seconds of Spark work at a time, which the quick compiler
+#: alone serves best (the optimizing compiler's threads cost more CPU than their code saves
+#: there: the Spark-facing half, run each way in turn, spent 34% less CPU in its JVMs and
+#: 24% less in all; BENCHMARKS.md, issue 37), with a code cache large enough for the
+#: hundreds of classes a shared session generates (the quick compiler's default one filled
+#: and Spark 4's driver died), and the serial collector for a heap of 1 GiB.  Results do
+#: not depend on how the JVM compiles; the benchmarks measure Spark with its defaults.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m -XX:+UseSerialGC"
+JVM_CONFIGS = {
+    "spark.driver.extraJavaOptions": JVM_OPTIONS,
+    "spark.executor.extraJavaOptions": JVM_OPTIONS,
+}
+#: one RayDP executor with one core: the tests' Spark
+SPARK = {"executors": 1, "executor_cores": 1, "executor_memory": "1 GiB", "configs": JVM_CONFIGS}
 CONFIG = {
     "parallelism": 2,
     "ray": {"num_cpus": 4, "object_store_memory": "500 MiB"},
     "shuffle": {"buffer_size": "1 MiB", "memory_budget": "64 MiB"},
-    "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "1 GiB"},
+    "spark": SPARK,
 }
 
 #: the open shared session and the SIGINT handler from before it started

@@ -25,7 +25,7 @@ from hybrid_shuffle.config import SparkConfig, load_config
 from hybrid_shuffle.spark import JAVA_OPTIONS
 from hybrid_shuffle.spark.backends import choose_backend, installed_pyspark
 
-from .conftest import own_ray
+from .conftest import JVM_OPTIONS, own_ray
 from .test_bridge import holder_worker, owners, rows
 
 pytestmark = pytest.mark.spark
@@ -90,7 +90,7 @@ def own_spark() -> Iterator[Any]:
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("the-users-own")
-        .config("spark.driver.extraJavaOptions", JAVA_OPTIONS)
+        .config("spark.driver.extraJavaOptions", f"{JAVA_OPTIONS} {JVM_OPTIONS}")
         .config("spark.sql.session.timeZone", "America/New_York")  # not the engine's UTC
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()

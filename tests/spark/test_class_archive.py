@@ -24,7 +24,7 @@ from hybrid_shuffle.config import SparkConfig
 from hybrid_shuffle.spark.backends import choose_backend
 from hybrid_shuffle.spark.class_archive import is_whole
 
-from .conftest import CONFIG, own_ray
+from .conftest import CONFIG, JVM_CONFIGS, JVM_OPTIONS, own_ray
 
 pytestmark = pytest.mark.spark
 pytest.importorskip("pyspark")
@@ -40,7 +40,7 @@ from pyspark.sql import SparkSession
 from hybrid_shuffle.config import load_config
 from hybrid_shuffle.spark.backends import driver_configs
 
-log = f"-Xlog:class+load=info:file={sys.argv[1]}"
+log = f"{sys.argv[2]} -Xlog:class+load=info:file={sys.argv[1]}"
 config = load_config({"spark": {"configs": {"spark.driver.extraJavaOptions": log}}}).spark
 builder = SparkSession.builder.master("local[1]")
 for key, value in driver_configs("local", config, None).items():
@@ -61,7 +61,7 @@ def test_the_drivers_jvm_writes_a_class_archive_and_the_next_driver_maps_it(
 
     def driver(log: Path) -> str:
         done = subprocess.run(
-            [sys.executable, "-c", _DRIVER, str(log)],
+            [sys.executable, "-c", _DRIVER, str(log), JVM_OPTIONS],
             env=env, capture_output=True, text=True, timeout=240, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
@@ -107,8 +107,9 @@ def test_the_first_executor_is_asked_for_its_archive_and_later_executors_map_it(
     logs.mkdir()
 
     def session(log: str) -> None:
-        options = f"-Xlog:class+load=info:file={logs}/{log}-%p.log"
-        config = {**CONFIG, "spark": {**CONFIG["spark"], "configs": {EXECUTOR: options}}}
+        options = f"{JVM_OPTIONS} -Xlog:class+load=info:file={logs}/{log}-%p.log"
+        configs = {**JVM_CONFIGS, EXECUTOR: options}
+        config = {**CONFIG, "spark": {**CONFIG["spark"], "configs": configs}}
         with hs.Session(config, slots=2) as s:
             assert s.spark.range(0, 10, numPartitions=1).count() == 10  # on the executor
 

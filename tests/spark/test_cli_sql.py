@@ -11,6 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from .conftest import JVM_OPTIONS
+
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,10 +26,16 @@ FROM t WHERE v > 10 GROUP BY k % 7 ORDER BY s DESC
 
 #: Spark in local mode in the command's own process: what these tests check (the command
 #: line, the views, the output) does not depend on the backend, and local mode starts in a
-#: few seconds where RayDP takes about twenty (the bridge's tests cover RayDP)
-CONFIG = """
-ray: {num_cpus: 2, object_store_memory: 300 MiB}
-spark: {backend: local, executors: 1, executor_cores: 1, executor_memory: 1 GiB}
+#: few seconds where RayDP takes about twenty (the bridge's tests cover RayDP); its JVM with
+#: the tests' options (conftest.JVM_OPTIONS)
+CONFIG = f"""
+ray: {{num_cpus: 2, object_store_memory: 300 MiB}}
+spark:
+  backend: local
+  executors: 1
+  executor_cores: 1
+  executor_memory: 1 GiB
+  configs: {{spark.driver.extraJavaOptions: '{JVM_OPTIONS}'}}
 """
 
 

@@ -30,7 +30,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType
 
 import hybrid_shuffle as hs
 
-from .conftest import own_ray
+from .conftest import SPARK, own_ray
 from .oracle import BASE_YAML, check, check_sql, configured, parquet_views, rows, subtrees
 
 pytestmark = pytest.mark.spark
@@ -67,7 +67,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hs.Session]:
             "runtime_env": {"py_modules": [str(shipped / SHIPPED)]},
         },
         "shuffle": {"buffer_size": "1 MiB", "memory_budget": "64 MiB"},
-        "spark": {"executors": 1, "executor_cores": 1, "executor_memory": "1 GiB"},
+        "spark": SPARK,
     }
     try:
         with hs.Session(config, slots=2) as s:

@@ -45,7 +45,7 @@ import hybrid_shuffle as hs
 from ..integration.clusters import cluster_with_a_driver_head
 from ..integration.conftest import assert_no_leaks, wait_until
 from ..integration.phases import gate, kill_at
-from .conftest import own_ray
+from .conftest import JVM_CONFIGS, own_ray
 from .oracle import exact_value, rows, spark_table, tpch_queries
 
 pytestmark = pytest.mark.spark
@@ -70,6 +70,7 @@ CONFIG: dict[str, Any] = {
         "prewarm": False,
         # sort-merge joins: both sides of each join shuffled over an engine edge
         "configs": {
+            **JVM_CONFIGS,
             "spark.sql.autoBroadcastJoinThreshold": -1,
             "spark.sql.shuffle.partitions": 2,
         },
