@@ -9,13 +9,24 @@ other user setting (``spark.configs``) wins over ours.
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
+import tempfile
 from collections.abc import Mapping
 
 from hybrid_shuffle.config import SparkConfig
 from hybrid_shuffle.quiet import LOG4J2_QUIET, is_quiet, spark_log_configs
 
-__all__ = ["DAEMON_MODULE", "JAVA_OPTIONS", "local_spark_configs", "spark_configs"]
+__all__ = [
+    "DAEMON_MODULE",
+    "JAVA_OPTIONS",
+    "driver_log_option",
+    "local_spark_configs",
+    "spark_configs",
+]
+
+log = logging.getLogger(__name__)
 
 _OPENS = (
     "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio",
@@ -42,6 +53,36 @@ _JAVA_KEYS = (
 #: compiler alone and one garbage-collector thread (the driver and the executors, which
 #: run the user's work, keep the JVM's defaults)
 _APP_MASTER_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: where RayDP's Java agent writes its log in the driver's JVM unless ``ray.logging.dir``
+#: says otherwise: fixed in the agent, whatever Ray's temporary directory is
+RAY_SESSION_LINK = "/tmp/ray/session_latest"
+
+
+def driver_log_option(link: str = RAY_SESSION_LINK) -> str:
+    """The driver JVM's ``-Dray.logging.dir``, when RayDP's agent cannot use its default.
+
+    The agent makes ``<link>/logs`` when the driver's JVM starts and stops the JVM when
+    it cannot (PySpark then says only ``JAVA_GATEWAY_EXITED``).  It cannot when the
+    link is dangling: something deleted the session directory it points at (a tmp
+    cleaner, a hand), and Ray never replaces a dangling link (it tests the link with
+    ``os.path.exists``, which follows it).  Then the agent gets a directory of the
+    engine's and a warning names the link to remove; Ray's own files are left alone.
+    Ray's Java workers (the executors, the app master) are given their session's log
+    directory by Ray, so only the driver needs this.  ``""`` when the default works.
+    """
+    if not os.path.islink(link) or os.path.exists(link):
+        return ""
+    logs = os.path.join(tempfile.gettempdir(), "hybrid-shuffle", "raydp-driver-logs")
+    os.makedirs(logs, exist_ok=True)
+    log.warning(
+        "%s points at %s, which no longer exists, and Ray does not replace it; RayDP's "
+        "driver logs to %s instead (rm %s, and Ray links it again at its next start)",
+        link,
+        os.readlink(link),
+        logs,
+        link,
+    )
+    return f"-Dray.logging.dir={logs}"
 
 
 def _common(config: SparkConfig) -> dict[str, str]:
@@ -81,6 +122,7 @@ def spark_configs(config: SparkConfig, log_level: str | None = None) -> dict[str
     (``hybrid_shuffle.quiet``); a user's own ``spark.log4j.config.file.name`` wins.
     """
     settings = {**spark_log_configs(log_level), **_common(config)}
+    settings[_JAVA_KEYS[0]] = f"{JAVA_OPTIONS} {driver_log_option()}".strip()
     settings[_JAVA_KEYS[2]] = f"{JAVA_OPTIONS} {_APP_MASTER_OPTIONS}"
     return _with_user(settings, config, _JAVA_KEYS)
 
