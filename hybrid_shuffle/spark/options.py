@@ -73,7 +73,10 @@ def driver_log_option(link: str = RAY_SESSION_LINK) -> str:
     if not os.path.islink(link) or os.path.exists(link):
         return ""
     logs = os.path.join(tempfile.gettempdir(), "hybrid-shuffle", "raydp-driver-logs")
-    os.makedirs(logs, exist_ok=True)
+    try:
+        os.makedirs(logs, exist_ok=True)
+    except OSError:  # another user's directory: one of this process's own
+        logs = tempfile.mkdtemp(prefix="hybrid-shuffle-raydp-driver-logs-")
     log.warning(
         "%s points at %s, which no longer exists, and Ray does not replace it; RayDP's "
         "driver logs to %s instead (rm %s, and Ray links it again at its next start)",
