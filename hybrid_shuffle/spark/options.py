@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from hybrid_shuffle.config import SparkConfig
 from hybrid_shuffle.quiet import LOG4J2_QUIET, is_quiet, spark_log_configs
+from hybrid_shuffle.spill_dirs import default_spill_dir, make_private_dirs
 
 __all__ = [
     "DAEMON_MODULE",
@@ -72,10 +73,12 @@ def driver_log_option(link: str = RAY_SESSION_LINK) -> str:
     """
     if not os.path.islink(link) or os.path.exists(link):
         return ""
-    logs = os.path.join(tempfile.gettempdir(), "hybrid-shuffle", "raydp-driver-logs")
+    # in the user's own engine directory (the spill root's default), as the engine keeps
+    # its other temporary files: two users never share it
+    logs = os.path.join(default_spill_dir(), "raydp-driver-logs")
     try:
-        os.makedirs(logs, exist_ok=True)
-    except OSError:  # another user's directory: one of this process's own
+        make_private_dirs(logs)
+    except OSError:  # something not a directory in the way: one of this process's own
         logs = tempfile.mkdtemp(prefix="hybrid-shuffle-raydp-driver-logs-")
     log.warning(
         "%s points at %s, which no longer exists, and Ray does not replace it; RayDP's "

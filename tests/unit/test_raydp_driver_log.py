@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hybrid_shuffle.spark.options import driver_log_option
+from hybrid_shuffle.spill_dirs import default_spill_dir
 
 
 def test_a_dangling_session_link_gives_the_driver_its_own_log_directory(
@@ -45,7 +46,7 @@ def test_a_log_directory_it_cannot_make_falls_back_to_one_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    (tmp_path / "hybrid-shuffle").write_text("not a directory")  # as another user's would be
+    Path(default_spill_dir()).write_text("not a directory")  # the engine's directory taken
     link = tmp_path / "session_latest"
     os.symlink(tmp_path / "session_deleted", link)
     logs = Path(driver_log_option(str(link)).removeprefix("-Dray.logging.dir="))
