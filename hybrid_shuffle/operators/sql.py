@@ -263,6 +263,21 @@ class SqlQuery(Operator):
         assert self.binding is not None
         return self.binding.schema
 
+    def bind_as(self, input_schemas: Sequence[pa.Schema], schema: pa.Schema) -> None:
+        """Bind the query on ``input_schemas`` as giving ``schema``, without DuckDB: for a
+        rewrite of the graph that only moved a bound query's parts, whose output is
+        known (``plan.join_switch``: DuckDB took 20-30 ms to plan a switched join's fused
+        query on the driver, between two stages).  Several inputs only: then the query
+        is never per-row and its scans of ``input`` are counted in its text, as ``bind``
+        does; with one, whether it is per-row takes DuckDB's plan (``output_schema``).
+        A query DuckDB rejects then fails in its task, not here; the task's output is
+        cast to ``schema`` (``conform``), the schema the graph was planned with."""
+        planned = [_countable(s) for s in input_schemas]
+        if len(planned) < 2:
+            raise ValueError(f"{self.what}: bind_as needs several inputs, got {len(planned)}")
+        self._planned = planned
+        self._adopt(SqlBinding(planned[0], schema, False, _references(self.query, "input")))
+
     @property
     def planned_inputs(self) -> list[pa.Schema]:
         """The input schemas the query was bound on when planned (empty: not bound), one

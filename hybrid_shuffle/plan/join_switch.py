@@ -33,7 +33,10 @@ read broadcast inputs, which go with the join):
   producer.  The probe producer's chain, its name and its parallelism are kept: a
   from_parquet scan's splits decide how many tasks run the join; if that chain is one
   ``sql`` query (a translated stage), the join's query takes it in as its probe side,
-  one query and one DuckDB pipeline (``_fusable``).  If the build side is larger,
+  one query and one DuckDB pipeline (``_fusable``).  The moved query gives what the
+  join stage gave, so it takes the stage's output schema (``SqlQuery.bind_as``)
+  instead of DuckDB planning it again on the driver between two stages (20-30 ms for
+  TPC-H Q5's).  If the build side is larger,
   nothing changes but the hold.  Either way the hold ends, and the scheduler computes the
   regions again.
 * **A split** (``SwitchableJoin.split``): when the stage's operators above the join
@@ -60,6 +63,8 @@ from hybrid_shuffle.operators.sql import SqlQuery, input_name
 from hybrid_shuffle.shuffle.routing import PartitionerKind
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from hybrid_shuffle.plan.graph import JobEdge, JobGraph, JobVertex, VertexId
 
 __all__ = [
@@ -403,10 +408,25 @@ def _probe_side_query(
         )
         schemas = head.planned_inputs + [planned[e.target_input] for e in order[1:]]
         producer.operators.clear()
-    if schemas:
+    if schemas and _same_output(old, join, head, planned[order[0].target_input]):
+        assert old.binding is not None
+        operator.bind_as(schemas, old.binding.schema)
+    elif schemas:
         operator.output_schema(schemas)
     producer.operators.append(operator)
     return operator, first
+
+
+def _same_output(
+    old: SqlQuery, join: SwitchableJoin, head: SqlQuery | None, probe: pa.Schema
+) -> bool:
+    """Whether the moved query outputs what the join stage's did (``old``): the whole
+    stage moved, and its probe side is the edge's rows as planned or the producer's
+    query giving exactly their schema.  Then the query is bound as the stage's without
+    asking DuckDB again (``SqlQuery.bind_as``)."""
+    if join.split is not None or old.binding is None:
+        return False
+    return head is None or (head.binding is not None and head.binding.schema.equals(probe))
 
 
 def _rest_of_stage(

@@ -14,7 +14,7 @@ which is the input ``SqlQuery`` streams once the others ended.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hybrid_shuffle.empty_column import EMPTY_SELECT
@@ -35,6 +35,9 @@ class _Input:
     stream: Stream
     spec: ExchangeSpec | None
     token: str
+    #: the names of the other edges of the same rows this input stands for (a
+    #: ``ReusedExchange`` of an exchange the stage reads too)
+    aliases: list[str] = field(default_factory=list)
 
     @property
     def side(self) -> bool:
@@ -50,9 +53,18 @@ class Stage:
 
     def read(self, stream: Stream, spec: ExchangeSpec | None, columns: list[Column]) -> Rel:
         """A relation over ``stream`` (its columns already named ``c<id>``) read through
-        ``spec``; reading the same stream over the same edge again reuses the input."""
+        ``spec``; reading the same rows again reuses the input: the same stream over the
+        same edge, or over another edge partitioned the same way (Spark's
+        ``ReusedExchange`` of an exchange this stage reads too, as in TPC-H Q18, where
+        both sides of a join are semi-joined with one aggregate).  The producer then
+        writes its rows once and the stage fetches and stages them once; its query
+        scans them twice."""
         for existing in self.inputs:
-            if existing.stream.node is stream.node and _same(existing.spec, spec):
+            if existing.stream.node is stream.node and _same_rows(existing.spec, spec):
+                edge = spec.edge if spec is not None else None
+                kept = existing.spec.edge if existing.spec is not None else None
+                if edge and edge != kept and edge not in existing.aliases:
+                    existing.aliases.append(edge)
                 token = existing.token
                 return Rel(f"SELECT {_list(columns)} FROM {token}", columns, streams=token)
         token = f"__hs_input_{len(self.inputs)}__"
@@ -93,10 +105,18 @@ class Stage:
         return stream
 
 
-def _same(a: ExchangeSpec | None, b: ExchangeSpec | None) -> bool:
+def _same_rows(a: ExchangeSpec | None, b: ExchangeSpec | None) -> bool:
+    """Whether two reads of one stream give each task the same rows: both forward, or
+    exchanges alike in all but their names and what consumes them (``facts``)."""
     if a is None or b is None:
         return a is b
-    return a.edge == b.edge and a.partitioner == b.partitioner
+    return (
+        a.partitioner == b.partitioner
+        and a.partitions == b.partitions
+        and a.mode == b.mode
+        and a.combiner is b.combiner
+        and a.keep == b.keep
+    )
 
 
 def _list(columns: list[Column]) -> str:

@@ -112,6 +112,8 @@ class Translator:
         #: per subquery, the edge each stage reading its value reads it over
         self._subquery_edges: dict[str, dict[Stage, str]] = {}
         self._stage: Stage | None = None
+        #: the stages finished, in order
+        self._stages: list[Stage] = []
         self._gathers = 0
         self._parent_of: dict[int, Node] | None = None
         #: ``id(node)`` -> why it runs in Spark: operators DuckDB rejected (``finish``)
@@ -137,12 +139,14 @@ class Translator:
         the plan is translated again with it there."""
         for attempt in range(_ATTEMPTS + 1):
             self._exchanges, self._subqueries, self._done = {}, {}, []
-            self._subquery_edges = {}
+            self._subquery_edges, self._stages = {}, []
             self.info.edges, self.info.spark_subtrees = {}, []
             try:
                 stage = Stage(self.job)
                 rel = self.rel(self.plan.root, stage)
-                return self.finish(stage, rel, self.plan.root, "result", final=True)
+                stream = self.finish(stage, rel, self.plan.root, "result", final=True)
+                self._fold_reused_edges()
+                return stream
             except _Rejected as e:
                 node = e.node
                 # the same operator again (a reused exchange's original), or too many:
@@ -161,6 +165,7 @@ class Translator:
         schemas; if DuckDB rejects it, the lowest operator whose own SQL it rejects (or
         ``top``, the stage's last) is to run in Spark (``_Rejected``)."""
         stream = stage.finish(rel, name, final)
+        self._stages.append(stage)
         # a shuffled join that may become a broadcast join at run time (``plan.join_switch``)
         rels = {id(node): out for node, out, _ in self._done}
         stream.node.switchable = switchable_join(self.plan, top, stage, rel, final, rels)
@@ -176,6 +181,23 @@ class Translator:
                 culprit, reason = top, summary(e.__cause__ or e)
             raise _Rejected(culprit, f"DuckDB could not plan the stage: {reason}") from e
         return stream
+
+    def _fold_reused_edges(self) -> None:
+        """``info.edges`` for the edges the job has: an exchange a stage read once for a
+        ``ReusedExchange`` of it (``Stage.read``) says so, and the reuse's own name goes
+        unless another stage reads it over an edge of its own."""
+        inputs = [i for s in self._stages for i in s.inputs if i.spec is not None and i.spec.edge]
+        read = {i.spec.edge for i in inputs if i.spec is not None}
+        texts = dict(self.info.edges)
+        for item in inputs:
+            assert item.spec is not None and item.spec.edge is not None
+            for alias in item.aliases:
+                kept = item.spec.edge
+                self.info.edges[kept] = (
+                    f"{self.info.edges.get(kept, kept)}; read once for {texts.get(alias, alias)}"
+                )
+                if alias not in read:
+                    self.info.edges.pop(alias, None)
 
     def _culprit(self) -> tuple[Node | None, str]:
         """The first operator translated whose own SQL DuckDB rejects, and why."""

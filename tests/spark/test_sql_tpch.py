@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,6 +246,41 @@ def test_joins_are_the_kind_the_configuration_asks_for(
         assert sum("hashpartitioning" in s for s in exchanges) >= 2 * len(planned)
     else:
         assert len(broadcasts) >= len(planned)
+
+
+def test_a_reused_exchange_read_by_the_same_stage_is_written_and_read_once(
+    tpch: Tpch, queries: dict[int, str]
+) -> None:
+    """Q18 semi-joins both sides of its join with one aggregate.  With customer the only
+    table small enough to broadcast (as at SF1 under Spark's default threshold), Spark
+    plans the second read as a ``ReusedExchange`` into the same stage.  The stage reads
+    the rows once, over the original's edge, whose producer writes them once; explain
+    says so, and the answer is Spark's."""
+    spark, key = tpch.session.spark, "spark.sql.autoBroadcastJoinThreshold"
+    spark.conf.set(key, "100k")  # customer's 1,500 rows, not the aggregate's estimate
+    try:
+        stream = tpch.session.sql(queries[18], fallback="error")
+    finally:
+        if tpch.setup.broadcast_threshold is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, tpch.setup.broadcast_threshold)
+    assert stream.job.spark_plan is not None
+    assert "ReusedExchange" in stream.job.spark_plan.formatted
+    explained = stream.explain_data()
+    edges = explained["edges"]
+    same = Counter((e["source"], e["target"], e["partitioner"]) for e in edges)
+    assert max(same.values()) == 1, same
+    texts = explained["spark_exchanges"]
+    assert set(texts) == {e["name"] for e in edges}
+    (kept,) = [name for name, text in texts.items() if "read once for ReusedExchange" in text]
+    producer = next(e["source"] for e in edges if e["name"] == kept)
+    result = stream.collect(timeout=120)
+    got = result.table
+    writes = [[w.edge for w in t.writes] for t in result.tasks if t.vertex == producer]
+    assert writes and all(w == [kept] for w in writes), writes
+    _, want = spark_result(spark, queries[18])
+    assert_same_rows(got, want, order_by(queries[18], got.column_names))
 
 
 def test_each_scan_is_read_by_its_stages_duckdb(tpch: Tpch, queries: dict[int, str]) -> None:

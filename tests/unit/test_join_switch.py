@@ -11,7 +11,8 @@ import pytest
 
 from hybrid_shuffle.config import FailoverConfig, load_config
 from hybrid_shuffle.errors import ConfigError
-from hybrid_shuffle.operators.sql import SqlQuery, input_name
+from hybrid_shuffle.operators import sql
+from hybrid_shuffle.operators.sql import SqlQuery, bind, input_name
 from hybrid_shuffle.plan.join_switch import SPLIT_TOKEN, SwitchableJoin, build_sides
 from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, Plan, plan_job
 from hybrid_shuffle.plan.regions import pipelined_regions
@@ -351,6 +352,41 @@ def test_a_switched_join_takes_in_the_probe_producers_query(broadcast: bool) -> 
     expected = _run(chained, [probe, *sides])
     assert expected.num_rows == 2  # b's two orders over 1, each joined once
     assert _run(query, [raw, *sides]).equals(expected)
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+@pytest.mark.parametrize("stage", [False, True], ids=["chained", "fused"])
+def test_a_switched_join_is_bound_as_its_stage_without_duckdb(
+    monkeypatch: pytest.MonkeyPatch, broadcast: bool, stage: bool
+) -> None:
+    """The moved query takes the join stage's output schema without DuckDB planning it
+    between two stages; DuckDB, asked, gives the same binding."""
+    p = planned(joined(stage=stage, broadcast=broadcast))
+    tracker = PartitionTracker(RecordingMaster())
+    deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
+    reports, finished = _finish_build_side(p, tracker, deployer, 100)
+    probe = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name.startswith("orders"))
+
+    def no_duckdb(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the switch asked DuckDB to bind the moved query")
+
+    monkeypatch.setattr(sql, "bind", no_duckdb)
+    (change,) = decide_joins(p.graph, probe, finished, reports, "job-1", tracker)
+    monkeypatch.undo()
+    assert change.switched
+    orders = p.graph.vertices[p.graph.edge("right_edge").target]
+    query = orders.operators[-1]
+    assert isinstance(query, SqlQuery) and query.binding is not None
+    inputs = query.planned_inputs
+    assert len(inputs) == query.num_inputs
+    assert bind(query.query, inputs[0], query.what, inputs[1:]) == query.binding
+
+
+def test_bind_as_needs_several_inputs() -> None:
+    """With one input, whether a query is per-row takes DuckDB's plan."""
+    schema = pa.schema([("customer", pa.string())])
+    with pytest.raises(ValueError, match="several inputs"):
+        SqlQuery("SELECT * FROM input", "q").bind_as([schema], schema)
 
 
 def test_a_switched_join_reads_a_multi_input_producers_inputs_under_their_numbers() -> None:
