@@ -112,8 +112,8 @@ class Translator:
         #: per subquery, the edge each stage reading its value reads it over
         self._subquery_edges: dict[str, dict[Stage, str]] = {}
         self._stage: Stage | None = None
-        #: the stages finished, in order
-        self._stages: list[Stage] = []
+        #: the stages finished, in order, with their streams
+        self._stages: list[tuple[Stage, Stream]] = []
         self._gathers = 0
         self._parent_of: dict[int, Node] | None = None
         #: ``id(node)`` -> why it runs in Spark: operators DuckDB rejected (``finish``)
@@ -145,7 +145,7 @@ class Translator:
                 stage = Stage(self.job)
                 rel = self.rel(self.plan.root, stage)
                 stream = self.finish(stage, rel, self.plan.root, "result", final=True)
-                self._fold_reused_edges()
+                self._keep_the_jobs_edges(stream)
                 return stream
             except _Rejected as e:
                 node = e.node
@@ -165,7 +165,7 @@ class Translator:
         schemas; if DuckDB rejects it, the lowest operator whose own SQL it rejects (or
         ``top``, the stage's last) is to run in Spark (``_Rejected``)."""
         stream = stage.finish(rel, name, final)
-        self._stages.append(stage)
+        self._stages.append((stage, stream))
         # a shuffled join that may become a broadcast join at run time (``plan.join_switch``)
         rels = {id(node): out for node, out, _ in self._done}
         stream.node.switchable = switchable_join(self.plan, top, stage, rel, final, rels)
@@ -182,22 +182,35 @@ class Translator:
             raise _Rejected(culprit, f"DuckDB could not plan the stage: {reason}") from e
         return stream
 
-    def _fold_reused_edges(self) -> None:
-        """``info.edges`` for the edges the job has: an exchange a stage read once for a
-        ``ReusedExchange`` of it (``Stage.read``) says so, and the reuse's own name goes
-        unless another stage reads it over an edge of its own."""
-        inputs = [i for s in self._stages for i in s.inputs if i.spec is not None and i.spec.edge]
-        read = {i.spec.edge for i in inputs if i.spec is not None}
+    def _keep_the_jobs_edges(self, stream: Stream) -> None:
+        """``info.edges`` for the edges of the job ending in ``stream`` only: not those of a
+        subtree translated before an operator above it turned out to run in Spark (its
+        stages are no part of the job), nor a ``ReusedExchange``'s that a stage read
+        over its original's edge (``Stage.read``), whose text says so instead."""
+        reached: set[int] = set()
+        edges: set[str] = set()
+        stack = [stream.node]
+        while stack:
+            node = stack.pop()
+            if id(node) in reached:
+                continue
+            reached.add(id(node))
+            for up, spec in node.lineage:
+                if spec is not None and spec.edge:
+                    edges.add(spec.edge)
+                stack.append(up)
         texts = dict(self.info.edges)
-        for item in inputs:
-            assert item.spec is not None and item.spec.edge is not None
-            for alias in item.aliases:
-                kept = item.spec.edge
-                self.info.edges[kept] = (
-                    f"{self.info.edges.get(kept, kept)}; read once for {texts.get(alias, alias)}"
-                )
-                if alias not in read:
-                    self.info.edges.pop(alias, None)
+        for stage, finished in self._stages:
+            if id(finished.node) not in reached:
+                continue
+            for item in stage.inputs:
+                kept = item.spec.edge if item.spec is not None else None
+                if kept and item.aliases:
+                    also = "; ".join(texts.get(a, a) for a in item.aliases)
+                    self.info.edges[kept] = (
+                        f"{self.info.edges.get(kept, kept)}; read once for {also}"
+                    )
+        self.info.edges = {k: v for k, v in self.info.edges.items() if k in edges}
 
     def _culprit(self) -> tuple[Node | None, str]:
         """The first operator translated whose own SQL DuckDB rejects, and why."""
