@@ -28,6 +28,7 @@ from hybrid_shuffle.operators.python import PYTHON_STEPS
 from hybrid_shuffle.operators.sql import rejection
 from hybrid_shuffle.plan.edge_rules import EdgeFacts
 from hybrid_shuffle.plan.logical import ExchangeSpec
+from hybrid_shuffle.plan.planner import reachable
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 from hybrid_shuffle.spark import SIZE_HINT
 from hybrid_shuffle.spark.bridge import handover_types
@@ -187,18 +188,9 @@ class Translator:
         subtree translated before an operator above it turned out to run in Spark (its
         stages are no part of the job), nor a ``ReusedExchange``'s that a stage read
         over its original's edge (``Stage.read``), whose text says so instead."""
-        reached: set[int] = set()
-        edges: set[str] = set()
-        stack = [stream.node]
-        while stack:
-            node = stack.pop()
-            if id(node) in reached:
-                continue
-            reached.add(id(node))
-            for up, spec in node.lineage:
-                if spec is not None and spec.edge:
-                    edges.add(spec.edge)
-                stack.append(up)
+        nodes = reachable(stream.node)
+        reached = {id(node) for node in nodes}
+        edges = {spec.edge for node in nodes for _, spec in node.inputs if spec and spec.edge}
         texts = dict(self.info.edges)
         for stage, finished in self._stages:
             if id(finished.node) not in reached:
