@@ -111,15 +111,18 @@ class CpuBusy:
             self.share = (end[0] - self._start[0]) / (end[1] - self._start[1])
 
 
-def target(name: str, value: float | None, limit: float) -> dict[str, Any]:
-    """A target's line in a summary: ``value`` against ``limit`` (at most), met or missed."""
+def target(name: str, value: float | None, limit: float, unit: str = "x") -> dict[str, Any]:
+    """A target's line in a summary: ``value`` against ``limit`` (at most), met or missed;
+    ``unit`` is what the value counts: ``x`` for a ratio, else e.g. ``ms`` or ``%``."""
     status = "no figure" if value is None else "met" if value <= limit else "missed"
-    return {"target": name, "value": value, "status": status}
+    return {"target": name, "value": value, "status": status, "unit": unit}
 
 
 def print_targets(title: str, targets: list[dict[str, Any]]) -> None:
-    """``target()`` lines under ``title``, one per target: status, name, ratio."""
+    """``target()`` lines under ``title``, one per target: status, name, value."""
     print(f"\n{title}")
     for t in targets:
-        value = f"{t['value']:.2f}x" if t["value"] is not None else "-"
+        unit = t.get("unit", "x")
+        suffix = "x" if unit == "x" else f" {unit}"
+        value = "-" if t["value"] is None else f"{t['value']:.2f}{suffix}"
         print(f"  [{t['status']:>9}] {t['target']}: {value}")

@@ -72,8 +72,8 @@ def run(ctx: Context) -> Outcome:
         "trivial_query_ms": trivial_ms,
         "per_hop_ms": per_hop,
         "targets": [
-            target("trivial query, ms (<= 50)", trivial_ms, 50.0),
-            target("one more blocking hop, ms (<= 5)", per_hop, 5.0),
+            target("trivial query, ms (<= 50)", trivial_ms, 50.0, "ms"),
+            target("one more blocking hop, ms (<= 5)", per_hop, 5.0, "ms"),
         ],
     }
     return Outcome(cases, summary)

@@ -29,7 +29,7 @@ def run(ctx: Context) -> Outcome:
         cases.append(m)
     summary["targets"] = [
         target("cases Spark answers the engine gets wrong, %",
-               100.0 * summary["wrong"] / max(summary["spark_answers"], 1), 0.0)
+               100.0 * summary["wrong"] / max(summary["spark_answers"], 1), 0.0, "%")
     ]  # fmt: skip
     return Outcome(cases, summary, spark_corpus.report_lines(summary)[:7])
 

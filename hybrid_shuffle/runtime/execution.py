@@ -149,7 +149,7 @@ def _result_blocks(
 
 
 def _block(buffer: BufferRef, transport: TaskTransport) -> Any:
-    return transport.put(buffer.ref) if buffer.inline else buffer.ref
+    return transport.put(buffer.ref.table) if buffer.inline else buffer.ref
 
 
 def _promote_caches(

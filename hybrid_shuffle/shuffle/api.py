@@ -37,6 +37,7 @@ from typing import Any, NewType, Protocol, runtime_checkable
 
 import pyarrow as pa
 
+from hybrid_shuffle.shuffle.inline_table import InlineTable
 from hybrid_shuffle.shuffle.metrics import ReadMetrics, WriteMetrics
 from hybrid_shuffle.shuffle.partition_type import ResultPartitionType
 from hybrid_shuffle.shuffle.routing import Partitioner
@@ -141,8 +142,8 @@ class KeyRange:
 @dataclass(frozen=True)
 class BufferRef:
     seq: int
-    #: ray.ObjectRef[pyarrow.Table], owned by the partition's holder; or the table itself,
-    #: for a small buffer sent by value (``inline``)
+    #: ray.ObjectRef[pyarrow.Table], owned by the partition's holder; or, for a small
+    #: buffer sent by value (``inline``), an ``InlineTable``: its ``table`` is the buffer
     ref: Any
     rows: int
     nbytes: int
@@ -150,8 +151,8 @@ class BufferRef:
 
     @property
     def inline(self) -> bool:
-        """The buffer travels by value: ``ref`` is the table (``result_partition``)."""
-        return isinstance(self.ref, pa.Table)
+        """The buffer travels by value: ``ref`` is an ``InlineTable`` (``result_partition``)."""
+        return isinstance(self.ref, InlineTable)
 
 
 @dataclass(frozen=True)

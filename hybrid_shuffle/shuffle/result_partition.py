@@ -19,10 +19,10 @@ process; consumers borrow them through poll responses.  I/O is passed in
 (``put``), so this class is unit-tested with plain objects.
 
 Small buffers are the exception (*inline* buffers, ``BufferRef.inline``): a buffer of
-at most ``INLINE_BYTES`` stays in this process as the table itself, and travels by
-value inside the poll response, or the task report and the consumer's deployment
-when it is handed over, instead of as an object of its own (an object costs a
-``put``, an owner lookup and a ``get``: about a millisecond each, more than a partial
+at most ``INLINE_BYTES`` stays in this process as Arrow IPC bytes (``InlineTable``),
+and travels by value inside the poll response, or the task report and the consumer's
+deployment when it is handed over, instead of as an object of its own (an object costs
+a ``put``, an owner lookup and a ``get``: about a millisecond each, more than a partial
 aggregate's few KiB cost to copy).  A partition inlines at most ``_INLINE_TOTAL``
 bytes in all, so a report never carries much.  Everything else is the same: the
 buffer counts in the memory budget, its metrics, its spill file (hybrid-full), and
@@ -62,6 +62,7 @@ from hybrid_shuffle.shuffle.api import (
     PollRequest,
     PollResponse,
 )
+from hybrid_shuffle.shuffle.inline_table import InlineTable
 from hybrid_shuffle.shuffle.memory_budget import MemoryBudget
 from hybrid_shuffle.shuffle.metrics import WriteMetrics
 from hybrid_shuffle.shuffle.spill_file import SpillFile, SpillSegment
@@ -81,7 +82,7 @@ _INLINE_TOTAL = 1 << 20
 class _Buffer:
     rows: int
     nbytes: int
-    #: the in-memory copy (an ObjectRef, or the table itself if inline), None once
+    #: the in-memory copy (an ObjectRef, or an ``InlineTable`` if inline), None once
     #: released or if never kept
     ref: Any | None
     segment: SpillSegment | None
@@ -106,16 +107,6 @@ class _Subpartition:
 
     def backlog(self) -> int:
         return self.next_seq - min(self.cursors)
-
-
-def _compact(table: pa.Table) -> pa.Table:
-    """``table`` with buffers of its own rows only: an inline buffer that is a slice of a
-    larger batch (the writer's buffers are slices) would keep that whole batch alive,
-    uncounted by ``nbytes``."""
-    if table.get_total_buffer_size() <= 2 * table.nbytes + 4096:
-        return table
-    columns = [pa.concat_arrays(column.chunks) for column in table.columns]
-    return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 class ResultPartition:
@@ -214,15 +205,16 @@ class ResultPartition:
         self._on_change()
 
     def _keep(self, table: pa.Table, nbytes: int) -> Any:
-        """The in-memory copy of a buffer: the table itself if it is small enough to go
-        inline (see the module docstring), else its ``put`` ref."""
+        """The in-memory copy of a buffer: its IPC bytes if it is small enough to go
+        inline (see the module docstring; a slice of a larger batch, as the writer's
+        buffers are, then keeps only its own rows' bytes), else its ``put`` ref."""
         with self._cond:
             inline = nbytes <= INLINE_BYTES and self._inline_bytes + nbytes <= _INLINE_TOTAL
             if inline:
                 self._inline_bytes += nbytes
         if not inline:
             return self._put(table)  # the serializer copies a slice's own bytes only
-        return _compact(table)
+        return InlineTable.of(table)
 
     def _wait_for_credit(self, sub: _Subpartition, index: int) -> None:
         started = time.monotonic()
@@ -359,7 +351,8 @@ class ResultPartition:
                 if ref is None:
                     assert buf.segment is not None and self._spill is not None
                     table = self._spill.read(buf.segment)  # read back: inline if small
-                    ref = table if buf.nbytes <= INLINE_BYTES else self._put(table)
+                    small = buf.nbytes <= INLINE_BYTES
+                    ref = InlineTable.of(table) if small else self._put(table)
                 response.buffers.append(BufferRef(seq, ref, buf.rows, buf.nbytes))
         except PartitionCorruptedError as e:
             if self._released():  # the release deleted the file under this read

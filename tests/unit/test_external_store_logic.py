@@ -75,7 +75,7 @@ def test_a_held_partition_is_polled_and_a_released_one_is_not_found(tmp_path: Pa
     partition.finish(BATCH.schema)
     assert h.held() == {PID}
     response = h.poll(request())
-    assert [b.ref for b in response.buffers] == [BATCH] and response.end_of_partition
+    assert [b.ref.table for b in response.buffers] == [BATCH] and response.end_of_partition
     h.release([PID])
     assert h.held() == set() and h.get(PID) is None and h.was_released(PID)
     gone = h.poll(request())

@@ -23,6 +23,7 @@ from hybrid_shuffle.shuffle.api import (
     ShuffleDescriptor,
     ShuffleEnvironmentContext,
 )
+from hybrid_shuffle.shuffle.inline_table import InlineTable
 from hybrid_shuffle.shuffle.local.input_gate import PollingInputGate, by_producer, read_gates
 from hybrid_shuffle.shuffle.local.partition_holder import PartitionHolder
 from hybrid_shuffle.shuffle.partition_type import partition_type
@@ -164,7 +165,8 @@ def _gather(producers: list[int], handed: dict[int, pa.Table] | None = None) -> 
             descriptor(PartitionId(f"j/g/{producer}"), "blocking", producer), object(), "x"
         )
         table = handed.get(producer)
-        buffers = None if table is None else (BufferRef(0, table, table.num_rows, table.nbytes),)
+        inline = None if table is None else InlineTable.of(table)
+        buffers = None if table is None else (BufferRef(0, inline, table.num_rows, table.nbytes),)
         return ConsumerDescriptor(shuffle, producer, 0, 0, buffers, schema=BATCH.schema)
 
     spec = InputGateDescriptor(

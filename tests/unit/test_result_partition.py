@@ -98,7 +98,7 @@ def test_hybrid_producer_never_waits_and_spills_past_the_budget(tmp_path) -> Non
     assert memory.used == 2 * BATCH.nbytes
     response = poll(partition, cursor=0)
     assert [b.seq for b in response.buffers] == list(range(6))
-    assert all(b.ref.equals(BATCH) for b in response.buffers)
+    assert all(b.ref.table.equals(BATCH) for b in response.buffers)
 
 
 def test_selective_buffers_are_gone_once_consumed_and_cannot_be_read_twice(tmp_path) -> None:
@@ -132,7 +132,7 @@ def test_hybrid_full_persists_every_buffer_and_frees_memory_after_consumption(tm
     assert partition.metrics.persisted_bytes == BATCH.nbytes
     poll(partition, cursor=1)
     assert memory.used == 0
-    assert poll(partition, cursor=0).buffers[0].ref.equals(BATCH)  # read back from disk
+    assert poll(partition, cursor=0).buffers[0].ref.table.equals(BATCH)  # read back from disk
 
 
 def test_release_deletes_the_spill_file_and_reports_gone_to_late_readers(tmp_path) -> None:
@@ -217,7 +217,7 @@ def test_small_buffers_go_inline_up_to_the_partitions_total_and_large_ones_are_p
     handed = partition.finished_buffers()
     assert handed is not None
     buffers = handed.buffers[0]
-    assert buffers[0].inline and buffers[0].ref.equals(small)  # the table itself
+    assert buffers[0].inline and buffers[0].ref.table.equals(small)  # by value
     assert not buffers[1].inline and buffers[1].ref == ("ref", large)
     inline = sum(b.nbytes for b in buffers if b.inline)
     assert inline <= _INLINE_TOTAL and not buffers[-1].inline  # the last small ones were put
@@ -233,6 +233,6 @@ def test_an_inline_buffer_cut_from_a_larger_batch_keeps_only_its_own_rows(tmp_pa
     handed = partition.finished_buffers()
     assert handed is not None
     kept = handed.buffers[0][0]
-    assert kept.inline and kept.ref.equals(piece)
+    assert kept.inline and kept.ref.table.equals(piece)
     # the 100 rows' bytes, not the 100,000-row batch they were cut from
-    assert kept.ref.get_total_buffer_size() < 4 * piece.nbytes + 4096
+    assert kept.ref.ipc_bytes < 4 * piece.nbytes + 4096

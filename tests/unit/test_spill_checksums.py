@@ -219,7 +219,7 @@ def test_a_spilling_partition_with_checksums_off_writes_none(tmp_path: Path) -> 
     p.finish()
     assert p._spill is not None and not p._spill.checksums
     (buffer,) = poll(p).buffers
-    assert buffer.ref.equals(TABLE)
+    assert buffer.ref.table.equals(TABLE)
     p.release()
 
 

@@ -441,4 +441,4 @@ def _fetch(
     if len(fetched) == len(buffers):
         return fetched
     remote = iter(fetched)
-    return [b.ref if b.inline else next(remote) for b in buffers]
+    return [b.ref.table if b.inline else next(remote) for b in buffers]
