@@ -4,11 +4,12 @@ Why not the table itself: Ray pickles a ``pyarrow.Table`` with its own reducers,
 by column and chunk by chunk in Python, which took 0.5-0.9 ms for a partial aggregate's
 few KiB, and an inline buffer is pickled three times on its way (into its producer's
 task report, from the driver into every consumer's deployment) and unpickled as often.
-A stage emitting one small buffer per input batch hands over a hundred of them: the
-driver spent 95 ms pickling one deployment of the main job, between two stages, on the
-critical path.  As one IPC stream the same table costs about 35 us to write and as much
-to read, and a process that only relays it (the driver, from a report into
-deployments) never decodes it.
+A consumer of an adaptive edge (``partitions: auto``) reads every one of the 64
+subpartitions its producers wrote, each a buffer of a few rows: the driver spent 95 ms
+pickling one such deployment of the main job, between two stages, on the critical path.
+As one IPC stream the same table costs 20-35 us to write and as much to read, and a
+process that only relays it (the driver, from a report into deployments) never decodes
+it.
 
 The bytes are written once, when the buffer is kept (the producer then holds no slice
 of a larger batch: IPC writes a slice's own rows only); the table is decoded on first
