@@ -147,10 +147,21 @@ class AdaptiveChange:
     switched: bool
     #: True: only the join moved; the probe edge carries its rows to the rest of the stage
     split: bool = False
+    #: the build side's subtasks that had finished when it was decided: fewer than all
+    #: when those already wrote more than ``threshold`` (then ``build_bytes`` is theirs)
+    build_subtasks_finished: int | None = None
+    build_subtasks: int | None = None
 
     def describe(self) -> str:
         size = f"{self.build_bytes / 2**20:.2f} MiB over '{self.build_edge}'"
         limit = f"adaptive.broadcast_bytes {self.threshold / 2**20:g} MiB"
+        done, total = self.build_subtasks_finished, self.build_subtasks
+        if done is not None and total is not None and done < total:
+            return (
+                f"'{self.vertex}' ({self.spark_join}) stayed shuffled: the first {done} of its "
+                f"{total} build subtasks wrote {size} > {limit}, so its probe side did not "
+                "wait for the others"
+            )
         if self.switched and self.split:
             return (
                 f"'{self.vertex}' ({self.spark_join}) became a broadcast join: its build side "
@@ -175,6 +186,8 @@ class AdaptiveChange:
             "threshold": self.threshold,
             "switched": self.switched,
             "split": self.split,
+            "build_subtasks_finished": self.build_subtasks_finished,
+            "build_subtasks": self.build_subtasks,
         }
 
 
@@ -217,9 +230,14 @@ class JoinSwitch:
             "finish"
         )
 
-    def decide(self, graph: JobGraph, written: int) -> AdaptiveChange:
-        """Switch the join if ``written`` (the build side's bytes) is small enough."""
+    def decide(
+        self, graph: JobGraph, written: int, done: int | None = None, subtasks: int | None = None
+    ) -> AdaptiveChange:
+        """Switch the join if ``written`` (the build side's bytes) is small enough;
+        ``done`` of ``subtasks`` build subtasks wrote it (a partial side may only be
+        decided as staying shuffled: ``runtime.join_switch``)."""
         switched = written <= self.threshold
+        assert not (switched and done is not None and subtasks is not None and done < subtasks)
         if switched:
             switch(graph, self)
         self.change = AdaptiveChange(
@@ -231,6 +249,8 @@ class JoinSwitch:
             self.threshold,
             switched,
             split=switched and self.join.split is not None,
+            build_subtasks_finished=done,
+            build_subtasks=subtasks,
         )
         return self.change
 

@@ -169,13 +169,16 @@ def test_no_candidate(join_type: str, adaptive: dict[str, Any], note: str | None
         assert note in p.explain()
 
 
-def _finish_build_side(p: Plan, tracker: PartitionTracker, deployer: Deployer, bytes_: int) -> Any:
-    """Register and finish every ``customers`` task, as the scheduler does; their reports."""
+def _finish_build_side(
+    p: Plan, tracker: PartitionTracker, deployer: Deployer, bytes_: int, only: int | None = None
+) -> Any:
+    """Register and finish every ``customers`` task (the first ``only`` of them), as the
+    scheduler does; their reports."""
     reports, finished = [], set()
     for vid, vertex in p.graph.vertices.items():
         if vertex.name not in ("customers", "nations"):
             continue
-        for i in range(vertex.parallelism):
+        for i in range(vertex.parallelism if only is None else only):
             for partition in deployer.output_partitions((vid, i)):
                 tracker.register((vid, i), partition, ProducerDescriptor(0, None, "node"))
             tracker.producer_finished("job-1", (vid, i), {})
@@ -238,6 +241,37 @@ def test_a_large_build_side_leaves_the_join_shuffled() -> None:
         "totals",
     ]
     assert p.graph.holds() == [] and "stayed shuffled" in p.explain()
+
+
+def test_a_build_side_past_the_threshold_before_its_last_task_releases_the_probe_at_once() -> None:
+    """The rest of the build side can only add bytes: the probe producer need not wait."""
+    p = planned(joined(), broadcast_bytes="150 B")
+    tracker = PartitionTracker(RecordingMaster())
+    deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
+    reports, finished = _finish_build_side(p, tracker, deployer, 200, only=1)
+    probe_region = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
+    (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
+    assert not change.switched and change.build_bytes == 200
+    assert (change.build_subtasks_finished, change.build_subtasks) == (1, 2)
+    assert change.as_dict()["build_subtasks_finished"] == 1
+    assert "the first 1 of its 2 build subtasks wrote" in change.describe()
+    assert p.graph.holds() == [] and not held(p.graph, probe_region)
+    assert "stage_9" in {v.name for v in p.graph.vertices.values()}  # still shuffled
+
+
+def test_a_build_side_within_the_threshold_so_far_keeps_the_probe_waiting() -> None:
+    p = planned(joined(), broadcast_bytes="150 B")
+    tracker = PartitionTracker(RecordingMaster())
+    deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
+    reports, finished = _finish_build_side(p, tracker, deployer, 100, only=1)
+    probe_region = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
+    assert decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker) == []
+    assert held(p.graph, probe_region)
+    reports, finished = _finish_build_side(p, tracker, deployer, 100)
+    (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
+    assert not change.switched and change.build_bytes == 200  # all of it: 200 > 150
+    assert (change.build_subtasks_finished, change.build_subtasks) == (2, 2)
+    assert "first" not in change.describe()
 
 
 def test_the_join_as_the_jobs_last_stage_moves_the_result() -> None:
