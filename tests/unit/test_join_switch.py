@@ -15,7 +15,7 @@ from hybrid_shuffle.operators import sql
 from hybrid_shuffle.operators.sql import SqlQuery, bind, input_name
 from hybrid_shuffle.plan.join_switch import SPLIT_TOKEN, SwitchableJoin, build_sides
 from hybrid_shuffle.plan.planner import ExchangeSpec, LogicalNode, Plan, plan_job
-from hybrid_shuffle.plan.regions import pipelined_regions
+from hybrid_shuffle.plan.regions import Region, pipelined_regions
 from hybrid_shuffle.runtime.deployment import Deployer
 from hybrid_shuffle.runtime.join_switch import decide_joins, held
 from hybrid_shuffle.runtime.partition_tracker import PartitionTracker
@@ -243,13 +243,19 @@ def test_a_large_build_side_leaves_the_join_shuffled() -> None:
     assert p.graph.holds() == [] and "stayed shuffled" in p.explain()
 
 
-def test_a_build_side_past_the_threshold_before_its_last_task_releases_the_probe_at_once() -> None:
-    """The rest of the build side can only add bytes: the probe producer need not wait."""
+def _held_at_150_bytes() -> tuple[Plan, PartitionTracker, Deployer, Region]:
+    """The joined job under a 150-byte threshold, its probe producer's (held) region."""
     p = planned(joined(), broadcast_bytes="150 B")
     tracker = PartitionTracker(RecordingMaster())
     deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
-    reports, finished = _finish_build_side(p, tracker, deployer, 200, only=1)
     probe_region = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
+    return p, tracker, deployer, probe_region
+
+
+def test_a_build_side_past_the_threshold_before_its_last_task_releases_the_probe_at_once() -> None:
+    """The rest of the build side can only add bytes: the probe producer need not wait."""
+    p, tracker, deployer, probe_region = _held_at_150_bytes()
+    reports, finished = _finish_build_side(p, tracker, deployer, 200, only=1)
     (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
     assert not change.switched and change.build_bytes == 200
     assert (change.build_subtasks_finished, change.build_subtasks) == (1, 2)
@@ -260,11 +266,8 @@ def test_a_build_side_past_the_threshold_before_its_last_task_releases_the_probe
 
 
 def test_a_build_side_within_the_threshold_so_far_keeps_the_probe_waiting() -> None:
-    p = planned(joined(), broadcast_bytes="150 B")
-    tracker = PartitionTracker(RecordingMaster())
-    deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
+    p, tracker, deployer, probe_region = _held_at_150_bytes()
     reports, finished = _finish_build_side(p, tracker, deployer, 100, only=1)
-    probe_region = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
     assert decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker) == []
     assert held(p.graph, probe_region)
     reports, finished = _finish_build_side(p, tracker, deployer, 100)
