@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 
 from hybrid_shuffle._words import plural
-from hybrid_shuffle.operators.context import task_peak_memory
+from hybrid_shuffle.operators.context import task_memory, task_peak_memory
 from hybrid_shuffle.plan.join_switch import AdaptiveChange
 from hybrid_shuffle.runtime.task import TaskReport
 from hybrid_shuffle.shuffle.metrics import PartitionVolume
@@ -210,7 +210,7 @@ def vertex_metrics(reports: Sequence[TaskReport], order: Sequence[str]) -> dict[
         v.rows_written += sum(op.rows_written for op in r.operators)
         v.files_written += sum(op.files_written for op in r.operators)
         v.peak_memory_bytes = max(v.peak_memory_bytes, task_peak_memory(r.operators))
-        v.memory = max(v.memory, sum(op.memory for op in r.operators))
+        v.memory = max(v.memory, task_memory(r.operators))
         if r.started_at:
             first, last = spans.get(r.vertex, (r.started_at, r.finished_at))
             spans[r.vertex] = (min(first, r.started_at), max(last, r.finished_at))

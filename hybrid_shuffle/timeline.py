@@ -35,7 +35,7 @@ from typing import Any
 
 from hybrid_shuffle._words import plural
 from hybrid_shuffle.errors import ConfigError, HybridShuffleError
-from hybrid_shuffle.operators.context import task_peak_memory
+from hybrid_shuffle.operators.context import task_memory, task_peak_memory
 from hybrid_shuffle.runtime.task import TaskReport
 
 __all__ = [
@@ -131,7 +131,7 @@ def task_spans(
                 + sum(op.spilled_bytes for op in t.operators),
                 blocked_seconds=min(max(blocked, 0.0), end - start),
                 cpu_seconds=t.cpu_seconds,
-                memory=sum(op.memory for op in t.operators),
+                memory=task_memory(t.operators),
                 peak_memory_bytes=task_peak_memory(t.operators),
             )
         )

@@ -35,7 +35,14 @@ import duckdb
 from hybrid_shuffle.operators.duck.database import TaskDatabase
 from hybrid_shuffle.operators.duck.streamed_query import StreamedQuery
 
-__all__ = ["UNBOUNDED", "HeldBytes", "OperatorContext", "OperatorMetrics", "task_peak_memory"]
+__all__ = [
+    "UNBOUNDED",
+    "HeldBytes",
+    "OperatorContext",
+    "OperatorMetrics",
+    "task_memory",
+    "task_peak_memory",
+]
 
 #: the budget of an operator opened outside a task (no limit)
 UNBOUNDED = 1 << 62
@@ -64,6 +71,12 @@ class OperatorMetrics:
     rows_written: int = 0
     files_written: int = 0
     bytes_written: int = 0
+
+
+def task_memory(operators: Sequence[OperatorMetrics]) -> int:
+    """The memory one task's stateful operators were given (``operators.memory`` in force:
+    their shares summed), which ``task_peak_memory`` is held to."""
+    return sum(op.memory for op in operators)
 
 
 def task_peak_memory(operators: Sequence[OperatorMetrics]) -> int:
