@@ -230,14 +230,12 @@ class JoinSwitch:
             "finish"
         )
 
-    def decide(
-        self, graph: JobGraph, written: int, done: int | None = None, subtasks: int | None = None
-    ) -> AdaptiveChange:
+    def decide(self, graph: JobGraph, written: int, done: int, subtasks: int) -> AdaptiveChange:
         """Switch the join if ``written`` (the build side's bytes) is small enough;
         ``done`` of ``subtasks`` build subtasks wrote it (a partial side may only be
         decided as staying shuffled: ``runtime.join_switch``)."""
         switched = written <= self.threshold
-        assert not (switched and done is not None and subtasks is not None and done < subtasks)
+        assert not (switched and done < subtasks)
         if switched:
             switch(graph, self)
         self.change = AdaptiveChange(
