@@ -4,9 +4,14 @@ formatted operator ids, the Parquet files its scans read, and a subtree as a Dat
 
 Every call into the JVM of the translation is here, the same for each Spark version;
 the names that differ between versions come from the version's shim (``shim``,
-``spark35``, ``spark4``).  The plan is planned afresh with adaptive execution off
-(``spark.sql.adaptive.enabled=false`` for that one planning): an adaptive plan is only
-final after it ran, and its exchanges are what the engine runs instead.
+``spark35``, ``spark4``).  The plan is planned afresh with adaptive execution off: an
+adaptive plan is only final after it ran, and its exchanges are what the engine runs
+instead.  That planning runs in a clone of the user's session (``cloneSession``: its
+settings, views and functions, copied in about 2 ms) with the setting changed there
+only, so the user's session never sees it, not even from another thread.  The user's
+own plan, adaptive, is asked for at the same time on a second thread, for the operator
+ids ``df.explain(mode="formatted")`` shows (the engine names its edges by them): Spark
+plans and prints each in 50-150 ms, and the two run on two cores at once.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -42,8 +48,13 @@ __all__ = [
     "subtree_dataframe",
 ]
 
+_ADAPTIVE = "spark.sql.adaptive.enabled"
 _METADATA_LENGTH = "spark.sql.maxMetadataStringLength"
-_DEFAULTS = {"spark.sql.adaptive.enabled": "true", _METADATA_LENGTH: "100"}
+#: seconds Spark may take to plan and print the user's own plan, once the engine's copy
+#: is planned (Spark plans a TPC-H query in well under a second)
+_USER_PLAN_TIMEOUT = 300.0
+#: the thread that asks Spark for the user's own plan (one py4j connection, kept)
+_USER_PLAN = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hybrid-shuffle-user-plan")
 _HEADER = re.compile(r"^\((\d+)\) (.+)$")
 _SCAN = re.compile(r"^Scan (\w+)")
 _LOCATION = re.compile(r"^Location: \w+(?:\(\d+ paths?\))?\s*\[(.*)\]$")
@@ -130,37 +141,33 @@ def spark_error(error: BaseException) -> str | None:
 
 
 def physical_plan(df: Any) -> PhysicalPlan:
-    """``df``'s physical plan, planned with adaptive execution off."""
+    """``df``'s physical plan, planned with adaptive execution off (see the module
+    docstring)."""
     spark = df.sparkSession
     tcp_nodelay(spark)  # the plan's JSON and texts leave the JVM without 40 ms stalls
     shim = shim_for(str(spark.version))
     jvm = spark._jvm
-    conf = spark._jsparkSession.sessionState().conf()
-    # adaptive execution off for this planning; the scans' locations printed in full
-    settings = {"spark.sql.adaptive.enabled": "false", _METADATA_LENGTH: "1000000000"}
-    before = {k: conf.getConfString(k, _DEFAULTS[k]) for k in settings}
     started = time.perf_counter()
-    for k, v in settings.items():
-        conf.setConfString(k, v)
-    try:
-        # the plan Spark analysed when the DataFrame was made: planned afresh without
-        # parsing or analysing again (an analysed plan skips the analyser), and as the
-        # DataFrame means it (a view replaced since is not looked up again)
-        analysed = df._jdf.queryExecution().analyzed()
-        fresh = shim.dataset_of_rows(spark, analysed)
-        execution = fresh.queryExecution()
-        jvm_plan = execution.executedPlan()
-        text = str(jvm_plan.toJSON())
-        zone = str(conf.sessionLocalTimeZone())  # a timestamp literal's text is in it
-        mode = jvm.org.apache.spark.sql.execution.ExplainMode.fromString("formatted")
-        formatted = str(execution.explainString(mode))
-    finally:
-        for k, v in before.items():
-            conf.setConfString(k, v)
-    shown = None
-    if before["spark.sql.adaptive.enabled"].strip().lower() == "true":
+    mode = jvm.org.apache.spark.sql.execution.ExplainMode.fromString("formatted")
+    user_conf = spark._jsparkSession.sessionState().conf()
+    user_plan: Future[str] | None = None
+    if str(user_conf.getConfString(_ADAPTIVE, "true")).strip().lower() == "true":
         # the ids the user sees in df.explain(mode="formatted") are the adaptive plan's
-        shown = str(df._jdf.queryExecution().explainString(mode))
+        user_plan = _USER_PLAN.submit(_formatted_user_plan, df, mode)
+    session = spark._jsparkSession.cloneSession()
+    conf = session.sessionState().conf()
+    conf.setConfString(_ADAPTIVE, "false")
+    conf.setConfString(_METADATA_LENGTH, "1000000000")  # the scans' locations in full
+    # the plan Spark analysed when the DataFrame was made: planned afresh without parsing
+    # or analysing again (an analysed plan skips the analyser), and as the DataFrame
+    # means it (a view replaced since is not looked up again)
+    analysed = df._jdf.queryExecution().analyzed()
+    execution = shim.dataset_of_rows(jvm, session, analysed).queryExecution()
+    jvm_plan = execution.executedPlan()
+    text = str(jvm_plan.toJSON())
+    zone = str(conf.sessionLocalTimeZone())  # a timestamp literal's text is in it
+    formatted = str(execution.explainString(mode))
+    shown = None if user_plan is None else _waited(user_plan)
     planned = time.perf_counter()
     raw = json.loads(text)
     mark_session_zone(raw, zone)
@@ -174,6 +181,24 @@ def physical_plan(df: Any) -> PhysicalPlan:
     plan.spark_seconds = planned - started
     plan.parse_seconds = time.perf_counter() - planned
     return plan
+
+
+def _formatted_user_plan(df: Any, mode: Any) -> str:
+    """``df.explain(mode)``'s text, from the user's own session (on ``_USER_PLAN``'s
+    thread: its py4j connection is set like the driver's first)."""
+    tcp_nodelay(df.sparkSession)
+    return str(df._jdf.queryExecution().explainString(mode))
+
+
+def _waited(user_plan: Future[str]) -> str:
+    """The user's plan's text, waiting at most ``_USER_PLAN_TIMEOUT`` for Spark."""
+    try:
+        return user_plan.result(timeout=_USER_PLAN_TIMEOUT)
+    except TimeoutError:
+        raise PlanError(
+            f"Spark did not plan the DataFrame within {_USER_PLAN_TIMEOUT:g} s; its driver "
+            "is overloaded or stuck, so check its log and memory (spark.driver.memory)"
+        ) from None
 
 
 _LIKE = "org.apache.spark.sql.catalyst.expressions.Like"

@@ -33,13 +33,14 @@ class Shim:
     #: (without the JVM stack trace ``str()`` may append)
     error_description: str
 
-    def dataset_of_rows(self, spark: Any, logical: Any) -> Any:
-        """A fresh JVM Dataset of the logical plan ``logical`` in ``spark``'s session, so
-        it is planned again under the session's settings at this moment."""
-        found: Any = spark._jvm
+    def dataset_of_rows(self, jvm: Any, session: Any, logical: Any) -> Any:
+        """A fresh JVM Dataset of the logical plan ``logical`` in the JVM session
+        ``session`` (through the py4j view ``jvm``), so it is planned again under that
+        session's settings at this moment."""
+        found: Any = jvm
         for part in self.dataset.split("."):
             found = getattr(found, part)
-        return found.ofRows(spark._jsparkSession, logical)
+        return found.ofRows(session, logical)
 
 
 def shim_for(version: str) -> Shim:

@@ -486,6 +486,29 @@ def test_yaml_mode_on_an_exchange_edge(session: hs.Session, spark: Any, tmp_path
     assert (found["mode"], found["mode_origin"]) == ("blocking", "yaml")
 
 
+def test_the_engine_plans_its_copy_without_touching_the_users_session(
+    session: hs.Session, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine plans the query again with adaptive execution off, in a clone of the
+    user's session: the user's session (another of the user's threads may run a query
+    in it meanwhile) keeps adaptive execution on throughout, and the edges still carry
+    the ids the user's own ``explain(mode="formatted")`` prints, adaptive."""
+    from hybrid_shuffle.sparkplan.shim import Shim
+
+    seen: list[str] = []
+    plan = Shim.dataset_of_rows
+
+    def planning(self: Shim, jvm: Any, clone: Any, logical: Any) -> Any:
+        seen.append(str(spark.conf.get("spark.sql.adaptive.enabled")))
+        return plan(self, jvm, clone, logical)
+
+    monkeypatch.setattr(Shim, "dataset_of_rows", planning)
+    (exchange,) = exchange_ids(spark, lambda: spark.sql(AGGREGATE))
+    stream = check_sql(session, spark, AGGREGATE)
+    assert seen and set(seen) == {"true"}
+    assert f"exchange_{exchange}" in [e["name"] for e in stream.explain_data()["edges"]]
+
+
 def test_default_mode_auto_on_a_translated_plan(
     session: hs.Session, spark: Any, tmp_path: Path
 ) -> None:
