@@ -38,7 +38,7 @@ def run(ctx: Context) -> Outcome:
 SUITE = Suite(
     name="tpch-sql",
     description="the 22 TPC-H queries as SQL on Spark SQL, DuckDB and Session.sql",
-    issue="issue 24",
+    issue="issue 34",
     scale_unit="TPC-H scale factor",
     default_scale=1,
     tiny_scale=0.01,

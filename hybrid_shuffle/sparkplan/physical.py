@@ -64,7 +64,7 @@ _REUSES = re.compile(r"^\((\d+)\) \w+ \[Reuses operator id: (\d+)\]")
 #: a subquery section's header; the adaptive plan names it ``subquery#35``, the other
 #: ``scalar-subquery#35``
 _SUBQUERY = re.compile(
-    r"^Subquery:\d+ Hosting operator id = \d+ Hosting Expression = .*?(\S*subquery#\d+)"
+    r"^Subquery:(\d+) Hosting operator id = \d+ Hosting Expression = .*?(\S*subquery#(\d+))"
 )
 
 
@@ -104,10 +104,20 @@ class PhysicalPlan:
     #: a join's sides are asked by its translation and by the run-time switch, and a scan
     #: by every join above it
     sizes: dict[int, int | None] = field(default_factory=dict)
+    #: a scalar subquery's expression id (``scalar-subquery#245``: 245) -> the number the
+    #: user's ``df.explain(mode="formatted")`` gives it (``Subquery:1``; see
+    #: ``subquery_numbers``)
+    subqueries: dict[int, int] = field(default_factory=dict)
 
     def shown_id(self, op_id: int) -> int:
         """The id the user's ``df.explain(mode="formatted")`` prints for ``op_id``."""
         return self.shown.get(op_id, op_id)
+
+    def subquery_number(self, name: str) -> int:
+        """The number the user's formatted plan gives the scalar subquery ``name``
+        (``scalar-subquery#245``), or its expression id where the text does not list it."""
+        expr_id = int(name.rsplit("#", 1)[-1])
+        return self.subqueries.get(expr_id, expr_id)
 
     def trees(self) -> list[Node]:
         """The plan's root and every subquery's plan."""
@@ -176,8 +186,14 @@ def physical_plan(df: Any) -> PhysicalPlan:
     plan = PhysicalPlan(root, {}, formatted, jvm_plan)
     _number(plan)
     plan.arguments, plan.scans = _details(formatted)
+    plan.subqueries = subquery_numbers(formatted)
     if shown is not None:
         plan.shown = user_ids(formatted, shown)
+        # the user's numbers where the user's plan lists every subquery (never a mix of
+        # the two texts' numbers, which could give two subqueries one name)
+        user = subquery_numbers(shown)
+        if user.keys() >= plan.subqueries.keys():
+            plan.subqueries = user
     plan.spark_seconds = planned - started
     plan.parse_seconds = time.perf_counter() - planned
     return plan
@@ -463,7 +479,7 @@ def _tree_lines(formatted: str) -> tuple[list[_Line], dict[str, list[_Line]]]:
             continue
         match = _SUBQUERY.match(line)
         if match:
-            block = subqueries.setdefault(match.group(1), [])
+            block = subqueries.setdefault(match.group(2), [])
             # a subquery hosted by two operators (Spark 4: a filter and the scan it is
             # pushed into) is printed under each, with the same ids: read it once
             current = None if block else block
@@ -481,6 +497,21 @@ def _tree_lines(formatted: str) -> tuple[list[_Line], dict[str, list[_Line]]]:
                 name = tree.group(1).split()[0]
                 current.append(_Line(int(tree.group(2)), name, tree.start(1)))
     return main, subqueries
+
+
+def subquery_numbers(formatted: str) -> dict[int, int]:
+    """Per scalar subquery's expression id, the number of its section in ``formatted``
+    (``Subquery:2 Hosting operator id = 7 Hosting Expression = Subquery
+    scalar-subquery#245``: 245 -> 2), the first where it is printed under two hosts.  Spark
+    gives a subquery a new expression id each time it analyses the query (every
+    ``spark.sql``), but numbers the sections in the order of the plan: the number is what
+    names the subquery's edge, so a config naming it holds from one run to the next."""
+    numbers: dict[int, int] = {}
+    for line in formatted.splitlines():
+        match = _SUBQUERY.match(line)
+        if match:
+            numbers.setdefault(int(match.group(3)), int(match.group(1)))
+    return numbers
 
 
 def _tree_blocks(formatted: str) -> tuple[list[int], dict[str, list[int]]]:

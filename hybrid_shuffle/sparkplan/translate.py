@@ -395,7 +395,8 @@ class Translator:
 
     def subquery_of_stage(self, plan: Node) -> Sql:
         """A scalar subquery's value in the current stage: its plan runs as its own stages
-        and its one row reaches every subtask over a broadcast edge ``subquery_<n>``."""
+        and its one row reaches every subtask over a broadcast edge ``subquery_<n>``, ``n``
+        the number ``df.explain(mode="formatted")`` prints for it (``Subquery:n``)."""
         name = str(plan.get("name", "subquery"))
         found = self._subqueries.get(name)
         if found is None:
@@ -404,7 +405,7 @@ class Translator:
             saved = self._stage
             rel = self.rel(body, stage)
             self._stage = saved
-            number = name.rsplit("#", 1)[-1]
+            number = self.plan.subquery_number(name)
             stream = self.finish(stage, rel, body, f"subquery_{number}", final=False)
             found = (stream, rel.columns[0])
             self._subqueries[name] = found
@@ -416,7 +417,7 @@ class Translator:
         readers = self._subquery_edges.setdefault(name, {})
         edge = readers.get(self._stage)
         if edge is None:
-            edge = f"subquery_{name.rsplit('#', 1)[-1]}"
+            edge = f"subquery_{self.plan.subquery_number(name)}"
             edge += f"_{len(readers) + 1}" if readers else ""
             readers[self._stage] = edge
         self.info.edges[edge] = f"{name} (its value, broadcast to the stage using it)"

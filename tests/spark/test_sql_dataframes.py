@@ -607,6 +607,34 @@ def test_a_scalar_subquery_reused_in_two_stages(session: hs.Session, spark: Any)
     assert len(edges) == len(set(edges))
 
 
+def test_a_subquery_edge_keeps_its_name_from_one_run_to_the_next(
+    session: hs.Session, spark: Any, tmp_path: Path
+) -> None:
+    """Spark gives a scalar subquery a new expression id each time it analyses the query;
+    its edge is named by the number of its section in the formatted plan
+    (``Subquery:1``), so a config naming the edge holds the next time the query runs."""
+    query = "SELECT k, count(*) AS n FROM t WHERE v > (SELECT avg(v) FROM t) GROUP BY k"
+    shown = (
+        spark.sql(query)
+        ._jdf.queryExecution()
+        .explainString(
+            spark._jvm.org.apache.spark.sql.execution.ExplainMode.fromString("formatted")
+        )
+    )
+    assert "Subquery:1 Hosting operator id" in str(shown)
+    names = [
+        sorted(e for e in session.sql(query).explain_data()["spark_exchanges"] if "subquery" in e)
+        for _ in range(2)
+    ]
+    assert names[0] == names[1] == ["subquery_1"]
+    yaml = BASE_YAML % "" + "edges:\n  subquery_1: {mode: blocking}\n"
+    with configured(session, tmp_path, yaml):
+        for _ in range(2):
+            stream = check_sql(session, spark, query)
+            (found,) = [e for e in stream.explain_data()["edges"] if e["name"] == "subquery_1"]
+            assert (found["mode"], found["mode_origin"]) == ("blocking", "yaml")
+
+
 def test_array_literals_spark_folds_run_in_the_engine(session: hs.Session, spark: Any) -> None:
     """``array(...)`` of constants is folded into an array literal, which the JSON writes
     as text (``[a, b,c, d]`` does not say where a string ends): its elements are read

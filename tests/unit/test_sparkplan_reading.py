@@ -11,6 +11,7 @@ from hybrid_shuffle.sparkplan.physical import (
     _number,
     _subquery_plans,
     _tree_blocks,
+    subquery_numbers,
     user_ids,
 )
 from hybrid_shuffle.sparkplan.tree import Node, parse
@@ -224,6 +225,22 @@ def test_a_subquery_printed_under_two_hosts_is_read_once() -> None:
     _, subqueries = _tree_blocks(REUSED_OFF)
     assert subqueries == {"scalar-subquery#9": [5, 4]}
     assert user_ids(REUSED_OFF, REUSED_ON) == {3: 2, 1: 1, 5: 6, 4: 5}
+
+
+def test_a_subquery_is_numbered_as_its_section_not_by_its_expression_id() -> None:
+    """Spark gives a subquery a new expression id at every analysis; its section's number
+    (the first, where two hosts print it) is what stays from one run to the next."""
+    assert subquery_numbers(FORMATTED) == {9: 1}
+    assert subquery_numbers(REUSED_OFF) == {9: 1}
+    assert subquery_numbers(REUSED_ON) == {9: 1}
+    two = FORMATTED.replace("scalar-subquery#9", "scalar-subquery#245") + (
+        "Subquery:2 Hosting operator id = 6 Hosting Expression = "
+        "Subquery scalar-subquery#250, [id=#44]\n* HashAggregate (11)\n"
+    )
+    assert subquery_numbers(two) == {245: 1, 250: 2}
+    plan = PhysicalPlan(parse([_node("A")]), {}, two, None, subqueries=subquery_numbers(two))
+    assert plan.subquery_number("scalar-subquery#250") == 2
+    assert plan.subquery_number("scalar-subquery#7") == 7
 
 
 def test_a_reused_subquery_is_the_subquery_it_reuses() -> None:
