@@ -113,11 +113,12 @@ class PhysicalPlan:
         """The id the user's ``df.explain(mode="formatted")`` prints for ``op_id``."""
         return self.shown.get(op_id, op_id)
 
-    def subquery_number(self, name: str) -> int:
+    def subquery_number(self, name: str) -> str:
         """The number the user's formatted plan gives the scalar subquery ``name``
         (``scalar-subquery#245``), or its expression id where the text does not list it."""
-        expr_id = int(name.rsplit("#", 1)[-1])
-        return self.subqueries.get(expr_id, expr_id)
+        tail = name.rsplit("#", 1)[-1]
+        found = self.subqueries.get(int(tail)) if tail.isdigit() else None
+        return tail if found is None else str(found)
 
     def trees(self) -> list[Node]:
         """The plan's root and every subquery's plan."""

@@ -239,8 +239,9 @@ def test_a_subquery_is_numbered_as_its_section_not_by_its_expression_id() -> Non
     )
     assert subquery_numbers(two) == {245: 1, 250: 2}
     plan = PhysicalPlan(parse([_node("A")]), {}, two, None, subqueries=subquery_numbers(two))
-    assert plan.subquery_number("scalar-subquery#250") == 2
-    assert plan.subquery_number("scalar-subquery#7") == 7
+    assert plan.subquery_number("scalar-subquery#250") == "2"
+    assert plan.subquery_number("scalar-subquery#7") == "7"
+    assert plan.subquery_number("subquery") == "subquery"
 
 
 def test_a_reused_subquery_is_the_subquery_it_reuses() -> None:
