@@ -579,6 +579,25 @@ def test_a_join_over_a_subtree_spark_computes_keeps_its_partitioning(
     assert any(e.startswith("handover_") for e in stream.explain_data()["spark_exchanges"])
 
 
+def test_an_aggregate_spark_plans_in_one_step_over_a_join_on_its_keys_runs_here(
+    session: hs.Session, spark: Any
+) -> None:
+    """Over a sort-merge join already partitioned on the grouping key, Spark 4 plans one
+    aggregate in ``Complete`` mode (Spark 3.5 a partial and a final one, which the engine
+    fuses): it reads rows, not buffers, and runs in the engine (TPC-H Q3, Q13 and Q18 at
+    SF1 fell back to Spark on Spark 4)."""
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        query = (
+            "SELECT t.k, sum(t.d) AS s, avg(t.v) AS a, count(*) AS n, max(u.w) AS w "
+            "FROM t JOIN u ON t.k = u.k GROUP BY t.k"
+        )
+        stream = check_sql(session, spark, query)
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    assert subtrees(stream) == []
+
+
 def test_in_lists_spark_turns_into_an_inset_run_in_the_engine(
     session: hs.Session, spark: Any
 ) -> None:

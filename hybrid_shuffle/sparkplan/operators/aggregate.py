@@ -338,8 +338,12 @@ def _aggregate(tr: Translator, node: Node, stage: Stage) -> Rel:
             ]
             functions[-1].pivot = pivot_labels(names, len(functions) - 1, len(aggregates))
     offset = int(node.get("initialInputBufferOffset", 0) or 0)
-    inputs = [] if node.get(_FUSED) else [c.ref for c in child.columns[offset:]]
     modes = {f.mode for f in functions}
+    # the buffers an aggregate merges follow its input's grouping columns; one that reads
+    # rows (``_fused``'s, or one Spark planned in ``Complete`` mode: Spark 4 does over a
+    # sort-merge join already partitioned on the keys) merges none
+    merges = bool(modes & {"Final", "PartialMerge"}) and not node.get(_FUSED)
+    inputs = [c.ref for c in child.columns[offset:]] if merges else []
     results = node.exprs("resultExpressions")
     items = [f"{g} AS {c.ref}" for g, c in zip(group_refs, group_columns, strict=True)]
     partial = modes <= {"Partial", "PartialMerge"} and bool(functions)
