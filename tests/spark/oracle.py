@@ -162,6 +162,19 @@ def exchange_ids(spark: Any, build: Callable[[], Any]) -> list[int]:
 
 
 @contextmanager
+def spark_conf(spark: Any, **settings: str) -> Iterator[None]:
+    """Spark planning with ``settings`` (``spark.sql.`` keys, dots as ``__``)."""
+    keys = {"spark.sql." + k.replace("__", "."): v for k, v in settings.items()}
+    for key, value in keys.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in keys:
+            spark.conf.unset(key)
+
+
+@contextmanager
 def configured(session: hs.Session, tmp_path: Path, yaml: str) -> Iterator[None]:
     """The session planning with ``yaml`` as its config, for the block."""
     before = session.config

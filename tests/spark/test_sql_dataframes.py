@@ -27,6 +27,7 @@ from .oracle import (
     parquet_views,
     rows,
     same_rows,
+    spark_conf,
     spark_rows,
     spark_table,
     subtrees,
@@ -566,15 +567,12 @@ def test_a_join_over_a_subtree_spark_computes_keeps_its_partitioning(
     key; when that aggregate runs in Spark (approx_count_distinct has no translation), its
     rows are partitioned again by the engine on the same key (an edge handover_<id>), so
     the join meets every key's rows (before: no row joined)."""
-    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    try:
-        query = (
-            "SELECT x.k, x.a, y.n FROM (SELECT k, approx_count_distinct(g) AS a FROM t "
-            "GROUP BY k) x JOIN (SELECT k, count(*) AS n FROM u GROUP BY k) y ON x.k = y.k"
-        )
+    query = (
+        "SELECT x.k, x.a, y.n FROM (SELECT k, approx_count_distinct(g) AS a FROM t "
+        "GROUP BY k) x JOIN (SELECT k, count(*) AS n FROM u GROUP BY k) y ON x.k = y.k"
+    )
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
         stream = check_sql(session, spark, query)
-    finally:
-        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     assert subtrees(stream), "the test needs the aggregate to run in Spark"
     assert any(e.startswith("handover_") for e in stream.explain_data()["spark_exchanges"])
 
@@ -586,15 +584,12 @@ def test_an_aggregate_spark_plans_in_one_step_over_a_join_on_its_keys_runs_here(
     aggregate in ``Complete`` mode (Spark 3.5 a partial and a final one, which the engine
     fuses): it reads rows, not buffers, and runs in the engine (TPC-H Q3, Q13 and Q18 at
     SF1 fell back to Spark on Spark 4)."""
-    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    try:
-        query = (
-            "SELECT t.k, sum(t.d) AS s, avg(t.v) AS a, count(*) AS n, max(u.w) AS w "
-            "FROM t JOIN u ON t.k = u.k GROUP BY t.k"
-        )
+    query = (
+        "SELECT t.k, sum(t.d) AS s, avg(t.v) AS a, count(*) AS n, max(u.w) AS w "
+        "FROM t JOIN u ON t.k = u.k GROUP BY t.k"
+    )
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
         stream = check_sql(session, spark, query)
-    finally:
-        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     assert subtrees(stream) == []
 
 

@@ -14,8 +14,6 @@ import decimal
 import os
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +36,7 @@ from .oracle import (
     ran_where,
     rows,
     same_rows,
+    spark_conf,
     spark_rows,
 )
 
@@ -91,19 +90,6 @@ def in_engine(session: hs.Session, df: Any) -> hs.Stream:
 
 def in_engine_sql(session: hs.Session, spark: Any, query: str) -> hs.Stream:
     return in_engine(session, spark.sql(query))
-
-
-@contextmanager
-def spark_conf(spark: Any, **settings: str) -> Iterator[None]:
-    """Spark planning with ``settings`` (``spark.sql.`` keys, dots as ``__``)."""
-    keys = {"spark.sql." + k.replace("__", "."): v for k, v in settings.items()}
-    for key, value in keys.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key in keys:
-            spark.conf.unset(key)
 
 
 def in_modes(session: hs.Session, spark: Any, tmp_path: Path, query: str, mode: str) -> None:
