@@ -152,13 +152,18 @@ def check_sql(
 # -- plans and configs ------------------------------------------------------------------
 
 
-def exchange_ids(spark: Any, build: Callable[[], Any]) -> list[int]:
-    """The ids ``build()``'s ``explain(mode="formatted")`` gives its exchanges, as the user
-    sees them (the session's settings: adaptive execution on)."""
+def formatted_plan(df: Any) -> str:
+    """What ``df.explain(mode="formatted")`` prints, as the user sees it (the session's
+    settings: adaptive execution on)."""
     printed = io.StringIO()
     with redirect_stdout(printed):
-        build().explain(mode="formatted")
-    return [int(m) for m in re.findall(r"^\((\d+)\) Exchange$", printed.getvalue(), re.M)]
+        df.explain(mode="formatted")
+    return printed.getvalue()
+
+
+def exchange_ids(spark: Any, build: Callable[[], Any]) -> list[int]:
+    """The ids ``build()``'s ``explain(mode="formatted")`` gives its exchanges."""
+    return [int(m) for m in re.findall(r"^\((\d+)\) Exchange$", formatted_plan(build()), re.M)]
 
 
 @contextmanager

@@ -23,6 +23,7 @@ from .oracle import (
     configured,
     exact_value,
     exchange_ids,
+    formatted_plan,
     key,
     parquet_views,
     rows,
@@ -628,14 +629,7 @@ def test_a_subquery_edge_keeps_its_name_from_one_run_to_the_next(
     its edge is named by the number of its section in the formatted plan
     (``Subquery:1``), so a config naming the edge holds the next time the query runs."""
     query = "SELECT k, count(*) AS n FROM t WHERE v > (SELECT avg(v) FROM t) GROUP BY k"
-    shown = (
-        spark.sql(query)
-        ._jdf.queryExecution()
-        .explainString(
-            spark._jvm.org.apache.spark.sql.execution.ExplainMode.fromString("formatted")
-        )
-    )
-    assert "Subquery:1 Hosting operator id" in str(shown)
+    assert "Subquery:1 Hosting operator id" in formatted_plan(spark.sql(query))
     names = [
         sorted(e for e in session.sql(query).explain_data()["spark_exchanges"] if "subquery" in e)
         for _ in range(2)
