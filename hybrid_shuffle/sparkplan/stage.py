@@ -73,12 +73,19 @@ class Stage:
 
     def read_named(self, stream: Stream, names: list[str], columns: list[Column]) -> Rel:
         """A relation over a source whose columns have their own names (a Parquet scan,
-        a Spark DataFrame): ``names[i]`` becomes ``columns[i]``."""
+        a Spark DataFrame): ``names[i]`` becomes ``columns[i]``.
+
+        A struct column is cast to the type Spark gave it, which matches its fields by
+        name: Spark prunes a struct to the fields the query reads (``p.b`` of a
+        ``p struct<a, b>`` reads ``p struct<b>``, and ``GetStructField`` then reads
+        position 0), where the file holds them all."""
         from hybrid_shuffle.sparkplan.expressions import quote
 
         token = f"__hs_input_{len(self.inputs)}__"
         self.inputs.append(_Input(stream, None, token))
-        items = ", ".join(f"{quote(n)} AS {c.ref}" for n, c in zip(names, columns, strict=True))
+        items = ", ".join(
+            f"{_as_declared(quote(n), c)} AS {c.ref}" for n, c in zip(names, columns, strict=True)
+        )
         return Rel(f"SELECT {items or _list([])} FROM {token}", columns, streams=token)
 
     def finish(self, rel: Rel, name: str, final: bool) -> Stream:
@@ -121,3 +128,10 @@ def _same_rows(a: ExchangeSpec | None, b: ExchangeSpec | None) -> bool:
 
 def _list(columns: list[Column]) -> str:
     return ", ".join(c.ref for c in columns) or EMPTY_SELECT
+
+
+def _as_declared(column: str, declared: Column) -> str:
+    """``column`` (SQL) of a source, as the type Spark declared (``read_named``)."""
+    if declared.type.fields is None:
+        return column
+    return f"CAST({column} AS {declared.type.duck})"

@@ -10,7 +10,9 @@ collate UTF8_LCASE``) is ``UnsupportedType`` in an expression, which makes its
 operator fall back to Spark.  A *column* of such a type (``column_type``) is opaque:
 the engine carries it through (it arrives from Spark as Arrow), but no expression
 may read it, since its comparisons and functions are Spark's (a collation compares
-``'A'`` and ``'a'`` equal).
+``'A'`` and ``'a'`` equal).  Arrays and structs of readable types are opaque the same
+way, but have a DuckDB twin (``LIST``, ``STRUCT``): the collection and struct
+functions read them (``expressions.collections``), and a projection carries them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["SparkType", "UnsupportedType", "array_of", "column_type", "spark_type"]
+__all__ = ["SparkType", "UnsupportedType", "array_of", "column_type", "spark_type", "struct_of"]
 
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(-?\d+)\)")
 
@@ -62,6 +64,9 @@ class SparkType:
     #: an array column's element type: still opaque (no comparison, sort or group reads
     #: it), but ``sparkplan.expressions.collections`` reads its elements (a DuckDB LIST)
     element: SparkType | None = None
+    #: a struct column's fields, by Spark's names (``struct_of``): opaque as an array is
+    #: (Spark orders and compares structs its own way), read by ``GetStructField``
+    fields: tuple[tuple[str, SparkType], ...] | None = None
 
     @property
     def is_decimal(self) -> bool:
@@ -80,6 +85,12 @@ class SparkType:
         return self.is_integral or self.is_fractional or self.is_decimal
 
     @property
+    def readable(self) -> bool:
+        """Whether some translation reads a value of this type: any but an opaque type
+        with no DuckDB twin (a map, an interval, a collated string)."""
+        return not self.opaque or self.element is not None or self.fields is not None
+
+    @property
     def simple(self) -> str:
         """Spark's ``simpleString``: what ``df.schema.simpleString()`` prints."""
         if self.opaque:
@@ -95,6 +106,8 @@ class SparkType:
             return f"DECIMAL({self.precision},{self.scale})"
         if self.element is not None:
             return f"{self.element.duck}[]"
+        if self.fields is not None:
+            return f"STRUCT({', '.join(f'{_quote(n)} {t.duck}' for n, t in self.fields)})"
         return _SIMPLE[self.name][1]
 
     @property
@@ -104,10 +117,12 @@ class SparkType:
             return pa.decimal128(self.precision, self.scale)
         if self.element is not None:
             return pa.list_(self.element.arrow)
+        if self.fields is not None:
+            return pa.struct([pa.field(n, t.arrow) for n, t in self.fields])
         return _SIMPLE[self.name][2]
 
     def _check(self) -> None:
-        if self.opaque and self.element is None:
+        if not self.readable:
             raise UnsupportedType(f"the type {self.name}")
 
     def __str__(self) -> str:
@@ -141,12 +156,35 @@ def column_type(raw: Any) -> SparkType:
             element = column_type(raw.get("elementType"))
             if not element.opaque:
                 return array_of(element)
+        if isinstance(raw, dict) and kind == "struct":
+            fields = [(str(f.get("name")), column_type(f.get("type"))) for f in raw["fields"]]
+            if fields and all(t.readable for _, t in fields):
+                try:
+                    return struct_of(fields)
+                except UnsupportedType:
+                    pass
         return SparkType(str(kind), opaque=True)
 
 
 def array_of(element: SparkType) -> SparkType:
     """The (opaque) array type of ``element``s, as ``column_type`` gives it."""
     return SparkType("array", opaque=True, element=element)
+
+
+def struct_of(fields: list[tuple[str, SparkType]]) -> SparkType:
+    """The (opaque) struct type of ``fields`` (Spark's names, in order), as ``column_type``
+    gives it.  ``UnsupportedType`` for two names equal but for case: a DuckDB ``STRUCT``
+    cannot hold them (Spark's can), so such a struct stays Spark's."""
+    seen: set[str] = set()
+    for name, _ in fields:
+        if name.lower() in seen:
+            raise UnsupportedType(f"a struct with two fields named {name!r}")
+        seen.add(name.lower())
+    return SparkType("struct", opaque=True, fields=tuple(fields))
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 BOOLEAN = SparkType("boolean")

@@ -29,6 +29,7 @@ from hybrid_shuffle.sparkplan.expressions.core import (
     Support,
     Unsupported,
     compile_expression,
+    compile_value,
     quote,
     register,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "Support",
     "Unsupported",
     "compile_expression",
+    "compile_value",
     "quote",
     "register",
 ]

@@ -1,9 +1,14 @@
 """Arrays: ``arr[i]`` (``GetArrayItem``), ``element_at``, ``size``/``cardinality``,
-``array(...)`` (``CreateArray``) and ``array_contains``, as a DuckDB ``LIST``.
+``array(...)`` (``CreateArray``) and ``array_contains``, as a DuckDB ``LIST``; structs:
+``named_struct(...)`` (``CreateNamedStruct``) and ``s.field`` (``GetStructField``), as a
+DuckDB ``STRUCT``.
 
-An array column stays opaque to every other expression (``types.column_type``: Spark
-orders and compares arrays its own way), so only these translators read one, through
-``Scope.carried``.  Spark's non-ANSI semantics: ``arr[i]`` is 0-based and null out of
+An array or struct value stays opaque to every other expression (``types.column_type``:
+Spark orders and compares them its own way), so only these translators read one,
+through ``compile_value``, and a projection carries one.  A struct's field is read by its
+position, as Spark's ``GetStructField`` does (Spark's names may differ from the struct's
+only in case, which a DuckDB ``STRUCT`` cannot hold: such a struct stays Spark's).
+Spark's non-ANSI semantics: ``arr[i]`` is 0-based and null out of
 bounds (DuckDB's lists are 1-based and count negative indexes from the end);
 ``element_at`` is 1-based, negative from the end, null out of bounds; ``size(null)``
 is -1 under ``spark.sql.legacy.sizeOfNull`` (Spark 3.5's default, which the plan
@@ -16,13 +21,24 @@ from __future__ import annotations
 from hybrid_shuffle.sparkplan.expressions.core import (
     Scope,
     Sql,
+    Support,
     Unsupported,
     cast,
     compile_expression,
+    compile_value,
+    quote,
     register,
+    register_value,
 )
 from hybrid_shuffle.sparkplan.tree import Node, parse
-from hybrid_shuffle.sparkplan.types import BOOLEAN, INT, SparkType, array_of, spark_type
+from hybrid_shuffle.sparkplan.types import (
+    BOOLEAN,
+    INT,
+    SparkType,
+    array_of,
+    spark_type,
+    struct_of,
+)
 
 __all__ = ["ELEMENTS_FIELD", "array_literal"]
 
@@ -31,16 +47,9 @@ __all__ = ["ELEMENTS_FIELD", "array_literal"]
 ELEMENTS_FIELD = "_elements"
 
 
-def _operand(node: Node, scope: Scope) -> Sql:
-    """A child expression, or the array column it names (opaque to ``attribute``)."""
-    if node.cls == "AttributeReference":
-        return scope.carried(node)
-    return compile_expression(node, scope)
-
-
 def _array(node: Node, scope: Scope) -> tuple[Sql, SparkType]:
     """The array operand and its element type; ``Unsupported`` for a map or another type."""
-    a = _operand(node, scope)
+    a = compile_value(node, scope)
     if a.type.element is None:
         raise Unsupported(f"a collection function on {a.type.name}")
     return a, a.type.element
@@ -86,7 +95,7 @@ def _size(node: Node, scope: Scope) -> Sql:
 
 @register("CreateArray")
 def _create_array(node: Node, scope: Scope) -> Sql:
-    items = [_operand(c, scope) for c in node.children]
+    items = [compile_value(c, scope) for c in node.children]
     if not items:
         raise Unsupported("an empty array()")
     element = items[0].type
@@ -121,3 +130,47 @@ def _array_contains(node: Node, scope: Scope) -> Sql:
         f"WHEN list_count({a.text}) < len({a.text}) THEN NULL ELSE FALSE END)"
     )
     return Sql(text, BOOLEAN)
+
+
+@register(
+    "CreateNamedStruct",
+    support=Support.PARTIAL,
+    note=(
+        "a projection outputs the struct and GetStructField reads it; one compared, "
+        "grouped or sorted by (Spark orders structs its own way) falls back, as does one "
+        "with two field names equal but for case"
+    ),
+)
+def _struct_elsewhere(node: Node, scope: Scope) -> Sql:
+    raise Unsupported("a struct compared, grouped or sorted by")
+
+
+@register_value("CreateNamedStruct")
+def _create_named_struct(node: Node, scope: Scope) -> Sql:
+    """``named_struct('a', x, 'b', y)``: its children alternate the field's name (a string
+    literal) and its value."""
+    names, values = node.children[0::2], node.children[1::2]
+    if not values or len(names) != len(values):
+        raise Unsupported("a struct of no fields")
+    if any(n.cls != "Literal" or n.get("value") is None for n in names):
+        raise Unsupported("a struct whose field names are not literals")
+    fields = [
+        (str(n.get("value")), compile_value(v, scope)) for n, v in zip(names, values, strict=True)
+    ]
+    for name, value in fields:
+        if not value.type.readable:
+            raise Unsupported(f"a struct field {name!r} of the type {value.type.name}")
+    kind = struct_of([(name, value.type) for name, value in fields])
+    packed = ", ".join(f"{quote(name)} := {value.text}" for name, value in fields)
+    return Sql(f"struct_pack({packed})", kind, False)
+
+
+@register_value("GetStructField", expression=True)
+def _struct_field(node: Node, scope: Scope) -> Sql:
+    """``s.field`` by the field's position (``ordinal``); null where the struct is."""
+    s = compile_value(node.children[0], scope)
+    fields = s.type.fields
+    ordinal = int(node.get("ordinal", -1))
+    if fields is None or not 0 <= ordinal < len(fields):
+        raise Unsupported(f"a struct field of {s.type.name}")
+    return Sql(f"struct_extract_at({s.text}, {ordinal + 1})", fields[ordinal][1])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import SparkType, UnsupportedType, spark_type
@@ -17,8 +18,10 @@ __all__ = [
     "Translator",
     "Unsupported",
     "compile_expression",
+    "compile_value",
     "quote",
     "register",
+    "register_value",
 ]
 
 
@@ -117,6 +120,32 @@ def register(
     return add
 
 
+#: Spark expression class -> its translator as a value of a carried type (an array or a
+#: struct: ``compile_value``), where it differs from ``TABLE``'s or ``TABLE`` has none
+VALUES: dict[str, Translator] = {}
+
+
+def register_value(*classes: str, expression: bool = False) -> Callable[[Translator], Translator]:
+    """Register a translator in ``VALUES``; with ``expression``, in ``TABLE`` too, where it
+    refuses a value of a carried type."""
+
+    def add(fn: Translator) -> Translator:
+        for cls in classes:
+            VALUES[cls] = fn
+            if expression:
+                TABLE[cls] = Entry(partial(_not_carried, fn), Support.COMPATIBLE, "")
+        return fn
+
+    return add
+
+
+def _not_carried(fn: Translator, node: Node, scope: Scope) -> Sql:
+    value = fn(node, scope)
+    if value.type.opaque:
+        raise Unsupported(f"{node.cls} of the type {value.type.name} here")
+    return value
+
+
 def compile_expression(node: Node, scope: Scope) -> Sql:
     """``node`` as DuckDB SQL; ``Unsupported`` naming the expression if it has no
     translation."""
@@ -125,6 +154,23 @@ def compile_expression(node: Node, scope: Scope) -> Sql:
         raise Unsupported(f"the expression {node.cls} has no translation")
     try:
         return entry.translate(node, scope)
+    except UnsupportedType as e:
+        raise Unsupported(f"{node.cls} of {e}") from e
+
+
+def compile_value(node: Node, scope: Scope) -> Sql:
+    """``node`` as a value that may also be of a carried type (``types``: an array or a
+    struct): what a projection outputs, and what the collection and struct functions
+    read.  ``compile_expression`` refuses such values (a column of one, a struct built,
+    a subquery's struct), since every other expression would compare, order or group
+    them DuckDB's way, not Spark's."""
+    if node.cls == "AttributeReference":
+        return scope.carried(node)
+    translate = VALUES.get(node.cls)
+    if translate is None:
+        return compile_expression(node, scope)
+    try:
+        return translate(node, scope)
     except UnsupportedType as e:
         raise Unsupported(f"{node.cls} of {e}") from e
 

@@ -11,6 +11,7 @@ from hybrid_shuffle.sparkplan.expressions.core import (
     children,
     compile_expression,
     register,
+    register_value,
 )
 from hybrid_shuffle.sparkplan.tree import Node, parse
 from hybrid_shuffle.sparkplan.types import spark_type
@@ -88,8 +89,11 @@ def _if(node: Node, scope: Scope) -> Sql:
     )
 
 
-@register("ScalarSubquery")
-def _scalar_subquery(node: Node, scope: Scope) -> Sql:
+@register_value("ScalarSubquery", expression=True)
+def _subquery_value(node: Node, scope: Scope) -> Sql:
+    """A scalar subquery's value, also a struct: Spark merges the scalar subqueries over
+    one relation into one that returns them as a struct's fields (``MergeScalarSubqueries``),
+    which ``GetStructField`` reads."""
     plan = node.get("plan")
     if scope.subquery is None or not isinstance(plan, list):
         raise Unsupported("a scalar subquery here")

@@ -10,6 +10,7 @@ from hybrid_shuffle.sparkplan.expressions.core import (
     cast,
     children,
     compile_expression,
+    compile_value,
     register,
 )
 from hybrid_shuffle.sparkplan.expressions.misc import literal
@@ -62,14 +63,12 @@ def _not(node: Node, scope: Scope) -> Sql:
 
 
 def _tested(node: Node, scope: Scope) -> Sql:
-    """The operand of a null test: an expression, or an array column (opaque to other
-    expressions, but null the same way in Spark and DuckDB)."""
-    child = node.children[0]
-    if child.cls == "AttributeReference":
-        column = scope.carried(child)
-        if column.type.element is not None:
-            return column
-    return compile_expression(child, scope)
+    """The operand of a null test: an expression, or an array or a struct (opaque to
+    other expressions, but null the same way in Spark and DuckDB)."""
+    value = compile_value(node.children[0], scope)
+    if not value.type.readable:
+        raise Unsupported(f"a null test of the type {value.type.name}")
+    return value
 
 
 @register("IsNull")

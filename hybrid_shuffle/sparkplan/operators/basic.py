@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from hybrid_shuffle.empty_column import EMPTY_SELECT
-from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
+from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression, compile_value
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
 from hybrid_shuffle.sparkplan.relation import Column, Rel, distinct
 from hybrid_shuffle.sparkplan.stage import Stage
@@ -34,7 +34,8 @@ def named_output(tr: Translator, exprs: list[Node], child: Rel) -> tuple[str, li
     for e in exprs:
         exprid = int(e.get("exprId", {}).get("id", -1))
         if e.cls == "Alias":
-            sql = compile_expression(e.child, scope)
+            # also an array or a struct, which the projection carries (``compile_value``)
+            sql = compile_value(e.child, scope)
             name = str(e.get("name"))
         elif e.cls == "AttributeReference":
             sql = scope.carried(e)
