@@ -60,6 +60,22 @@ def test_blocking_consumers_deploy_only_after_every_producer_finished() -> None:
     assert max(producers) < min(consumers)
 
 
+def test_a_hybrid_consumer_never_deploys_before_its_producer() -> None:
+    """Its producer waits behind a blocking edge; the consumer, whose own input is
+    hybrid, could take a slot at once, and would then wait for a producer that may need
+    that slot: it deploys only once the producer has (regions deploy in order)."""
+    b = Builder()
+    totals = b.agg(b.source("orders", 2), "totals", "e1", "blocking")
+    final = b.sort(totals, "final", "e2", "hybrid-selective")
+    transport = FakeTransport()
+    run(plan(final, slots=8), 8, transport)
+    names = transport.names()
+    producers = [i for i, n in enumerate(names) if n.startswith("totals")]
+    consumers = [i for i, n in enumerate(names) if n.startswith("final")]
+    assert len(producers) == len(consumers) == 4
+    assert max(producers) < min(consumers)
+
+
 def test_scarce_slots_never_run_more_regions_than_slots() -> None:
     transport = FakeTransport()
     run(plan(two_stages("hybrid-selective"), slots=2), 2, transport)
