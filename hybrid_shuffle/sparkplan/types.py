@@ -23,7 +23,15 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["SparkType", "UnsupportedType", "array_of", "column_type", "spark_type", "struct_of"]
+__all__ = [
+    "SparkType",
+    "UnsupportedType",
+    "array_of",
+    "column_type",
+    "quote",
+    "spark_type",
+    "struct_of",
+]
 
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(-?\d+)\)")
 
@@ -107,7 +115,7 @@ class SparkType:
         if self.element is not None:
             return f"{self.element.duck}[]"
         if self.fields is not None:
-            return f"STRUCT({', '.join(f'{_quote(n)} {t.duck}' for n, t in self.fields)})"
+            return f"STRUCT({', '.join(f'{quote(n)} {t.duck}' for n, t in self.fields)})"
         return _SIMPLE[self.name][1]
 
     @property
@@ -183,7 +191,10 @@ def struct_of(fields: list[tuple[str, SparkType]]) -> SparkType:
     return SparkType("struct", opaque=True, fields=tuple(fields))
 
 
-def _quote(name: str) -> str:
+def quote(name: str) -> str:
+    """``name`` as a DuckDB identifier (double quotes, inner ones doubled): a struct's
+    field names here, every column and alias of a translated stage through
+    ``expressions.core``."""
     return '"' + name.replace('"', '""') + '"'
 
 

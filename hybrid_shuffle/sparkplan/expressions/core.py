@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from hybrid_shuffle.sparkplan.tree import Node
-from hybrid_shuffle.sparkplan.types import SparkType, UnsupportedType, spark_type
+from hybrid_shuffle.sparkplan.types import SparkType, UnsupportedType, quote, spark_type
 
 __all__ = [
     "TABLE",
@@ -52,10 +52,6 @@ class Sql:
     type: SparkType
     nullable: bool = True
     narrow: str | None = None
-
-
-def quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 @dataclass
