@@ -31,6 +31,7 @@ import duckdb
 import pyarrow as pa
 
 from hybrid_shuffle.errors import summary
+from hybrid_shuffle.operators.duck.lowering import quote
 from hybrid_shuffle.operators.duck.planning_database import planning_cursor
 
 __all__ = ["DuckScan", "RowRange", "reads_like_pyarrow", "row_ranges"]
@@ -66,7 +67,7 @@ class DuckScan:
 
     def sql(self) -> str:
         """The ``SELECT`` over ``read_parquet`` that is the split's rows."""
-        items = ", ".join(_identifier(c) for c in self.columns)
+        items = ", ".join(quote(c) for c in self.columns)
         parts = []
         for r in self.ranges:
             if r.whole:
@@ -95,10 +96,6 @@ class DuckScan:
 
 #: ``read_parquet``'s options: the files' own columns only, whatever their folders say
 _OPTIONS = "hive_partitioning = false"
-
-
-def _identifier(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _literal(text: str) -> str:
@@ -139,7 +136,7 @@ def reads_like_pyarrow(fragments: Sequence[Any], columns: Sequence[str], schema:
     first = next(iter(files.values()))
     if not all(first.equals(other) for other in files.values()):
         return False
-    items = ", ".join(_identifier(c) for c in columns)
+    items = ", ".join(quote(c) for c in columns)
     path = _literal(os.path.abspath(fragments[0].path))
     connection = planning_cursor()
     try:

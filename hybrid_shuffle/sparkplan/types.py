@@ -23,12 +23,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from hybrid_shuffle.operators.duck.lowering import quote
+
 __all__ = [
     "SparkType",
     "UnsupportedType",
     "array_of",
     "column_type",
-    "quote",
     "spark_type",
     "struct_of",
 ]
@@ -189,13 +190,6 @@ def struct_of(fields: list[tuple[str, SparkType]]) -> SparkType:
             raise UnsupportedType(f"a struct with two fields named {name!r}")
         seen.add(name.lower())
     return SparkType("struct", opaque=True, fields=tuple(fields))
-
-
-def quote(name: str) -> str:
-    """``name`` as a DuckDB identifier (double quotes, inner ones doubled): a struct's
-    field names here, every column and alias of a translated stage through
-    ``expressions.core``."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 BOOLEAN = SparkType("boolean")

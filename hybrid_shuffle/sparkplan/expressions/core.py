@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+from hybrid_shuffle.operators.duck.lowering import quote
 from hybrid_shuffle.sparkplan.tree import Node
-from hybrid_shuffle.sparkplan.types import SparkType, UnsupportedType, quote, spark_type
+from hybrid_shuffle.sparkplan.types import SparkType, UnsupportedType, spark_type
 
 __all__ = [
     "TABLE",
