@@ -201,8 +201,13 @@ class AdaptiveConfig:
     ``DynamicJoinSelection``): a shuffled join of a translated Spark plan whose build
     side wrote at most this many bytes runs as a broadcast join instead, in the tasks
     of its other side's producer, whose exchange is left out; that producer waits for
-    the build side to finish first.  ``explain()`` says which joins may switch and,
-    after a run, which did (``JobResult.adaptive``)."""
+    the build side to finish first.  A build side over ``broadcast_bytes`` is still
+    broadcast when it is at most ``broadcast_max_bytes`` and one copy of it per probe
+    task stays within Spark's estimate of the probe side (Trino's cost-based join
+    distribution, capped as its ``join_max_broadcast_table_size`` caps it): a fixed
+    threshold alone keeps a join shuffled once the data grows, however much larger
+    its other side is.  ``explain()`` says which joins may switch and, after a run,
+    which did (``JobResult.adaptive``)."""
 
     #: one consumer subtask per this many bytes its producers wrote
     target_bytes: int = 64 * MiB
@@ -215,6 +220,11 @@ class AdaptiveConfig:
     #: broadcast join at run time (Spark's spark.sql.autoBroadcastJoinThreshold default;
     #: 0 turns it off)
     broadcast_bytes: int = 10 * MiB
+    #: a build side over broadcast_bytes is still broadcast if it wrote at most this
+    #: many bytes and one copy of it per probe task stays within Spark's estimate of the
+    #: probe side (the copies then move fewer bytes than the shuffle they replace); 0
+    #: turns this off
+    broadcast_max_bytes: int = 128 * MiB
 
 
 @dataclass(frozen=True)
@@ -404,7 +414,8 @@ class Config:
     #: Spark on Ray through RayDP, for ``from_spark`` and ``to_spark``
     spark: SparkConfig = field(default_factory=SparkConfig)
     #: decided at run time: ``partitions: auto`` parallelism from the bytes written, and
-    #: shuffled joins of a small side made broadcast joins (``broadcast_bytes``)
+    #: shuffled joins of a small side made broadcast joins (``broadcast_bytes``,
+    #: ``broadcast_max_bytes``)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     #: region failover: attempts, backoff, a bound on the whole job
     failover: FailoverConfig = field(default_factory=FailoverConfig)
@@ -745,10 +756,11 @@ def _adaptive(raw: Mapping[str, Any]) -> AdaptiveConfig:
     s: dict[str, Any] = {}
     if "target_bytes" in raw:
         s["target_bytes"] = parse_size(raw["target_bytes"], "adaptive.target_bytes")
-    if "broadcast_bytes" in raw:  # 0: off
-        value = raw["broadcast_bytes"]
-        zero = isinstance(value, int) and not isinstance(value, bool) and value == 0
-        s["broadcast_bytes"] = 0 if zero else parse_size(value, "adaptive.broadcast_bytes")
+    for key in ("broadcast_bytes", "broadcast_max_bytes"):  # 0: off
+        if key in raw:
+            value = raw[key]
+            zero = isinstance(value, int) and not isinstance(value, bool) and value == 0
+            s[key] = 0 if zero else parse_size(value, f"adaptive.{key}")
     for key in ("min_partitions", "max_partitions"):
         if key in raw:
             s[key] = _positive_int(raw[key], f"adaptive.{key}")

@@ -105,10 +105,11 @@ class JobResult:
     #: second attempts of slow subtasks launched (``failover.speculation``; 0 when off);
     #: a task whose copy won has ``TaskReport.speculative`` set
     speculative_attempts: int = 0
-    #: what was decided at run time (``adaptive.broadcast_bytes``): one ``AdaptiveChange``
-    #: per translated shuffled join that could switch, in the order decided: its vertex
-    #: and Spark join, the build and probe edges, the bytes the build side wrote, the
-    #: threshold, and whether it became a broadcast join (``switched``)
+    #: what was decided at run time (``adaptive.broadcast_bytes`` and
+    #: ``broadcast_max_bytes``): one ``AdaptiveChange`` per translated shuffled join that
+    #: could switch, in the order decided: its vertex and Spark join, the build and probe
+    #: edges, the bytes the build side wrote, the threshold and the join's limit, and
+    #: whether it became a broadcast join (``switched``)
     adaptive: list[AdaptiveChange] = field(default_factory=list)
     #: the run's time points outside its tasks, for ``profile()`` (None: a result made
     #: by hand)

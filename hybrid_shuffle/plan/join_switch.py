@@ -23,8 +23,8 @@ read broadcast inputs, which go with the join):
   co-location, no adaptive count, no cycle through the holds).
   The join may be the job's last stage: the probe producer then writes the result.
 * **Run time** (``JoinSwitch.decide``, called by the scheduler once the build
-  producer finished): if the bytes it wrote over the build edge are at most
-  ``adaptive.broadcast_bytes``, the graph is rewritten (``switch``): the join stage's
+  producer finished): if the bytes it wrote over the build edge are at most the join's
+  limit (``JoinSwitch.limit``), the graph is rewritten (``switch``): the join stage's
   query is chained into the probe producer's tasks (its probe side streamed in from
   the chain, as a ``join(strategy="broadcast")``), the build edge feeds it there and
   every consumer task reads *all* subpartitions of every build producer
@@ -48,6 +48,21 @@ read broadcast inputs, which go with the join):
   probe row went to before, so every task of the rest reads the rows it read before
   (Q3 at TPC-H SF1: 30,000 joined rows cross the exchange instead of 3.2M ``lineitem``
   rows).
+
+**The limit.** ``adaptive.broadcast_bytes`` (10 MiB, Spark's threshold) is a fixed
+size, so the same query keeps a join shuffled once its data grows, however much larger
+the probe side grows with it: TPC-H Q5 at SF10 hash-exchanged all 60M ``lineitem``
+rows (2.7 GiB, spilled) to join them with a 35 MiB side, and took 19.5 s where the
+broadcast join takes 3.1 s.  So a larger build side is broadcast too while it is at
+most ``adaptive.broadcast_max_bytes`` and one copy of it per probe task stays within
+Spark's estimate of the probe side (``SwitchableJoin``'s estimates): the copies then
+move fewer bytes than the shuffle they replace, which is how Trino's cost-based join
+distribution chooses (its broadcast side capped by ``join_max_broadcast_table_size``).
+The probe side has not run when the decision is made (it waits for it), so its size
+can only be Spark's estimate: where that is unknown, or below an operator that may
+drop rows by any factor (an aggregate, a semi join: ``sparkplan.switchable.bound``),
+the limit is ``adaptive.broadcast_bytes``.  Spark's estimates count compressed file bytes, the
+build side's figure is uncompressed Arrow, so the rule errs towards staying shuffled.
 
 Every change is recorded as an ``AdaptiveChange`` (``JobResult.adaptive``,
 ``explain()`` after a run).  Plain Python, no Ray.
@@ -113,6 +128,10 @@ class SwitchableJoin:
     split: str | None = None
     #: the columns ``split`` outputs: the probe edge's keys must be among them
     split_columns: tuple[str, ...] = ()
+    #: each side's estimate where it may bound how big the other side may be broadcast
+    #: (``sparkplan.switchable.bound``; None: unknown, or not to be trusted for that)
+    left_bound: int | None = None
+    right_bound: int | None = None
 
     def build_edge(self) -> str | None:
         """The side to build, if any: the one that may be built with the smaller estimate
@@ -148,13 +167,25 @@ class AdaptiveChange:
     #: True: only the join moved; the probe edge carries its rows to the rest of the stage
     split: bool = False
     #: the build side's subtasks that had finished when it was decided: fewer than all
-    #: when those already wrote more than ``threshold`` (then ``build_bytes`` is theirs)
+    #: when those already wrote more than ``limit`` (then ``build_bytes`` is theirs)
     build_subtasks_finished: int | None = None
     build_subtasks: int | None = None
+    #: the most bytes the build side could write and be broadcast (``JoinSwitch.limit``):
+    #: ``threshold``, or more where the probe side's estimate allowed
+    limit: int | None = None
+    #: Spark's estimate of the probe side's bytes (None: unknown)
+    probe_estimate: int | None = None
 
     def describe(self) -> str:
         size = f"{self.build_bytes / 2**20:.2f} MiB over '{self.build_edge}'"
         limit = f"adaptive.broadcast_bytes {self.threshold / 2**20:g} MiB"
+        if self.limit is not None and self.limit > self.threshold:
+            limit = (
+                f"its limit {self.limit / 2**20:.2f} MiB (over {limit}: a copy per probe task "
+                f"within Spark's estimate of '{self.probe_edge}', "
+                f"{(self.probe_estimate or 0) / 2**20:.2f} MiB, and at most "
+                "adaptive.broadcast_max_bytes)"
+            )
         done, total = self.build_subtasks_finished, self.build_subtasks
         if done is not None and total is not None and done < total:
             return (
@@ -188,6 +219,8 @@ class AdaptiveChange:
             "split": self.split,
             "build_subtasks_finished": self.build_subtasks_finished,
             "build_subtasks": self.build_subtasks,
+            "limit": self.limit,
+            "probe_estimate": self.probe_estimate,
         }
 
 
@@ -201,13 +234,33 @@ class JoinSwitch:
     vertex: str
     build_edge: str
     probe_edge: str
+    #: ``adaptive.broadcast_bytes``
     threshold: int
+    #: ``adaptive.broadcast_max_bytes`` (0: the limit is ``threshold``)
+    max_bytes: int = 0
     #: set once decided
     change: AdaptiveChange | None = None
 
     @property
     def holding(self) -> bool:
         return self.change is None
+
+    def probe_estimate(self) -> int | None:
+        """Spark's estimate of the probe side's bytes, where it may bound the build side
+        (None: unknown, or not to be trusted: ``SwitchableJoin.left_bound``)."""
+        join = self.join
+        return join.left_bound if self.probe_edge == join.left_edge else join.right_bound
+
+    def limit(self, graph: JobGraph) -> int:
+        """The most bytes the build side may write and still be broadcast (see the module
+        docstring): ``threshold``, or up to ``max_bytes`` while one copy per probe task
+        stays within the probe side's estimate.  The probe producer's parallelism is read
+        when asked: an earlier switch may have made another vertex that producer."""
+        estimate = self.probe_estimate()
+        if estimate is None or self.max_bytes <= self.threshold:
+            return self.threshold
+        tasks = max(graph.vertices[graph.edge(self.probe_edge).source].parallelism, 1)
+        return max(self.threshold, min(self.max_bytes, estimate // tasks))
 
     def producers(self, graph: JobGraph) -> tuple[VertexId, VertexId]:
         """(build producer, probe producer): looked up by edge, since an earlier switch may
@@ -216,7 +269,13 @@ class JoinSwitch:
 
     def describe(self) -> str:
         """For explain before the run."""
-        limit = self.threshold / 2**20
+        limit = f"{self.threshold / 2**20:g} MiB (adaptive.broadcast_bytes)"
+        if self.max_bytes > self.threshold and self.probe_estimate() is not None:
+            limit += (
+                f", or up to {self.max_bytes / 2**20:g} MiB (adaptive.broadcast_max_bytes) "
+                "while a copy per probe task stays within Spark's estimate of "
+                f"'{self.probe_edge}', {(self.probe_estimate() or 0) / 2**20:.2f} MiB"
+            )
         rest = (
             f", and '{self.probe_edge}' carries the joined rows to the rest of the stage"
             if self.join.split is not None
@@ -224,17 +283,18 @@ class JoinSwitch:
         )
         return (
             f"'{self.vertex}' ({self.join.spark_join}, {self.join.join_type}) may become a "
-            f"broadcast join: if '{self.build_edge}' carries at most {limit:g} MiB "
-            f"(adaptive.broadcast_bytes), the join runs in the tasks producing "
+            f"broadcast join: if '{self.build_edge}' carries at most {limit}, the join "
+            f"runs in the tasks producing "
             f"'{self.probe_edge}'{rest}, which wait for '{self.build_edge}'s producer to "
             "finish"
         )
 
     def decide(self, graph: JobGraph, written: int, done: int, subtasks: int) -> AdaptiveChange:
-        """Switch the join if ``written`` (the build side's bytes) is small enough;
+        """Switch the join if ``written`` (the build side's bytes) is within ``limit``;
         ``done`` of ``subtasks`` build subtasks wrote it (a partial side may only be
         decided as staying shuffled: ``runtime.join_switch``)."""
-        switched = written <= self.threshold
+        limit = self.limit(graph)
+        switched = written <= limit
         assert not (switched and done < subtasks)
         if switched:
             switch(graph, self)
@@ -249,14 +309,19 @@ class JoinSwitch:
             split=switched and self.join.split is not None,
             build_subtasks_finished=done,
             build_subtasks=subtasks,
+            limit=limit,
+            probe_estimate=self.probe_estimate(),
         )
         return self.change
 
 
-def find_candidates(graph: JobGraph, hints: dict[VertexId, SwitchableJoin], threshold: int) -> None:
+def find_candidates(
+    graph: JobGraph, hints: dict[VertexId, SwitchableJoin], threshold: int, max_bytes: int = 0
+) -> None:
     """Add to ``graph.join_switches`` the joins that may switch (``hints``: the join
     vertices the translation marked), and to ``graph.join_notes`` why the others may
-    not.  ``threshold`` <= 0 turns it off."""
+    not.  ``threshold`` (``adaptive.broadcast_bytes``) <= 0 turns it off; ``max_bytes``
+    is ``adaptive.broadcast_max_bytes``."""
     if threshold <= 0:
         return
     for vid in sorted(hints):
@@ -278,7 +343,9 @@ def find_candidates(graph: JobGraph, hints: dict[VertexId, SwitchableJoin], thre
                 "feeds its build side"
             )
             continue
-        graph.join_switches.append(JoinSwitch(join, vertex.name, build, probe, threshold))
+        graph.join_switches.append(
+            JoinSwitch(join, vertex.name, build, probe, threshold, max_bytes)
+        )
 
 
 def _ineligible(graph: JobGraph, vertex: JobVertex, join: SwitchableJoin) -> str | None:

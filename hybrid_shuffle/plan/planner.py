@@ -160,7 +160,8 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
         vertex = None if node.switchable is None else _vertex_of(graph, node)
         if vertex is not None and node.switchable is not None:
             hints[vertex.id] = node.switchable
-    find_candidates(graph, hints, config.adaptive.broadcast_bytes)
+    adaptive = config.adaptive
+    find_candidates(graph, hints, adaptive.broadcast_bytes, adaptive.broadcast_max_bytes)
     names = [e.name for e in graph.edges]
     # an exchange left out is still an edge the YAML may name (it has no effect)
     config.check_job(job_name, names + [e.edge for e in elided.values() if e.edge])

@@ -1,21 +1,19 @@
 """The scheduler's side of a shuffled join becoming a broadcast join at run time
 (``plan.join_switch`` says what and why; this says *when*).
 
-A held probe producer's region does not deploy (``held``).  Once the region is the
-first in the queue and the build side's producer has finished (every subtask),
-``decide_joins`` measures the bytes it wrote over the build edge and lets the
-candidate decide.  A join whose finished build subtasks already wrote more than the
-threshold is decided then, as staying shuffled: the rest can only add bytes, so the
-probe side need not wait for it, and starts beside the build side's last tasks on a
-core the wait left idle (TPC-H's Q4, Q9 and Q13 at SF1: 5-8% faster).  A switched build
-edge (and each broadcast input that went with the join) is then read whole by every
-probe task over reader 0, so its partitions (perhaps registered already, with the
-readers the join would have had) are given that many readers: the tracker counts
-channels as a set, never reaches the count, and keeps them until the job ends (a
+A held probe producer's region does not deploy (``held``).  Once the region is the first
+in the queue and the build side's producer has finished (every subtask),
+``decide_joins`` measures the bytes it wrote over the build edge and lets the candidate
+decide.  A join whose finished build subtasks already wrote more than its limit
+(``JoinSwitch.limit``) is decided then, as staying shuffled: the rest can only add
+bytes, so the probe side need not wait for it, and starts beside the build side's last
+tasks on a core the wait left idle (TPC-H's Q4, Q9 and Q13 at SF1: 5-8% faster).  A
+switched build edge (and each broadcast input that went with the join) is then read
+whole by every probe task over reader 0, so its partitions (perhaps registered already,
+with the readers the join would have had) are given that many readers: the tracker
+counts channels as a set, never reaches the count, and keeps them until the job ends (a
 restarted probe task reads them again; ``runtime.deployment`` registers a re-run
-producer's partitions the same way).
-Plain Python, no Ray.
-"""
+producer's partitions the same way).  Plain Python, no Ray."""
 
 from __future__ import annotations
 
@@ -64,7 +62,7 @@ def decide_joins(
         subtasks = graph.vertices[small].parallelism
         done = sum((small, i) in finished for i in range(subtasks))
         written = sum(w.bytes for r in reports for w in r.writes if w.edge == candidate.build_edge)
-        if done < subtasks and written <= candidate.threshold:
+        if done < subtasks and written <= candidate.limit(graph):
             continue  # the build side may still be small: wait for the rest of it
         change = candidate.decide(graph, written, done, subtasks)
         if change.switched:

@@ -513,6 +513,34 @@ def test_shuffled_join_becomes_broadcast_when_its_side_is_small(
         assert change.probe_edge not in {e for e in result.edges}  # its exchange left out
 
 
+@pytest.mark.parametrize("max_bytes", ["default", "0"])
+def test_a_build_side_over_broadcast_bytes_is_broadcast_while_the_probe_estimate_is_larger(
+    session: hs.Session, spark: Any, tmp_path: Path, max_bytes: str
+) -> None:
+    """Past ``adaptive.broadcast_bytes`` (here 1 byte), the join still switches while a
+    copy of its build side per probe task stays within Spark's estimate of the probe side
+    (``w``'s file, larger than the filtered ``b``), unless ``broadcast_max_bytes`` is 0."""
+    query = SWITCHES[0][0]
+    extra = "adaptive: {broadcast_bytes: 1 B%s}\n" % (
+        "" if max_bytes == "default" else f", broadcast_max_bytes: {max_bytes}"
+    )
+    with (
+        spark_conf(spark, autoBroadcastJoinThreshold="-1"),
+        configured(session, tmp_path, BASE_YAML % "" + extra),
+    ):
+        before = session.sql(query).explain()
+        result = _run_checked(session, spark, query)
+    (change,) = result.adaptive
+    assert change.build_bytes > change.threshold == 1
+    assert change.probe_estimate is not None and change.probe_estimate > change.build_bytes
+    on = max_bytes == "default"
+    assert ("adaptive.broadcast_max_bytes" in before) == on
+    assert change.switched == on
+    assert change.limit == (change.probe_estimate if on else 1)  # one probe task: w's one file
+    if on:
+        assert "its limit" in result.explain and "became a broadcast join" in result.explain
+
+
 @pytest.mark.parametrize(("query", "kind"), SPLITS)
 def test_a_stage_that_needs_the_joins_partitioning_splits_at_the_join(
     session: hs.Session, spark: Any, query: str, kind: str

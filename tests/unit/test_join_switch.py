@@ -85,6 +85,8 @@ def _hint(
         10,
         template,
         tokens,
+        left_bound=1000,
+        right_bound=10,
         **split,
     )
 
@@ -227,7 +229,7 @@ def test_a_small_build_side_switches_the_join_into_the_probe_producer() -> None:
 
 
 def test_a_large_build_side_leaves_the_join_shuffled() -> None:
-    p = planned(joined(), broadcast_bytes="150 B")
+    p = planned(joined(), broadcast_bytes="150 B", broadcast_max_bytes=0)
     tracker = PartitionTracker(RecordingMaster())
     deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
     reports, finished = _finish_build_side(p, tracker, deployer, 100)
@@ -243,9 +245,10 @@ def test_a_large_build_side_leaves_the_join_shuffled() -> None:
     assert p.graph.holds() == [] and "stayed shuffled" in p.explain()
 
 
-def _held_at_150_bytes() -> tuple[Plan, PartitionTracker, Deployer, Region]:
-    """The joined job under a 150-byte threshold, its probe producer's (held) region."""
-    p = planned(joined(), broadcast_bytes="150 B")
+def _held_at_150_bytes(**adaptive: Any) -> tuple[Plan, PartitionTracker, Deployer, Region]:
+    """The joined job under a 150-byte threshold (the limit only that, unless ``adaptive``
+    says otherwise), its probe producer's (held) region."""
+    p = planned(joined(), **{"broadcast_bytes": "150 B", "broadcast_max_bytes": 0, **adaptive})
     tracker = PartitionTracker(RecordingMaster())
     deployer = Deployer(p.graph, "job-1", tracker, 1 << 20, 5.0)
     probe_region = next(r for r in p.regions if p.graph.vertices[r.tasks[0][0]].name == "orders")
@@ -277,6 +280,63 @@ def test_a_build_side_within_the_threshold_so_far_keeps_the_probe_waiting() -> N
     assert "first" not in change.describe()
 
 
+# -- the limit past adaptive.broadcast_bytes: copies within the probe side's estimate -------
+# (the probe side, orders, has 4 tasks and Spark's estimate 1000 bytes: 250 bytes a copy)
+
+
+def test_a_build_side_over_the_threshold_is_broadcast_while_a_copy_per_probe_task_fits() -> None:
+    p, tracker, deployer, probe_region = _held_at_150_bytes(broadcast_max_bytes="1 MiB")
+    (candidate,) = p.graph.join_switches
+    assert candidate.limit(p.graph) == 250
+    assert "or up to 1 MiB (adaptive.broadcast_max_bytes)" in p.explain()
+    reports, finished = _finish_build_side(p, tracker, deployer, 120)
+    (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
+    assert change.switched and change.build_bytes == 240 > change.threshold == 150
+    assert (change.limit, change.probe_estimate) == (250, 1000)
+    assert change.as_dict()["limit"] == 250
+    assert "its limit" in change.describe() and "'left_edge'" in change.describe()
+    assert "stage_9" not in {v.name for v in p.graph.vertices.values()}
+
+
+def test_a_build_side_whose_copies_outgrow_the_probe_estimate_stays_shuffled() -> None:
+    p, tracker, deployer, probe_region = _held_at_150_bytes(broadcast_max_bytes="1 MiB")
+    reports, finished = _finish_build_side(p, tracker, deployer, 130)
+    (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
+    assert not change.switched and change.build_bytes == 260 > change.limit == 250  # type: ignore[operator]
+    assert "stage_9" in {v.name for v in p.graph.vertices.values()}
+
+
+def test_broadcast_max_bytes_caps_the_limit() -> None:
+    p, tracker, deployer, probe_region = _held_at_150_bytes(broadcast_max_bytes="200 B")
+    assert p.graph.join_switches[0].limit(p.graph) == 200
+    reports, finished = _finish_build_side(p, tracker, deployer, 120)
+    (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
+    assert not change.switched and change.limit == 200
+
+
+def test_without_a_probe_estimate_the_limit_is_the_threshold() -> None:
+    sink = joined("LeftSemi")
+    join = sink.inputs[0][0]
+    assert join.switchable is not None
+    join.switchable = SwitchableJoin(
+        "SortMergeJoin (9)", "LeftSemi", "left_edge", "right_edge", None, None, TEMPLATE,
+        join.switchable.tokens,
+    )  # fmt: skip
+    p = planned(sink, broadcast_bytes="150 B")
+    (candidate,) = p.graph.join_switches
+    assert candidate.probe_edge == "left_edge" and candidate.probe_estimate() is None
+    assert candidate.limit(p.graph) == 150
+    assert "adaptive.broadcast_max_bytes" not in p.explain()
+
+
+def test_a_build_side_past_the_threshold_but_within_the_limit_keeps_the_probe_waiting() -> None:
+    """Its other subtasks may still bring it over the limit, or not: the probe waits."""
+    p, tracker, deployer, probe_region = _held_at_150_bytes(broadcast_max_bytes="1 MiB")
+    reports, finished = _finish_build_side(p, tracker, deployer, 200, only=1)
+    assert decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker) == []
+    assert held(p.graph, probe_region)
+
+
 def test_the_join_as_the_jobs_last_stage_moves_the_result() -> None:
     p = planned(joined(sql_consumer=False))
     tracker = PartitionTracker(RecordingMaster())
@@ -296,6 +356,15 @@ def test_broadcast_bytes_defaults_to_sparks_threshold_and_rejects_a_negative() -
     assert load_config(None).adaptive.broadcast_bytes == 10 << 20
     with pytest.raises(ConfigError, match=r"adaptive\.broadcast_bytes"):
         load_config({"adaptive": {"broadcast_bytes": -1}})
+
+
+@pytest.mark.parametrize(("raw", "want"), [(0, 0), ("64 MiB", 64 << 20)])
+def test_broadcast_max_bytes_loads_and_defaults_to_128_mib(raw: Any, want: int) -> None:
+    assert load_config(None).adaptive.broadcast_max_bytes == 128 << 20
+    loaded = load_config({"adaptive": {"broadcast_max_bytes": raw}}).adaptive
+    assert loaded.broadcast_max_bytes == want
+    with pytest.raises(ConfigError, match=r"adaptive\.broadcast_max_bytes"):
+        load_config({"adaptive": {"broadcast_max_bytes": "lots"}})
 
 
 def test_a_broadcast_input_of_the_stage_goes_with_the_join() -> None:
