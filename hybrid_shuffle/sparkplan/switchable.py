@@ -164,12 +164,11 @@ def _exchange_below(node: Node) -> Node | None:
 def estimate(plan: PhysicalPlan, side: Node) -> int | None:
     """How big a join side (its exchange) is likely to be, to choose which side to build
     first when either may be (and, through ``bound``, how big a build side may still be
-    broadcast).  Spark without cost-based
-    optimisation estimates a filter as its input and an inner join as the product of its
-    sides, so: the estimate of what the exchange reads when no join is below it (its
-    columns pruned, as Spark scales it), else the sum of the files scanned below; a
-    quarter of that when a filter other than ``IS NOT NULL`` is below (a filtered
-    dimension table is the case this is for)."""
+    broadcast).  Spark without cost-based optimisation estimates a filter as its input
+    and an inner join as the product of its sides, so: the estimate of what the exchange
+    reads when no join is below it (its columns pruned, as Spark scales it), else the sum
+    of the files scanned below; a quarter of that when a filter other than ``IS NOT
+    NULL`` is below (a filtered dimension table is the case this is for)."""
     exchange = _exchange_below(side)
     below = exchange.children[0] if exchange is not None and exchange.children else side
     nodes = list(below.walk())
