@@ -221,9 +221,9 @@ class AdaptiveConfig:
     #: 0 turns it off)
     broadcast_bytes: int = 10 * MiB
     #: a build side over broadcast_bytes is still broadcast if it wrote at most this
-    #: many bytes and one copy of it per probe task stays within Spark's estimate of the
-    #: probe side (the copies then move fewer bytes than the shuffle they replace); 0
-    #: turns this off
+    #: many bytes (and a quarter of operators.memory) and one copy of it per probe task
+    #: stays within Spark's estimate of the probe side (the copies then move fewer bytes
+    #: than the shuffle they replace); 0 turns this off
     broadcast_max_bytes: int = 128 * MiB
 
 

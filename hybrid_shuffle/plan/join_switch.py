@@ -54,7 +54,8 @@ size, so the same query keeps a join shuffled once its data grows, however much 
 the probe side grows with it: TPC-H Q5 at SF10 hash-exchanged all 60M ``lineitem``
 rows (2.7 GiB, spilled) to join them with a 35 MiB side, and took 19.5 s where the
 broadcast join takes 3.1 s.  So a larger build side is broadcast too while it is at
-most ``adaptive.broadcast_max_bytes`` and one copy of it per probe task stays within
+most ``adaptive.broadcast_max_bytes`` (and a quarter of ``operators.memory``: every
+probe task's join holds it whole) and one copy of it per probe task stays within
 Spark's estimate of the probe side (``SwitchableJoin``'s estimates): the copies then
 move fewer bytes than the shuffle they replace, which is how Trino's cost-based join
 distribution chooses (its broadcast side capped by ``join_max_broadcast_table_size``).
@@ -184,7 +185,7 @@ class AdaptiveChange:
                 f"its limit {self.limit / 2**20:.2f} MiB (over {limit}: a copy per probe task "
                 f"within Spark's estimate of '{self.probe_edge}', "
                 f"{(self.probe_estimate or 0) / 2**20:.2f} MiB, and at most "
-                "adaptive.broadcast_max_bytes)"
+                "adaptive.broadcast_max_bytes and a quarter of operators.memory)"
             )
         done, total = self.build_subtasks_finished, self.build_subtasks
         if done is not None and total is not None and done < total:
@@ -236,7 +237,8 @@ class JoinSwitch:
     probe_edge: str
     #: ``adaptive.broadcast_bytes``
     threshold: int
-    #: ``adaptive.broadcast_max_bytes`` (0: the limit is ``threshold``)
+    #: ``adaptive.broadcast_max_bytes``, at most a quarter of ``operators.memory`` (0: the
+    #: limit is ``threshold``)
     max_bytes: int = 0
     #: set once decided
     change: AdaptiveChange | None = None
@@ -272,7 +274,8 @@ class JoinSwitch:
         limit = f"{self.threshold / 2**20:g} MiB (adaptive.broadcast_bytes)"
         if self.max_bytes > self.threshold and self.probe_estimate() is not None:
             limit += (
-                f", or up to {self.max_bytes / 2**20:g} MiB (adaptive.broadcast_max_bytes) "
+                f", or up to {self.max_bytes / 2**20:g} MiB (adaptive.broadcast_max_bytes, "
+                "at most a quarter of operators.memory) "
                 "while a copy per probe task stays within Spark's estimate of "
                 f"'{self.probe_edge}', {(self.probe_estimate() or 0) / 2**20:.2f} MiB"
             )
@@ -321,7 +324,7 @@ def find_candidates(
     """Add to ``graph.join_switches`` the joins that may switch (``hints``: the join
     vertices the translation marked), and to ``graph.join_notes`` why the others may
     not.  ``threshold`` (``adaptive.broadcast_bytes``) <= 0 turns it off; ``max_bytes``
-    is ``adaptive.broadcast_max_bytes``."""
+    is ``adaptive.broadcast_max_bytes``, at most a quarter of ``operators.memory``."""
     if threshold <= 0:
         return
     for vid in sorted(hints):

@@ -160,8 +160,11 @@ def plan_job(job_name: str, sink: LogicalNode, config: Config, slots: int) -> Pl
         vertex = None if node.switchable is None else _vertex_of(graph, node)
         if vertex is not None and node.switchable is not None:
             hints[vertex.id] = node.switchable
-    adaptive = config.adaptive
-    find_candidates(graph, hints, adaptive.broadcast_bytes, adaptive.broadcast_max_bytes)
+    # every probe task's join holds a switched build side whole: at most a quarter of
+    # operators.memory, so that its hash table stays within the task's budget
+    adaptive, memory = config.adaptive, config.operators.memory
+    max_bytes = min(adaptive.broadcast_max_bytes, memory // 4)
+    find_candidates(graph, hints, adaptive.broadcast_bytes, max_bytes)
     names = [e.name for e in graph.edges]
     # an exchange left out is still an edge the YAML may name (it has no effect)
     config.check_job(job_name, names + [e.edge for e in elided.values() if e.edge])

@@ -4,6 +4,7 @@ the graph, and what the rewritten graph deploys.  The planner alone, no Ray."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pyarrow as pa
@@ -288,7 +289,7 @@ def test_a_build_side_over_the_threshold_is_broadcast_while_a_copy_per_probe_tas
     p, tracker, deployer, probe_region = _held_at_150_bytes(broadcast_max_bytes="1 MiB")
     (candidate,) = p.graph.join_switches
     assert candidate.limit(p.graph) == 250
-    assert "or up to 1 MiB (adaptive.broadcast_max_bytes)" in p.explain()
+    assert "or up to 1 MiB (adaptive.broadcast_max_bytes, at most a quarter" in p.explain()
     reports, finished = _finish_build_side(p, tracker, deployer, 120)
     (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
     assert change.switched and change.build_bytes == 240 > change.threshold == 150
@@ -312,6 +313,18 @@ def test_broadcast_max_bytes_caps_the_limit() -> None:
     reports, finished = _finish_build_side(p, tracker, deployer, 120)
     (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
     assert not change.switched and change.limit == 200
+
+
+def test_a_quarter_of_operators_memory_caps_the_limit() -> None:
+    """Every probe task's join holds a switched build side whole."""
+    sink = joined()
+    join = sink.inputs[0][0]
+    assert join.switchable is not None
+    join.switchable = dataclasses.replace(join.switchable, left_bound=1 << 40)
+    raw = {"adaptive": {"broadcast_max_bytes": "1 GiB"}, "operators": {"memory": "64 MiB"}}
+    p = plan_job("job", sink, load_config(raw), 4)
+    assert p.graph.join_switches[0].limit(p.graph) == 16 << 20
+    assert "up to 16 MiB (adaptive.broadcast_max_bytes, at most a quarter of" in p.explain()
 
 
 def test_without_a_probe_estimate_the_limit_is_the_threshold() -> None:
