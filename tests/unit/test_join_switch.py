@@ -25,6 +25,9 @@ from hybrid_shuffle.runtime.task import TaskReport, TaskState
 from hybrid_shuffle.shuffle.api import ProducerDescriptor
 from hybrid_shuffle.shuffle.metrics import WriteMetrics
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
+from hybrid_shuffle.sparkplan.physical import PhysicalPlan
+from hybrid_shuffle.sparkplan.switchable import bound, estimate
+from hybrid_shuffle.sparkplan.tree import Node
 
 from .builders import Builder
 from .fakes import FakePool, FakeTransport, RecordingMaster
@@ -303,7 +306,7 @@ def test_a_build_side_whose_copies_outgrow_the_probe_estimate_stays_shuffled() -
     p, tracker, deployer, probe_region = _held_at_150_bytes(broadcast_max_bytes="1 MiB")
     reports, finished = _finish_build_side(p, tracker, deployer, 130)
     (change,) = decide_joins(p.graph, probe_region, finished, reports, "job-1", tracker)
-    assert not change.switched and change.build_bytes == 260 > change.limit == 250  # type: ignore[operator]
+    assert not change.switched and (change.build_bytes, change.limit) == (260, 250)
     assert "stage_9" in {v.name for v in p.graph.vertices.values()}
 
 
@@ -340,6 +343,40 @@ def test_without_a_probe_estimate_the_limit_is_the_threshold() -> None:
     assert candidate.probe_edge == "left_edge" and candidate.probe_estimate() is None
     assert candidate.limit(p.graph) == 150
     assert "adaptive.broadcast_max_bytes" not in p.explain()
+
+
+def _side(*operators: Node) -> Node:
+    """A join side as Spark plans it: a sort over an exchange over ``operators`` (each the
+    child of the one before) over a Parquet scan."""
+    node = Node("FileSourceScanExec", {})
+    for operator in reversed(operators):
+        node = dataclasses.replace(operator, children=[node])
+    return Node("SortExec", {}, [Node("ShuffleExchangeExec", {}, [node])])
+
+
+@pytest.mark.parametrize(
+    ("operator", "trusted"),
+    [
+        (Node("ProjectExec", {}), True),
+        (Node("BroadcastHashJoinExec", {"joinType": {"object": "...Inner$"}}), True),
+        (Node("HashAggregateExec", {}), False),
+        (Node("SortMergeJoinExec", {"joinType": {"object": "...LeftSemi$"}}), False),
+        (Node("BroadcastHashJoinExec", {"joinType": {"object": "...LeftAnti$"}}), False),
+        (Node("GlobalLimitExec", {}), False),
+    ],
+)
+def test_a_probe_estimate_bounds_the_build_side_unless_rows_may_drop_by_any_factor(
+    operator: Node, trusted: bool
+) -> None:
+    """Spark estimates an aggregate, a semi or anti join and a limit as their input."""
+    side = _side(operator)
+    plan = PhysicalPlan(side, {}, "", None)
+    below = side.children[0].children[0]
+    plan.sizes[id(below)] = 1000  # Spark's estimate of what the exchange reads
+    for node in below.walk():
+        plan.sizes.setdefault(id(node), 1000)
+    assert estimate(plan, side) == 1000
+    assert bound(plan, side) == (1000 if trusted else None)
 
 
 def test_a_build_side_past_the_threshold_but_within_the_limit_keeps_the_probe_waiting() -> None:
