@@ -62,8 +62,9 @@ distribution chooses (its broadcast side capped by ``join_max_broadcast_table_si
 The probe side has not run when the decision is made (it waits for it), so its size
 can only be Spark's estimate: where that is unknown, or below an operator that may
 drop rows by any factor (an aggregate, a semi join: ``sparkplan.switchable.bound``),
-the limit is ``adaptive.broadcast_bytes``.  Spark's estimates count compressed file bytes, the
-build side's figure is uncompressed Arrow, so the rule errs towards staying shuffled.
+the limit is ``adaptive.broadcast_bytes``.  Spark's estimates count compressed file
+bytes, the build side's figure is uncompressed Arrow, so the rule errs towards staying
+shuffled.
 
 Every change is recorded as an ``AdaptiveChange`` (``JobResult.adaptive``,
 ``explain()`` after a run).  Plain Python, no Ray.

@@ -161,6 +161,12 @@ def _exchange_below(node: Node) -> Node | None:
     return node if node.cls in _EXCHANGES else None
 
 
+def _read_by_exchange(side: Node) -> Node:
+    """What a join side's exchange reads (the side itself if no exchange is below it)."""
+    exchange = _exchange_below(side)
+    return exchange.children[0] if exchange is not None and exchange.children else side
+
+
 def estimate(plan: PhysicalPlan, side: Node) -> int | None:
     """How big a join side (its exchange) is likely to be, to choose which side to build
     first when either may be (and, through ``bound``, how big a build side may still be
@@ -169,8 +175,7 @@ def estimate(plan: PhysicalPlan, side: Node) -> int | None:
     reads when no join is below it (its columns pruned, as Spark scales it), else the sum
     of the files scanned below; a quarter of that when a filter other than ``IS NOT
     NULL`` is below (a filtered dimension table is the case this is for)."""
-    exchange = _exchange_below(side)
-    below = exchange.children[0] if exchange is not None and exchange.children else side
+    below = _read_by_exchange(side)
     nodes = list(below.walk())
     joined = any(n.cls.endswith("JoinExec") or n.cls == "CartesianProductExec" for n in nodes)
     size = None if joined else _statistics(plan, below)
@@ -198,8 +203,7 @@ def bound(plan: PhysicalPlan, side: Node) -> int | None:
     with the orders of over 300 units, was estimated at 135 MB at SF10 and holds 624
     rows, and broadcasting its 43 MiB other side to it cost 8%.  Filters and inner joins
     are what ``estimate`` already scales for."""
-    exchange = _exchange_below(side)
-    below = exchange.children[0] if exchange is not None and exchange.children else side
+    below = _read_by_exchange(side)
     for node in below.walk():
         semi = node.cls.endswith("JoinExec") and join_type(node) in _SEMI_JOINS
         if semi or node.cls in _AGGREGATES or node.cls in _LIMITS:
