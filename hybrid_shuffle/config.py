@@ -288,7 +288,8 @@ class OperatorsConfig:
     join, aggregate or co_group task may use for its state (Flink's managed memory
     per slot).  Every such operator runs on the task's DuckDB, which keeps that
     state within the memory and spills the rest to a private directory under
-    ``shuffle.spill_dir``.  A task with several such operators (an aggregate and
+    ``shuffle.spill_dir`` (a sort whose partition fits in half the memory is sorted
+    on Arrow instead).  A task with several such operators (an aggregate and
     the combiner in front of its exchange) splits the memory evenly between them."""
 
     #: bytes of operator state per task, at least 64 MiB (a smaller figure is refused:

@@ -1,10 +1,12 @@
-"""``SortPartition`` as a task runs it (on DuckDB, ``on_duckdb``) against pyarrow's sort_by,
-and ``sort_keys.counts_before``, which cuts sorted streams in pyarrow's order.
+"""``SortPartition`` as a task runs it (``on_duckdb``: in memory on Arrow while the
+partition fits in half its memory, else on DuckDB) against pyarrow's sort_by, and
+``sort_keys.counts_before``, which cuts sorted streams in pyarrow's order.
 
-It does not spill here: the DuckDB operator's 64 MiB floor is far above these tables
-(``tests/integration/test_duckdb_spilling.py`` makes it spill).  Rows with equal sort
-keys may come out in any order (DuckDB's sort is not stable), so a sort's output is
-compared on its key columns, and as a whole after a total order.
+The order tests run on both paths (``path``: ``duckdb`` sets the operator's
+``in_memory_bytes`` to 0).  Nothing spills here: the DuckDB operator's 64 MiB floor is
+far above these tables (``tests/integration/test_duckdb_spilling.py`` makes it spill).
+Rows with equal sort keys may come out in any order (DuckDB's sort is not stable), so a
+sort's output is compared on its key columns, and as a whole after a total order.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from hybrid_shuffle.operators import SortPartition
 from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.operators import on_duckdb
+from hybrid_shuffle.operators.duck.sort import DuckSort
 from hybrid_shuffle.operators.sort_keys import counts_before, key_table
 
 
@@ -55,12 +58,34 @@ def batches(table: pa.Table, size: int) -> list[pa.Table]:
     return [table.slice(i, size) for i in range(0, table.num_rows, size)]
 
 
-def sorted_by(
-    op: SortPartition, table: pa.Table, batch: int, context: OperatorContext | None = None
-) -> pa.Table:
-    """``op`` as a task runs it (on DuckDB) over ``table`` in batches of ``batch`` rows."""
+@pytest.fixture(params=["arrow", "duckdb"])
+def path(request: pytest.FixtureRequest) -> str:
+    """Where a sort that fits in memory runs: on Arrow (as a task runs it) or on DuckDB."""
+    return str(request.param)
+
+
+def opened(
+    op: SortPartition, context: OperatorContext | None = None, path: str = "arrow"
+) -> DuckSort:
+    """``op`` as a task runs it, opened; on ``path`` ``duckdb`` it sorts on DuckDB however
+    little it holds."""
     run = on_duckdb(op)
+    assert isinstance(run, DuckSort)
     run.open(context)
+    if path == "duckdb":
+        run.in_memory_bytes = 0
+    return run
+
+
+def sorted_by(
+    op: SortPartition,
+    table: pa.Table,
+    batch: int,
+    context: OperatorContext | None = None,
+    path: str = "arrow",
+) -> pa.Table:
+    """``op`` as a task runs it over ``table`` in batches of ``batch`` rows."""
+    run = opened(op, context, path)
     try:
         out = [t for part in batches(table, batch) for t in run.process(part, 0)]
         out += [*run.end_input(0), *run.finish()]
@@ -92,7 +117,7 @@ def test_the_sort_equals_pyarrow_row_for_row(keys: tuple[list[str], str]) -> Non
 
 
 @pytest.mark.parametrize("shape", ["sorted", "reversed", "one key"])
-def test_the_sort_handles_sorted_reversed_and_identical_keys(shape: str) -> None:
+def test_the_sort_handles_sorted_reversed_and_identical_keys(shape: str, path: str) -> None:
     rows = 60_000
     k = {
         "sorted": np.arange(rows),
@@ -100,12 +125,12 @@ def test_the_sort_handles_sorted_reversed_and_identical_keys(shape: str) -> None
         "one key": np.zeros(rows, dtype=np.int64),
     }[shape]
     table = pa.table({"k": k, "v": np.arange(rows)})
-    got = sorted_by(SortPartition(["k"], False, "s"), table, 1000)
+    got = sorted_by(SortPartition(["k"], False, "s"), table, 1000, path=path)
     assert got.column("k").equals(table.sort_by("k").column("k"))
     assert sorted(got.column("v").to_pylist()) == list(range(rows))
 
 
-def test_dictionary_keys_sort_by_their_values() -> None:
+def test_dictionary_keys_sort_by_their_values(path: str) -> None:
     rng = np.random.default_rng(5)
     parts = [
         pa.table(
@@ -114,7 +139,7 @@ def test_dictionary_keys_sort_by_their_values() -> None:
         for i in range(20)
     ]
     table = pa.concat_tables(parts, promote_options="permissive")
-    got = sorted_by(SortPartition(["d"], False, "s"), table, 4000)
+    got = sorted_by(SortPartition(["d"], False, "s"), table, 4000, path=path)
     assert got.schema == table.schema
     assert got.column("d").to_pylist() == sorted(
         v for p in parts for v in p.column("d").to_pylist()
@@ -168,14 +193,12 @@ def test_sort_partition_under_a_small_memory_keeps_nulls_last(
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("by", [["k"], ["s"], ["x", "k"], ["s", "x", "k"]], ids="+".join)
 def test_sort_partition_orders_the_keys_as_pyarrow_does(
-    by: list[str],
-    descending: bool,
+    by: list[str], descending: bool, path: str
 ) -> None:
     """Nulls last and NaN after every number (before the nulls) in both directions, on
     int, string and float keys (descending, DuckDB's NaN would come first: ``sort_key``)."""
     table = data(30_000)
-    op = on_duckdb(SortPartition(by, descending, "s"))
-    op.open()
+    op = opened(SortPartition(by, descending, "s"), path=path)
     out = [t for part in batches(table, 4000) for t in op.process(part, 0)]
     out += [*op.end_input(0), *op.finish()]
     op.close()
@@ -187,9 +210,8 @@ def test_sort_partition_orders_the_keys_as_pyarrow_does(
     same(got.sort_by(total), table.sort_by(total))
 
 
-def test_sort_partition_of_no_rows_still_emits_the_schema() -> None:
-    op = on_duckdb(SortPartition(["k"], False, "s"))
-    op.open()
+def test_sort_partition_of_no_rows_still_emits_the_schema(path: str) -> None:
+    op = opened(SortPartition(["k"], False, "s"), path=path)
     op.process(data(0), 0)
     (out,) = op.finish()
     op.close()
@@ -197,16 +219,13 @@ def test_sort_partition_of_no_rows_still_emits_the_schema() -> None:
 
 
 @pytest.mark.parametrize("descending", [False, True])
-def test_sort_partition_gives_back_negative_zeros_as_they_were(
-    descending: bool,
-) -> None:
+def test_sort_partition_gives_back_negative_zeros_as_they_were(descending: bool, path: str) -> None:
     """-0.0 and 0.0 tie, and each row keeps its own (DuckDB would write the key back
     normalized to 0.0 if it sorted on the column itself)."""
     rng = np.random.default_rng(8)
     x = rng.choice(np.array([0.0, -0.0, 1.0, -2.0, np.nan]), 20_000)
     table = pa.table({"x": x, "i": np.arange(20_000)})
-    op = on_duckdb(SortPartition(["x"], descending, "s"))
-    op.open()
+    op = opened(SortPartition(["x"], descending, "s"), path=path)
     out = [t for part in batches(table, 3000) for t in op.process(part, 0)]
     out += [*op.end_input(0), *op.finish()]
     op.close()
@@ -216,3 +235,36 @@ def test_sort_partition_gives_back_negative_zeros_as_they_were(
     order = "descending" if descending else "ascending"
     want = table.sort_by([("x", order, "at_end")]).column("x").to_numpy()
     assert np.array_equal(got_x, want, equal_nan=True)  # -0.0 == 0.0: the zeros tie
+
+
+def test_a_partition_within_half_its_memory_is_sorted_on_arrow_and_counted_as_held() -> None:
+    """The held batches are the operator's memory (its peak); DuckDB never runs."""
+    table = data()
+    context = OperatorContext(4 * table.nbytes)
+    got = sorted_by(SortPartition(["k", "s"], False, "s"), table, 4000, context)
+    want = table.sort_by([("k", "ascending", "at_end"), ("s", "ascending", "at_end")])
+    assert got.select(["k", "s"]).equals(want.select(["k", "s"]))
+    assert context.metrics.peak_memory_bytes >= table.nbytes
+    assert context.metrics.database_peak_bytes == 0
+
+
+def test_a_partition_past_half_its_memory_sends_what_it_held_to_duckdb() -> None:
+    """The batches held before the limit was passed are sorted with the rest, once."""
+    table = data()
+    context = OperatorContext(table.nbytes)  # holds half, then DuckDB
+    got = sorted_by(SortPartition(["x", "k"], True, "s"), table, 4000, context)
+    order = [("x", "descending", "at_end"), ("k", "descending", "at_end")]
+    same(got.select(["x", "k"]), table.sort_by(order).select(["x", "k"]))
+    total = [(c, "ascending", "at_end") for c in table.column_names]
+    same(got.sort_by(total), table.sort_by(total))
+    assert context.metrics.database_peak_bytes > 0
+
+
+def test_a_key_pyarrow_cannot_sort_is_sorted_on_duckdb() -> None:
+    keys = [pa.MonthDayNano([0, 0, n % 7]) for n in range(5000)]
+    table = pa.table({"i": pa.array(keys, pa.month_day_nano_interval()), "v": np.arange(5000)})
+    context = OperatorContext(OperatorContext.unbounded().memory)
+    got = sorted_by(SortPartition(["i"], False, "s"), table, 1000, context)
+    nanoseconds = [v.nanoseconds for v in got.column("i").to_pylist()]
+    assert nanoseconds == sorted(n % 7 for n in range(5000))
+    assert context.metrics.database_peak_bytes > 0

@@ -5,8 +5,8 @@ directory that goes with the task.
 DuckDB's default is one thread per core and 80% of the RAM in every database: a task
 that got it would run as many threads as the machine has cores beside every other
 task of its executor.  The last test runs a real task (``run_task``) with no
-exchange: a source split into a DuckDB sort and an operator that reads the settings
-its task's database has.
+exchange: a source split into a DuckDB aggregate and an operator that reads the
+settings its task's database has.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from hybrid_shuffle.operators import SortPartition
+from hybrid_shuffle.operators import HashAggregate, SortPartition
 from hybrid_shuffle.operators.base import Operator
 from hybrid_shuffle.operators.context import OperatorContext
+from hybrid_shuffle.operators.duck.aggregate import DuckAggregate
 from hybrid_shuffle.operators.duck.database import DatabasePool, TaskDatabase, duckdb_memory_limit
-from hybrid_shuffle.operators.duck.sort import DuckSort
 from hybrid_shuffle.runtime.task import TaskDeployment, TaskReport, TaskState, run_task
 
 MiB = 1 << 20
@@ -125,10 +125,10 @@ def test_a_tasks_operators_share_its_database_and_its_directory_goes_with_it(
     probe = SettingsProbe()
     deployment = TaskDeployment(
         "job",
-        "sorted",
+        "grouped",
         0,
         0,
-        [SortPartition(["k"], False, "sorted"), probe],
+        [HashAggregate(["k"], {"v": "sum"}, "grouped"), probe],
         [],
         [],
         source_refs=[data],
@@ -138,7 +138,7 @@ def test_a_tasks_operators_share_its_database_and_its_directory_goes_with_it(
     spill = tmp_path / "spill"
     report = run_task(deployment, NoExchanges(), threading.Event(), 0, lambda r, t: r, str(spill))  # type: ignore[arg-type]
     assert report.state == TaskState.FINISHED, report.failure
-    assert isinstance(deployment.operators[0], DuckSort)  # the sort ran on DuckDB
+    assert isinstance(deployment.operators[0], DuckAggregate)  # it ran on DuckDB
     assert report.rows_out == 1
     temp = probe.seen["temp_directory"]
     assert probe.seen["threads"] == threads
@@ -147,11 +147,11 @@ def test_a_tasks_operators_share_its_database_and_its_directory_goes_with_it(
     assert not os.path.exists(temp)  # removed with the task's directory
     assert os.listdir(spill / "operators") == []
     assert probe.database._connection is None  # the task closed its database
-    # the sort's query thread did the sorting: its CPU is in the operator's metrics and
-    # in the task's (which counts the task's own thread besides)
-    sort_cpu = report.operators[0].query_cpu_seconds
-    assert sort_cpu > 0
-    assert report.cpu_seconds >= sort_cpu
+    # the aggregate's query thread did the grouping: its CPU is in the operator's metrics
+    # and in the task's (which counts the task's own thread besides)
+    query_cpu = report.operators[0].query_cpu_seconds
+    assert query_cpu > 0
+    assert report.cpu_seconds >= query_cpu
 
 
 # -- the executor's pool of databases ------------------------------------------------------
@@ -237,14 +237,17 @@ def test_a_closed_pool_keeps_nothing() -> None:
     assert pool.take() is None
 
 
-def _run_sort(data: pa.Table, memory: int, spill: Path, pool: DatabasePool) -> TaskReport:
-    """A task sorting ``data`` in ``memory`` with no exchange, its database from ``pool``."""
+def _run(
+    data: pa.Table, memory: int, spill: Path, pool: DatabasePool, operator: Operator
+) -> TaskReport:
+    """A task running ``operator`` over ``data`` in ``memory`` with no exchange, its
+    database from ``pool``."""
     deployment = TaskDeployment(
         "job",
-        "sorted",
+        operator.name,
         0,
         0,
-        [SortPartition(["k"], False, "sorted")],
+        [operator],
         [],
         [],
         source_refs=[data],
@@ -275,7 +278,7 @@ def test_a_finished_task_reports_before_its_database_goes_back_and_its_directory
     data = pa.table({"k": np.arange(10_000)[::-1]})
     spill = tmp_path / "spill"
     try:
-        report = _run_sort(data, 128 * MiB, spill, pool)
+        report = _run(data, 128 * MiB, spill, pool, HashAggregate(["k"], {"k": "count"}, "g"))
         assert report.state == TaskState.FINISHED, report.failure
         assert len(os.listdir(spill / "operators")) == 1  # not yet: its hand-back waits
         go.set()
@@ -297,7 +300,8 @@ def test_a_task_that_spilled_closes_its_database_and_removes_its_files_before_it
     data = pa.table({"k": rng.random(5_000_000), "v": np.arange(5_000_000)})
     spill = tmp_path / "spill"
     try:
-        report = _run_sort(data, 64 * MiB, spill, pool)
+        # sorting 80 MB of rows in 64 MiB: past half of it the sort runs on DuckDB, which spills
+        report = _run(data, 64 * MiB, spill, pool, SortPartition(["k"], False, "sorted"))
         assert report.state == TaskState.FINISHED, report.failure
         assert report.operators[0].spilled_bytes > 0
         assert os.listdir(spill / "operators") == []  # while the pool's thread is held
