@@ -102,6 +102,13 @@ class StagedInputs:
         if self._held_bytes > self.hold_bytes:
             self.flush()
 
+    def held(self, index: int) -> list[pa.Table] | None:
+        """Input ``index``'s batches as staged, if none of them was written yet (its rows
+        are all held as Arrow), else None (read its table instead)."""
+        if index in self._written:
+            return None
+        return list(self._held.get(index, []))
+
     def stage_empty(self, schema: pa.Schema, index: int) -> None:
         """Make input ``index``'s table, empty with ``schema``'s columns, if no batch made
         it (an input that sent no batch is an empty table of its planned columns)."""
