@@ -13,7 +13,7 @@ import pytest
 
 from hybrid_shuffle.operators import HashJoin
 from hybrid_shuffle.operators.context import OperatorContext
-from hybrid_shuffle.operators.dense_index import DENSITY, MIN_SPAN, DenseIndex
+from hybrid_shuffle.operators.dense_index import DENSITY, MAX_SPAN, MIN_SPAN, DenseIndex
 from hybrid_shuffle.operators.duck.join import DuckJoin
 from hybrid_shuffle.operators.duck.operators import on_duckdb
 from hybrid_shuffle.operators.join_types import JOIN_TYPES
@@ -52,9 +52,10 @@ def test_the_index_finds_each_key_s_build_row_and_nothing_else(
         pa.array([1, None, 3], pa.int64()),  # a null build key
         pa.array([1.0, 2.0]),  # not an integer
         pa.array([0, DENSITY * 2 + MIN_SPAN], pa.int64()),  # too sparse
+        pa.array(np.arange(0, MAX_SPAN + 1, 2), pa.int64()),  # dense, but too wide
         pa.array([], pa.int64()),
     ],
-    ids=["duplicate", "null", "float", "sparse", "empty"],
+    ids=["duplicate", "null", "float", "sparse", "wide", "empty"],
 )
 def test_the_index_refuses_keys_it_cannot_answer_for(keys: pa.Array) -> None:
     assert DenseIndex.of(keys, max_slots=1 << 30) is None
