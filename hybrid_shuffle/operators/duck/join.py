@@ -271,7 +271,9 @@ class DuckJoin(DuckOperator):
             taken = pa.array(rows, mask=~matched)
         keys = set(self.original.on)
         right = [build.column(n).take(taken) for n in build.column_names if n not in keys]
-        columns = [*table.columns, *right]
+        left_schema = self._known()[_LEFT]
+        assert left_schema is not None  # the output's schema was made from it
+        columns = [*table.select(left_schema.names).columns, *right]
         return self._conformed(pa.Table.from_arrays(columns, names=self._output.names))
 
     def _streamed(self, table: pa.Table) -> Iterable[pa.Table]:
