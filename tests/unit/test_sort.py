@@ -263,7 +263,7 @@ def test_a_partition_past_half_its_memory_sends_what_it_held_to_duckdb() -> None
 def test_a_key_pyarrow_cannot_sort_is_sorted_on_duckdb() -> None:
     keys = [pa.MonthDayNano([0, 0, n % 7]) for n in range(5000)]
     table = pa.table({"i": pa.array(keys, pa.month_day_nano_interval()), "v": np.arange(5000)})
-    context = OperatorContext(OperatorContext.unbounded().memory)
+    context = OperatorContext.unbounded()
     got = sorted_by(SortPartition(["i"], False, "s"), table, 1000, context)
     nanoseconds = [v.nanoseconds for v in got.column("i").to_pylist()]
     assert nanoseconds == sorted(n % 7 for n in range(5000))
