@@ -82,7 +82,9 @@ class DuckSort(DuckOperator):
         if self._schema is None:
             require_key_columns(table.schema, self.original.by, f"sort {self.what}")
             self._schema = table.schema
-            self._in_memory = all(_arrow_sorts(table.schema.field(c).type) for c in self.by)
+            self._in_memory = all(
+                _arrow_sorts(table.schema.field(c).type) for c in self.original.by
+            )
         if self._in_memory:
             fits = self._held_bytes + table.nbytes <= self.in_memory_bytes
             if fits and table.schema.equals(self._schema):
@@ -94,10 +96,6 @@ class DuckSort(DuckOperator):
         if self._query is None:  # a key pyarrow cannot sort: DuckDB from the first batch
             return self._to_duckdb([table])
         return self._push(table)
-
-    @property
-    def by(self) -> list[str]:
-        return self.original.by
 
     def _release(self) -> list[pa.Table]:
         held, self._held, self._held_bytes, self._in_memory = self._held, [], 0, False
@@ -129,17 +127,17 @@ class DuckSort(DuckOperator):
     def _sorted_in_memory(self, schema: pa.Schema) -> Iterator[pa.Table]:
         """The held rows in pyarrow's order, ``OUTPUT_ROWS`` at a time (one empty table if
         there are none, so the schema still travels)."""
-        held = self._release()
+        held = self._release()  # never empty: still in memory, the first batch was held
         # one chunk: a take from many chunks groups its rows by chunk first, which costs
         # more than this copy (the held batches are let go as it is made)
-        table = pa.concat_tables(held).combine_chunks() if held else schema.empty_table()
+        table = pa.concat_tables(held).combine_chunks()
         self.context.hold(sum(t.nbytes for t in held) + table.nbytes)  # both alive here
         del held
         if table.num_rows == 0:
             yield schema.empty_table()
             return
         order = "descending" if self.original.descending else "ascending"
-        keys = [(c, order) for c in self.by]
+        keys = [(c, order) for c in self.original.by]
         indices = pc.sort_indices(key_table(table, keys), options=sort_options(keys))
         rows = indices.to_numpy()
         for start in range(0, len(rows), OUTPUT_ROWS):
