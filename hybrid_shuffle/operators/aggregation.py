@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.columns import require_columns, require_key_columns
-from hybrid_shuffle.operators.dense_aggregate import dense_aggregate
+from hybrid_shuffle.operators.dense_aggregate import dense_aggregate, dense_applies
 
 __all__ = ["AGGREGATIONS", "Aggregation", "spark_sum_types"]
 
@@ -127,19 +127,52 @@ class Aggregation:
 
     def partial(self, table: pa.Table) -> pa.Table:
         """Raw rows -> one row per key: the keys, then ``<column>_<partial>`` columns."""
-        prepared = self._with_floats(table)
-        wanted = self._from_rows()
-        dense = dense_aggregate(prepared, self.keys, wanted, self.partial_schema(table.schema))
-        out = dense if dense is not None else self._group_by(prepared, wanted)
-        return self._as_types(out, spark_sum_types(table.schema, self.partials))
+        out = self._reduce(table, on_rows=True, group_by=True)
+        assert out is not None
+        return out
 
     def combine(self, partials: pa.Table) -> pa.Table:
         """Partials -> fewer partials, same columns and types (associative: any grouping of
         batches)."""
-        wanted = [(f"{c}_{p}", _PARTIALS[p][1], f"{c}_{p}") for c, p in self.partials]
-        dense = dense_aggregate(partials, self.keys, wanted, partials.schema)
-        out = dense if dense is not None else self._group_by(partials, wanted)
-        return self._as_types(out, {f.name: f.type for f in partials.schema})
+        out = self._reduce(partials, on_rows=False, group_by=True)
+        assert out is not None
+        return out
+
+    def dense(self, table: pa.Table, on_rows: bool) -> pa.Table | None:
+        """``partial`` of raw rows (``on_rows``) or ``combine`` of partials, if
+        ``dense_aggregate`` gives it (one bincount per column over a small-range integer
+        key, every row in one group per key), else None."""
+        return self._reduce(table, on_rows, group_by=False)
+
+    def may_be_dense(self, schema: pa.Schema, on_rows: bool) -> bool:
+        """Whether ``dense`` may give the reduction of a table of ``schema``, as far as its
+        types tell (``dense_aggregate.dense_applies``)."""
+        if on_rows:
+            prepared = self._with_floats(schema.empty_table()).schema
+            return dense_applies(prepared, self.keys, self._from_rows())
+        return dense_applies(schema, self.keys, self._merging())
+
+    def _reduce(self, table: pa.Table, on_rows: bool, group_by: bool) -> pa.Table | None:
+        """Rows (``on_rows``) or partials reduced to one partial row per key: by
+        ``dense_aggregate`` where it applies, else by ``group_by`` (or None without it)."""
+        if on_rows:
+            prepared, wanted = self._with_floats(table), self._from_rows()
+            schema = self.partial_schema(table.schema)
+            types = spark_sum_types(table.schema, self.partials)
+        else:
+            prepared, wanted = table, self._merging()
+            schema = table.schema
+            types = {f.name: f.type for f in table.schema}
+        out = dense_aggregate(prepared, self.keys, wanted, schema)
+        if out is None:
+            if not group_by:
+                return None
+            out = self._group_by(prepared, wanted)
+        return self._as_types(out, types)
+
+    def _merging(self) -> list[tuple[str, str, str]]:
+        """``(partial column, group_by function, partial name)`` per partial, on partials."""
+        return [(f"{c}_{p}", _PARTIALS[p][1], f"{c}_{p}") for c, p in self.partials]
 
     def _as_types(self, table: pa.Table, types: Mapping[str, pa.DataType]) -> pa.Table:
         """``table`` with its decimal sums cast to ``types`` (see the module docstring)."""

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["dense_aggregate"]
+__all__ = ["dense_aggregate", "dense_applies"]
 
 #: aggregations this path computes (``sum`` and ``count``; ``min``/``max`` fall back)
 DENSE_FUNCTIONS = ("sum", "count")
@@ -39,13 +39,9 @@ def dense_aggregate(
 ) -> pa.Table | None:
     """``(column, function, output name)`` per aggregation; ``schema``: the output's
     schema as ``group_by`` gives it.  ``None`` if this path does not apply."""
-    if len(keys) != 1 or table.num_rows == 0:
-        return None
-    if any(fn not in DENSE_FUNCTIONS for _, fn, _ in aggregations):
+    if table.num_rows == 0 or not dense_applies(table.schema, keys, aggregations):
         return None
     key = table.column(keys[0]).combine_chunks()
-    if not pa.types.is_integer(key.type):
-        return None
     bounds = pc.min_max(key)
     if not bounds["min"].is_valid:
         return None
@@ -69,6 +65,23 @@ def dense_aggregate(
         array, valid = result
         columns[name] = pa.array(array[present], mask=~valid[present]).cast(schema.field(name).type)
     return pa.table(columns, schema=schema)
+
+
+def dense_applies(
+    schema: pa.Schema, keys: Sequence[str], aggregations: Sequence[tuple[str, str, str]]
+) -> bool:
+    """Whether ``dense_aggregate`` may apply to a table of ``schema``, as far as the types
+    tell: one integer key, and sums and counts of integers and floats.  The values decide
+    the rest (their span, and whether an integer sum stays exact)."""
+    if len(keys) != 1 or not pa.types.is_integer(schema.field(keys[0]).type):
+        return False
+    for column, fn, _ in aggregations:
+        t = schema.field(column).type
+        if fn not in DENSE_FUNCTIONS:
+            return False
+        if fn == "sum" and not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+            return False  # decimals: group_by keeps their exact type
+    return True
 
 
 def _wide(key_type: pa.DataType) -> tuple[type[np.integer[Any]], pa.DataType]:
@@ -113,11 +126,8 @@ def _aggregate(
     nulls and ``counts``, the non-null rows per slot, from ``_non_null``."""
     if fn == "count":
         return counts, np.ones(len(counts), dtype=bool)
-    t = values.type
-    if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-        return None  # decimals: group_by keeps their exact type
-    numbers = values.to_numpy(zero_copy_only=False)
-    if pa.types.is_integer(t):
+    numbers = values.to_numpy(zero_copy_only=False)  # integers or floats (dense_applies)
+    if pa.types.is_integer(values.type):
         largest = max(abs(float(numbers.min())), abs(float(numbers.max())))
         if largest * len(numbers) >= _EXACT:
             return None

@@ -46,11 +46,11 @@ KEYS: dict[str, pa.Array] = {
 
 def run(op: Operator, batches: list[tuple[int, pa.Table]], path: str = "arrow") -> pa.Table:
     """``op`` as a task runs it; a sort on ``path`` ``duckdb`` sorts on DuckDB however
-    little it holds (``DuckSort.in_memory_bytes``)."""
+    little it holds (``DuckSort.held``)."""
     task = on_duckdb(op)
     task.open(OperatorContext.unbounded())
     if path == "duckdb" and isinstance(task, DuckSort):
-        task.in_memory_bytes = 0
+        task.held.limit = 0
     try:
         out = [t for index, table in batches for t in task.process(table, index)]
         for index in range(op.num_inputs):

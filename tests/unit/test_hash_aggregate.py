@@ -189,3 +189,88 @@ def test_combiner_emits_when_its_memory_fills() -> None:
     want = data.group_by(["k"], use_threads=False).aggregate(PYARROW)
     assert_same_groups(pa.concat_tables(list(final.finish())), want, ["k"])
     final.close()
+
+
+#: a spec the dense reduction computes (no min or max)
+SUMS: dict[str, list[str]] = {"n": ["sum", "count", "mean"], "x": ["sum", "count", "mean"]}
+SUMS_PYARROW = [(c, fn) for c, fns in SUMS.items() for fn in fns]
+
+
+def reduced(
+    data: pa.Table,
+    keys: list[str],
+    spec: dict[str, list[str]],
+    phase: str,
+    context: OperatorContext,
+) -> pa.Table:
+    """``HashAggregate(phase=phase)`` as a task runs it over ``data`` in 2,000-row
+    batches: raw rows for ``complete``, a combiner's partials of them for ``final``."""
+    if phase == "complete":
+        return aggregate(HashAggregate(keys, spec, "agg"), data, 2_000, context)
+    combiner = PartialAggregate(keys, spec, "agg", max_bytes=data.nbytes // 8)
+    combiner.open()
+    batches = [data.slice(i, 2_000) for i in range(0, data.num_rows, 2_000)]
+    partials = [t for b in batches for t in combiner.process(b)] + list(combiner.end_input(0))
+    combiner.close()
+    final = on_duckdb(HashAggregate(keys, spec, "agg", phase="final"))
+    final.open(context)
+    try:
+        for t in partials:
+            assert list(final.process(t)) == []
+        return pa.concat_tables(list(final.finish()))
+    finally:
+        final.close()
+
+
+@pytest.mark.parametrize("phase", ["complete", "final"])
+def test_a_dense_integer_key_is_reduced_on_numpy_and_counted_as_held(phase: str) -> None:
+    """Sums and counts over keys 0..11,999 (a null key group, all-null groups) that fit in
+    a quarter of the memory: pyarrow's groups, and DuckDB never runs."""
+    data = table("dense")
+    want = data.group_by(["k"], use_threads=False).aggregate(SUMS_PYARROW)
+    context = OperatorContext(16 * data.nbytes)  # the partials of 8 flushes fit in a quarter
+    got = reduced(data, ["k"], SUMS, phase, context)
+    assert_same_groups(got, want, ["k"])
+    assert context.metrics.database_peak_bytes == 0
+    assert context.metrics.peak_memory_bytes >= data.nbytes // 2
+
+
+def wide_sums(data: pa.Table) -> pa.Table:
+    """``data`` with ``n`` near 2^52: its sums are exact in int64 but not in float64."""
+    return data.set_column(1, "n", pc.add(data.column("n"), 1 << 52))
+
+
+@pytest.mark.parametrize(
+    ("case", "kind", "spec"),
+    [
+        ("span", "sparse", SUMS),
+        ("key type", "str", SUMS),
+        ("min and max", "dense", {"n": ["sum", "min", "max"], "x": ["max"]}),
+        ("inexact sum", "dense", SUMS),
+    ],
+)
+@pytest.mark.parametrize("phase", ["complete", "final"])
+def test_what_the_dense_reduction_declines_is_reduced_on_duckdb(
+    case: str, kind: str, spec: dict[str, list[str]], phase: str
+) -> None:
+    data = table(kind)
+    if case == "inexact sum":
+        data = wide_sums(data)
+    keys = KEYS[kind]
+    wanted = [(c, fn) for c, fns in spec.items() for fn in fns]
+    want = data.group_by(keys, use_threads=False).aggregate(wanted)
+    context = OperatorContext(16 * data.nbytes)
+    got = reduced(data, keys, spec, phase, context)
+    assert_same_groups(got, want, keys)
+    assert context.metrics.database_peak_bytes > 0
+
+
+@pytest.mark.parametrize("phase", ["complete", "final"])
+def test_an_input_past_a_quarter_of_its_memory_sends_what_it_held_to_duckdb(phase: str) -> None:
+    """The batches held before the limit was passed are reduced with the rest, once."""
+    data = table("dense")
+    want = data.group_by(["k"], use_threads=False).aggregate(SUMS_PYARROW)
+    context = OperatorContext(data.nbytes // 2)
+    got = reduced(data, ["k"], SUMS, phase, context)
+    assert_same_groups(got, want, ["k"])
+    assert context.metrics.database_peak_bytes > 0

@@ -2,8 +2,8 @@
 partition fits in half its memory, else on DuckDB) against pyarrow's sort_by, and
 ``sort_keys.counts_before``, which cuts sorted streams in pyarrow's order.
 
-The order tests run on both paths (``path``: ``duckdb`` sets the operator's
-``in_memory_bytes`` to 0).  Nothing spills here: the DuckDB operator's 64 MiB floor is
+The order tests run on both paths (``path``: ``duckdb`` sets the limit of its
+held batches to 0).  Nothing spills here: the DuckDB operator's 64 MiB floor is
 far above these tables (``tests/integration/test_duckdb_spilling.py`` makes it spill).
 Rows with equal sort keys may come out in any order (DuckDB's sort is not stable), so a
 sort's output is compared on its key columns, and as a whole after a total order.
@@ -73,7 +73,7 @@ def opened(
     assert isinstance(run, DuckSort)
     run.open(context)
     if path == "duckdb":
-        run.in_memory_bytes = 0
+        run.held.limit = 0
     return run
 
 

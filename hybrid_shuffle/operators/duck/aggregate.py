@@ -1,4 +1,5 @@
-"""Hash aggregate and top_n on DuckDB: one streamed GROUP BY (or window) per task.
+"""Hash aggregate and top_n: one streamed GROUP BY (or window) per task on DuckDB, or
+one ``np.bincount`` per column for a dense integer key whose input fits.
 
 ``DuckAggregate`` runs ``HashAggregate`` for both its reductions (the SQL is
 ``lowering``'s: ``aggregate_query``, ``top_n_query``):
@@ -18,6 +19,15 @@
   ``n``; a key's rows come out together, best first (float columns are ordered by
   ``sort_key``, which keeps their ``-0.0`` values and puts NaN where pyarrow does).
 
+An ``Aggregation`` grouped by one integer key, of sums, counts and means, holds its
+batches as Arrow (``HeldBatches``) up to a quarter of its memory (``dense_bytes``).
+If its input ends within that, ``Aggregation.dense`` reduces it with one
+``np.bincount`` per column, as the combiner does, when the keys' span allows
+(``dense_aggregate``): a final merge of 100,000 partial rows took 4-8 ms of CPU so
+against 23-29 ms on DuckDB (``docs/architecture.md`` §11).  The first batch past the
+quarter, or a span or values the dense path declines, sends every held batch into
+the DuckDB query in the order they came.
+
 DuckDB spills the hash table (or the window's partitions) to the task's temp
 directory within ``memory_limit``.  Each batch is staged encoded
 (``encoding.Encoding``, the keys compared by their bits), so float keys group as
@@ -28,6 +38,7 @@ input sent no batch emits nothing (no schema to give an empty table).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 
 import duckdb
@@ -36,12 +47,21 @@ import pyarrow as pa
 from hybrid_shuffle.errors import PlanError, QueryFailedError, summary
 from hybrid_shuffle.operators.aggregate import HashAggregate
 from hybrid_shuffle.operators.aggregation import Aggregation
+from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.base import DuckOperator
 from hybrid_shuffle.operators.duck.encoding import Encoding
 from hybrid_shuffle.operators.duck.lowering import aggregate_query, conform, top_n_query
+from hybrid_shuffle.operators.held_batches import HeldBatches
 from hybrid_shuffle.operators.top_n import TopN
 
-__all__ = ["DuckAggregate"]
+__all__ = ["DuckAggregate", "dense_bytes"]
+
+
+def dense_bytes(memory: int) -> int:
+    """The most an aggregate given ``memory`` holds as Arrow for ``Aggregation.dense``: a
+    quarter, since the dense reduction takes a group index and a float64 copy of one
+    column at a time beside the held rows."""
+    return memory // 4
 
 
 class DuckAggregate(DuckOperator):
@@ -52,20 +72,58 @@ class DuckAggregate(DuckOperator):
     def __init__(self, original: HashAggregate) -> None:
         super().__init__(original)
 
+    def open(self, context: OperatorContext | None = None) -> None:
+        super().open(context)
+        #: the batches held for the dense reduction while they fit; past them, DuckDB
+        self.held = HeldBatches(dense_bytes(self.context.memory), self.context)
+        self._planned = False
+
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
+        if not self._planned:
+            self._plan(table.schema)
+        if self.held.offer(table):
+            return ()
         if self._query is None:
-            self._start(table.schema)
+            return self._to_duckdb([*self.held.release(), table])
+        return self._push(table)
+
+    def _push(self, table: pa.Table) -> list[pa.Table]:
         assert self._query is not None
         try:
             return [self._convert(t) for t in self._query.push(self._encoding.encode(table))]
         except QueryFailedError as e:
             raise self._overflow(e) from e.__cause__
 
+    def _to_duckdb(self, tables: list[pa.Table]) -> list[pa.Table]:
+        """Start the DuckDB query and push ``tables`` into it (the held ones first)."""
+        self.stream(self._sql, self._encoding.staged)
+        return [out for table in tables for out in self._push(table)]
+
     def finish(self) -> Iterable[pa.Table]:
-        if self._query is None:  # no batch at all: no schema, no row
+        if not self._planned:  # no batch at all: no schema, no row
             return ()
         empty = self._convert(self._target.empty_table())
-        return self.streamed(self._finished(), empty)
+        pushed: list[pa.Table] = []
+        if self.held.holding:
+            held = self.held.release()
+            if not any(t.num_rows for t in held):
+                return (empty,)
+            dense = self._dense(pa.concat_tables(held))
+            if dense is not None:
+                return (dense,)
+            pushed = self._to_duckdb(held)
+        return itertools.chain(pushed, self.streamed(self._finished(), empty))
+
+    def _dense(self, table: pa.Table) -> pa.Table | None:
+        """The held rows reduced by ``Aggregation.dense``, if its values allow it."""
+        reduction = self.original.reduction
+        assert isinstance(reduction, Aggregation)
+        dense = reduction.dense(table, on_rows=self.original.phase == "complete")
+        if dense is None:
+            return None
+        # the held rows, the group index and one float64 column at a time, the result
+        self.context.hold(table.nbytes + 16 * table.num_rows + dense.nbytes)
+        return self._convert(dense)
 
     def _finished(self) -> Iterator[pa.Table]:
         assert self._query is not None
@@ -97,8 +155,10 @@ class DuckAggregate(DuckOperator):
 
     # -- the query ------------------------------------------------------------------------
 
-    def _start(self, schema: pa.Schema) -> None:
-        """Start the query for input ``schema``."""
+    def _plan(self, schema: pa.Schema) -> None:
+        """Check input ``schema`` and write the query for it; stop holding batches if the
+        dense reduction cannot apply to it."""
+        self._planned = True
         reduction = self.original.reduction
         if self.original.phase == "complete":
             reduction.check(schema)
@@ -111,12 +171,14 @@ class DuckAggregate(DuckOperator):
         self._encoding = encoding = Encoding(schema, keys)
         if isinstance(reduction, Aggregation):
             on_rows = self.original.phase == "complete"
-            query, self._target = aggregate_query(reduction, on_rows, schema, encoding.names)
+            self._sql, self._target = aggregate_query(reduction, on_rows, schema, encoding.names)
+            if not reduction.may_be_dense(schema, on_rows):
+                self.held.release()
         elif isinstance(reduction, TopN):
-            query, self._target = top_n_query(reduction, schema, encoding.names), schema
+            self._sql, self._target = top_n_query(reduction, schema, encoding.names), schema
+            self.held.release()
         else:
             raise TypeError(f"aggregate {self.what}: no SQL for {type(reduction).__name__}")
-        self.stream(query, encoding.staged)
 
     def _convert(self, table: pa.Table) -> pa.Table:
         conformed = conform(table, self._target, f"aggregate {self.what}")

@@ -34,6 +34,7 @@ from hybrid_shuffle.operators.duck.base import DuckOperator
 from hybrid_shuffle.operators.duck.encoding import Encoding
 from hybrid_shuffle.operators.duck.lowering import conform, sort_query
 from hybrid_shuffle.operators.duck.streamed_query import OUTPUT_ROWS
+from hybrid_shuffle.operators.held_batches import HeldBatches
 from hybrid_shuffle.operators.sort import SortPartition
 from hybrid_shuffle.operators.sort_keys import key_table, sort_options
 
@@ -71,35 +72,21 @@ class DuckSort(DuckOperator):
 
     def open(self, context: OperatorContext | None = None) -> None:
         super().open(context)
-        #: what the sort holds as Arrow at most; past it, it sorts on DuckDB
-        self.in_memory_bytes = in_memory_bytes(self.context.memory)
+        #: the batches held as Arrow while they fit; past them, the sort runs on DuckDB
+        self.held = HeldBatches(in_memory_bytes(self.context.memory), self.context)
         self._schema: pa.Schema | None = None
-        self._held: list[pa.Table] = []
-        self._held_bytes = 0
-        self._in_memory = True
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
         if self._schema is None:
             require_key_columns(table.schema, self.original.by, f"sort {self.what}")
             self._schema = table.schema
-            self._in_memory = all(
-                _arrow_sorts(table.schema.field(c).type) for c in self.original.by
-            )
-        if self._in_memory:
-            fits = self._held_bytes + table.nbytes <= self.in_memory_bytes
-            if fits and table.schema.equals(self._schema):
-                self._held.append(table)
-                self._held_bytes += table.nbytes
-                self.context.hold(self._held_bytes)
-                return ()
-            return self._to_duckdb([*self._release(), table])
-        if self._query is None:  # a key pyarrow cannot sort: DuckDB from the first batch
-            return self._to_duckdb([table])
+            if not all(_arrow_sorts(table.schema.field(c).type) for c in self.original.by):
+                self.held.release()  # a key pyarrow cannot sort: DuckDB from the first batch
+        if self.held.offer(table):
+            return ()
+        if self._query is None:
+            return self._to_duckdb([*self.held.release(), table])
         return self._push(table)
-
-    def _release(self) -> list[pa.Table]:
-        held, self._held, self._held_bytes, self._in_memory = self._held, [], 0, False
-        return held
 
     def _to_duckdb(self, tables: list[pa.Table]) -> list[pa.Table]:
         """Start the DuckDB sort and push ``tables`` into it (the held ones first)."""
@@ -117,7 +104,7 @@ class DuckSort(DuckOperator):
     def finish(self) -> Iterable[pa.Table]:
         if self._schema is None:  # no batch at all: no schema, no row
             return ()
-        if self._in_memory:
+        if self.held.holding:
             return self._sorted_in_memory(self._schema)
         assert self._query is not None
         return self.streamed(
@@ -127,7 +114,7 @@ class DuckSort(DuckOperator):
     def _sorted_in_memory(self, schema: pa.Schema) -> Iterator[pa.Table]:
         """The held rows in pyarrow's order, ``OUTPUT_ROWS`` at a time (one empty table if
         there are none, so the schema still travels)."""
-        held = self._release()  # never empty: still in memory, the first batch was held
+        held = self.held.release()  # never empty: still holding, the first batch was held
         # one chunk: a take from many chunks groups its rows by chunk first, which costs
         # more than this copy (the held batches are let go as it is made)
         table = pa.concat_tables(held).combine_chunks()
