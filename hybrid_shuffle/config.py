@@ -289,8 +289,8 @@ class OperatorsConfig:
     per slot).  Every such operator runs on the task's DuckDB, which keeps that
     state within the memory and spills the rest to a private directory under
     ``shuffle.spill_dir`` (a sort whose partition fits in half the memory is sorted
-    on Arrow instead, and an aggregate of a dense integer key whose input fits in a
-    quarter is reduced by ``np.bincount``).  A task with several such operators (an aggregate and
+    on Arrow instead, and an aggregate of a dense integer key whose input fits in
+    half is reduced by ``np.bincount``).  A task with several such operators (an aggregate and
     the combiner in front of its exchange) splits the memory evenly between them."""
 
     #: bytes of operator state per task, at least 64 MiB (a smaller figure is refused:

@@ -35,7 +35,11 @@ import pyarrow.compute as pc
 
 from hybrid_shuffle.errors import PlanError
 from hybrid_shuffle.operators.columns import require_columns, require_key_columns
-from hybrid_shuffle.operators.dense_aggregate import dense_aggregate, dense_applies
+from hybrid_shuffle.operators.dense_aggregate import (
+    dense_aggregate,
+    dense_applies,
+    working_row_bytes,
+)
 
 __all__ = ["AGGREGATIONS", "Aggregation", "spark_sum_types"]
 
@@ -151,6 +155,11 @@ class Aggregation:
             prepared = self._with_floats(schema.empty_table()).schema
             return dense_applies(prepared, self.keys, self._from_rows())
         return dense_applies(schema, self.keys, self._merging())
+
+    @property
+    def dense_row_bytes(self) -> int:
+        """What ``dense`` may take beside each row it reduces (``working_row_bytes``)."""
+        return working_row_bytes(len(self.partials))
 
     def _reduce(self, table: pa.Table, on_rows: bool, group_by: bool) -> pa.Table | None:
         """Rows (``on_rows``) or partials reduced to one partial row per key: by

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["dense_aggregate", "dense_applies"]
+__all__ = ["dense_aggregate", "dense_applies", "working_row_bytes"]
 
 #: aggregations this path computes (``sum`` and ``count``; ``min``/``max`` fall back)
 DENSE_FUNCTIONS = ("sum", "count")
@@ -65,6 +65,15 @@ def dense_aggregate(
         array, valid = result
         columns[name] = pa.array(array[present], mask=~valid[present]).cast(schema.field(name).type)
     return pa.table(columns, schema=schema)
+
+
+def working_row_bytes(aggregations: int) -> int:
+    """The bytes a row may take beside its own while ``dense_aggregate`` reduces a table
+    with ``aggregations`` output columns: the key's copy and group index, the slot
+    counts (up to two slots a row), and per column its float64 copy, its slot sums and
+    its result.  Measured with ``tracemalloc`` over 2M rows (an int64 key spanning 4M):
+    58, 71 and 95 bytes a row for 1, 3 and 6 columns, against 64, 96 and 144 here."""
+    return 48 + 16 * aggregations
 
 
 def dense_applies(

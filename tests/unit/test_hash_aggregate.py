@@ -266,11 +266,23 @@ def test_what_the_dense_reduction_declines_is_reduced_on_duckdb(
 
 
 @pytest.mark.parametrize("phase", ["complete", "final"])
-def test_an_input_past_a_quarter_of_its_memory_sends_what_it_held_to_duckdb(phase: str) -> None:
+def test_an_input_past_half_its_memory_sends_what_it_held_to_duckdb(phase: str) -> None:
     """The batches held before the limit was passed are reduced with the rest, once."""
     data = table("dense")
     want = data.group_by(["k"], use_threads=False).aggregate(SUMS_PYARROW)
-    context = OperatorContext(data.nbytes // 2)
+    context = OperatorContext(data.nbytes)
     got = reduced(data, ["k"], SUMS, phase, context)
+    assert_same_groups(got, want, ["k"])
+    assert context.metrics.database_peak_bytes > 0
+
+
+def test_narrow_rows_count_what_the_dense_reduction_takes_beside_them() -> None:
+    """200,000 rows of two int8 columns take 400 kB, a fifth of the memory, but the
+    reduction's group index and float64 copies take over 60 bytes a row: DuckDB."""
+    rng = np.random.default_rng(5)
+    data = pa.table({"k": rng.integers(0, 100, 200_000, np.int8), "n": np.ones(200_000, np.int8)})
+    want = data.group_by(["k"], use_threads=False).aggregate([("n", "sum")])
+    context = OperatorContext(5 * data.nbytes)
+    got = aggregate(HashAggregate(["k"], {"n": "sum"}, "agg"), data, 20_000, context)
     assert_same_groups(got, want, ["k"])
     assert context.metrics.database_peak_bytes > 0

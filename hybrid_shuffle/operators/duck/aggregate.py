@@ -20,12 +20,13 @@ one ``np.bincount`` per column for a dense integer key whose input fits.
   ``sort_key``, which keeps their ``-0.0`` values and puts NaN where pyarrow does).
 
 An ``Aggregation`` grouped by one integer key, of sums, counts and means, holds its
-batches as Arrow (``HeldBatches``) up to a quarter of its memory (``dense_bytes``).
+batches as Arrow (``HeldBatches``) while they and what the reduction will take beside
+them fit in half its memory (``dense_bytes``, ``Aggregation.dense_row_bytes``).
 If its input ends within that, ``Aggregation.dense`` reduces it with one
 ``np.bincount`` per column, as the combiner does, when the keys' span allows
 (``dense_aggregate``): a final merge of 100,000 partial rows took 4-8 ms of CPU so
-against 23-29 ms on DuckDB (``docs/architecture.md`` §11).  The first batch past the
-quarter, or a span or values the dense path declines, sends every held batch into
+against 23-29 ms on DuckDB (``docs/architecture.md`` §11).  The first batch past
+that, or a span or values the dense path declines, sends every held batch into
 the DuckDB query in the order they came.
 
 DuckDB spills the hash table (or the window's partitions) to the task's temp
@@ -51,17 +52,17 @@ from hybrid_shuffle.operators.context import OperatorContext
 from hybrid_shuffle.operators.duck.base import DuckOperator
 from hybrid_shuffle.operators.duck.encoding import Encoding
 from hybrid_shuffle.operators.duck.lowering import aggregate_query, conform, top_n_query
-from hybrid_shuffle.operators.held_batches import HeldBatches
+from hybrid_shuffle.operators.held_batches import HeldBatches, hand_over
 from hybrid_shuffle.operators.top_n import TopN
 
 __all__ = ["DuckAggregate", "dense_bytes"]
 
 
 def dense_bytes(memory: int) -> int:
-    """The most an aggregate given ``memory`` holds as Arrow for ``Aggregation.dense``: a
-    quarter, since the dense reduction takes a group index and a float64 copy of one
-    column at a time beside the held rows."""
-    return memory // 4
+    """The most an aggregate given ``memory`` holds as Arrow for ``Aggregation.dense``,
+    with what the reduction takes beside each row (``Aggregation.dense_row_bytes``):
+    half, so that the estimate may be short by half again within ``memory``."""
+    return memory // 2
 
 
 class DuckAggregate(DuckOperator):
@@ -75,7 +76,9 @@ class DuckAggregate(DuckOperator):
     def open(self, context: OperatorContext | None = None) -> None:
         super().open(context)
         #: the batches held for the dense reduction while they fit; past them, DuckDB
-        self.held = HeldBatches(dense_bytes(self.context.memory), self.context)
+        reduction = self.original.reduction
+        row_bytes = reduction.dense_row_bytes if isinstance(reduction, Aggregation) else 0
+        self.held = HeldBatches(dense_bytes(self.context.memory), self.context, row_bytes)
         self._planned = False
 
     def process(self, table: pa.Table, input_index: int = 0) -> Iterable[pa.Table]:
@@ -97,7 +100,7 @@ class DuckAggregate(DuckOperator):
     def _to_duckdb(self, tables: list[pa.Table]) -> list[pa.Table]:
         """Start the DuckDB query and push ``tables`` into it (the held ones first)."""
         self.stream(self._sql, self._encoding.staged)
-        return [out for table in tables for out in self._push(table)]
+        return hand_over(tables, self._push)
 
     def finish(self) -> Iterable[pa.Table]:
         if not self._planned:  # no batch at all: no schema, no row
@@ -121,8 +124,9 @@ class DuckAggregate(DuckOperator):
         dense = reduction.dense(table, on_rows=self.original.phase == "complete")
         if dense is None:
             return None
-        # the held rows, the group index and one float64 column at a time, the result
-        self.context.hold(table.nbytes + 16 * table.num_rows + dense.nbytes)
+        # the held rows, what the reduction took beside them (estimated), the result
+        working = reduction.dense_row_bytes * table.num_rows
+        self.context.hold(table.nbytes + working + dense.nbytes)
         return self._convert(dense)
 
     def _finished(self) -> Iterator[pa.Table]:

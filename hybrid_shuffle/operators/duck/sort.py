@@ -34,7 +34,7 @@ from hybrid_shuffle.operators.duck.base import DuckOperator
 from hybrid_shuffle.operators.duck.encoding import Encoding
 from hybrid_shuffle.operators.duck.lowering import conform, sort_query
 from hybrid_shuffle.operators.duck.streamed_query import OUTPUT_ROWS
-from hybrid_shuffle.operators.held_batches import HeldBatches
+from hybrid_shuffle.operators.held_batches import HeldBatches, hand_over
 from hybrid_shuffle.operators.sort import SortPartition
 from hybrid_shuffle.operators.sort_keys import key_table, sort_options
 
@@ -95,7 +95,7 @@ class DuckSort(DuckOperator):
         by, descending = self.original.by, self.original.descending
         self.stream(sort_query(by, descending, self._schema, self._encoding.names),
                     self._encoding.staged)  # fmt: skip
-        return [out for table in tables for out in self._push(table)]
+        return hand_over(tables, self._push)
 
     def _push(self, table: pa.Table) -> list[pa.Table]:
         assert self._query is not None
