@@ -16,11 +16,12 @@ values; rows come out in key order, nulls last.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from hybrid_shuffle.operators.key_offsets import key_offsets, keys_at
 
 __all__ = ["dense_aggregate", "dense_applies", "working_row_bytes"]
 
@@ -93,28 +94,16 @@ def dense_applies(
     return True
 
 
-def _wide(key_type: pa.DataType) -> tuple[type[np.integer[Any]], pa.DataType]:
-    """The 64-bit NumPy and Arrow types ``key - low`` is computed in: unsigned for
-    unsigned keys (a uint64 key >= 2^63 does not fit int64), else signed."""
-    if pa.types.is_unsigned_integer(key_type):
-        return np.uint64, pa.uint64()
-    return np.int64, pa.int64()
-
-
 def _group_index(key: pa.Array, low: int, slots: int) -> np.ndarray:
-    wide, _ = _wide(key.type)
-    values = (pc.fill_null(key, low) if key.null_count else key).to_numpy(zero_copy_only=False)
-    offsets = values.astype(wide, copy=False) - wide(low)  # in [0, slots): no overflow
-    group: np.ndarray = offsets.astype(np.int64, copy=False)
+    filled = pc.fill_null(key, low) if key.null_count else key
+    group: np.ndarray = key_offsets(filled, low).astype(np.int64)  # in [0, slots)
     if key.null_count:
         group[pc.is_null(key).to_numpy(zero_copy_only=False)] = slots
     return group
 
 
 def _keys(key_type: pa.DataType, low: int, slots: int, present: np.ndarray) -> pa.Array:
-    wide, arrow_wide = _wide(key_type)
-    keys = np.arange(slots, dtype=wide) + wide(low)  # <= high: no overflow
-    array = pa.array(keys[present[:slots]], arrow_wide).cast(key_type)
+    array = keys_at(np.flatnonzero(present[:slots]), low, key_type)
     if present[slots]:
         array = pa.concat_arrays([array, pa.nulls(1, key_type)])
     return array

@@ -25,6 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hybrid_shuffle.operators.key_offsets import key_offsets
+
 __all__ = ["DENSITY", "MAX_SPAN", "MIN_SPAN", "DenseIndex"]
 
 #: the most slots an index has per build row (the rest of the span is gaps), past
@@ -34,16 +36,6 @@ DENSITY = 16
 MIN_SPAN = 1 << 20
 #: the largest span (32 MiB of slots): past it DuckDB's hash join is faster
 MAX_SPAN = 1 << 22
-_WRAP = 1 << 64
-
-
-def _as_uint64(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """The keys' values as uint64 bit patterns (two's complement for signed keys), so that
-    ``value - low`` wraps exactly as the difference of the integers does."""
-    values: np.ndarray = keys.to_numpy()
-    signed = pa.types.is_signed_integer(keys.type)
-    as_uint64: np.ndarray = values.astype(np.int64 if signed else np.uint64).view(np.uint64)
-    return as_uint64
 
 
 class DenseIndex:
@@ -69,7 +61,7 @@ class DenseIndex:
         span = high - low + 1
         if span > max(DENSITY * rows, MIN_SPAN) or span > min(max_slots, MAX_SPAN):
             return None
-        offsets = (_as_uint64(keys) - np.uint64(low % _WRAP)).astype(np.int64)
+        offsets = key_offsets(keys, low).astype(np.int64)
         slots = np.full(span, -1, dtype=np.int64)
         slots[offsets] = np.arange(rows, dtype=np.int64)
         if np.count_nonzero(slots >= 0) != rows:  # a key twice: not a function of the key
@@ -84,7 +76,7 @@ class DenseIndex:
             keys = pc.fill_null(keys, self.low)
         else:
             valid = None
-        offsets = _as_uint64(keys) - np.uint64(self.low % _WRAP)
+        offsets = key_offsets(keys, self.low)  # past the slots if below low: wrapped
         inside = offsets < np.uint64(len(self.slots))
         if valid is not None:
             inside &= valid
