@@ -110,11 +110,15 @@ def _keys(key_type: pa.DataType, low: int, slots: int, present: np.ndarray) -> p
 
 
 def _non_null(values: pa.Array, group: np.ndarray, rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-    """The column with nulls as 0, and its non-null rows per slot (``rows``: all rows)."""
+    """The column with nulls as 0 (a column of numbers: only those are added), and its
+    non-null rows per slot (``rows``: all rows)."""
     if not values.null_count:
         return values, rows
     valid_rows = pc.is_valid(values).to_numpy(zero_copy_only=False)
-    return pc.fill_null(values, 0), np.bincount(group[valid_rows], minlength=len(rows))
+    counts = np.bincount(group[valid_rows], minlength=len(rows))
+    if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
+        return values, counts  # a string or boolean column is only counted
+    return pc.fill_null(values, 0), counts
 
 
 def _aggregate(

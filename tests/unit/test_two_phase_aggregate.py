@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from hybrid_shuffle.operators import HashAggregate, PartialAggregate
+from hybrid_shuffle.operators.aggregation import Aggregation
 from hybrid_shuffle.operators.dense_aggregate import dense_aggregate
 from hybrid_shuffle.operators.duck.operators import on_duckdb
 from hybrid_shuffle.shuffle.partitioner import hash_partition_ids, split_by_ids
@@ -130,6 +131,26 @@ def test_dense_path_keeps_all_null_sums_null_and_the_null_key_group() -> None:
         {"k": 3, "n_sum": 2, "n_count": 1},
         {"k": None, "n_sum": 5, "n_count": 1},
     ]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pa.array(["a", None, "b", None, "c"]),
+        pa.array([True, None, False, None, True]),
+        pa.array([None, None, None, None, None], pa.null()),
+    ],
+    ids=["string", "bool", "null"],
+)
+def test_dense_path_counts_a_column_it_cannot_add_nulls_apart(values: pa.Array) -> None:
+    """Only numbers are summed; any column is counted, its nulls left out."""
+    table = pa.table({"k": pa.array([1, 2, 2, 3, 3], pa.int64()), "s": values})
+    want = table.group_by("k").aggregate([("s", "count")])
+    got = dense_aggregate(table, ["k"], [("s", "count", "s_count")], want.schema)
+    assert got is not None
+    assert_same_groups(got, want)
+    combined = Aggregation(["k"], {"s": "count"}, "a").partial(table)  # the combiner's path
+    assert combined.sort_by("k").column("s_count").equals(want.sort_by("k").column("s_count"))
 
 
 @pytest.mark.parametrize(
