@@ -1,11 +1,12 @@
 """The reduction of a hash aggregate: spec checks, partials, combining and results.
 
 ``Aggregation`` is what ``HashAggregate`` (which runs it as DuckDB SQL,
-``duck/lowering.py``), ``PartialAggregate`` and ``LocalAggregate`` share: the
-functions (``AGGREGATIONS``) per column, the partials they need, the reduction of
-rows to one partial row per key (``Table.group_by``, or ``dense_aggregate`` on a
-small-range integer key), the re-reduction of partials,
-and the user's columns from fully combined ones.  ``mean`` travels as a partial
+``duck/lowering.py``, or through ``dense`` when its input fits),
+``PartialAggregate`` and ``LocalAggregate`` share: the functions
+(``AGGREGATIONS``) per column, the partials they need, the reduction of rows to one
+partial row per key (``Table.group_by``, or ``dense_aggregate`` on a small-range
+integer key), the re-reduction of partials, and the user's columns from fully
+combined ones.  ``mean`` travels as a partial
 float64 sum and a count.  Results equal one ``group_by().aggregate()`` over the
 whole input (null keys form a group, sums of all-null groups are null, ``count``
 counts non-null values; float keys group by their bits, as pyarrow's do: ``0.0``
