@@ -225,10 +225,11 @@ def reduced(
 @pytest.mark.parametrize("phase", ["complete", "final"])
 def test_a_dense_integer_key_is_reduced_on_numpy_and_counted_as_held(phase: str) -> None:
     """Sums and counts over keys 0..11,999 (a null key group, all-null groups) that fit in
-    a quarter of the memory: pyarrow's groups, and DuckDB never runs."""
+    half the memory with the reduction's working set: pyarrow's groups, and DuckDB never
+    runs."""
     data = table("dense")
     want = data.group_by(["k"], use_threads=False).aggregate(SUMS_PYARROW)
-    context = OperatorContext(16 * data.nbytes)  # the partials of 8 flushes fit in a quarter
+    context = OperatorContext(32 * data.nbytes)  # rows and working set: about 7x the data
     got = reduced(data, ["k"], SUMS, phase, context)
     assert_same_groups(got, want, ["k"])
     assert context.metrics.database_peak_bytes == 0
@@ -259,7 +260,7 @@ def test_what_the_dense_reduction_declines_is_reduced_on_duckdb(
     keys = KEYS[kind]
     wanted = [(c, fn) for c, fns in spec.items() for fn in fns]
     want = data.group_by(keys, use_threads=False).aggregate(wanted)
-    context = OperatorContext(16 * data.nbytes)
+    context = OperatorContext(32 * data.nbytes)
     got = reduced(data, keys, spec, phase, context)
     assert_same_groups(got, want, keys)
     assert context.metrics.database_peak_bytes > 0

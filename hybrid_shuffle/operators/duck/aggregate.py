@@ -66,7 +66,8 @@ def dense_bytes(memory: int) -> int:
 
 
 class DuckAggregate(DuckOperator):
-    """``HashAggregate`` (any phase, ``Aggregation`` or ``TopN``) on DuckDB."""
+    """``HashAggregate`` (any phase, ``Aggregation`` or ``TopN``) on DuckDB, or through
+    ``Aggregation.dense`` when its input fits (see the module docstring)."""
 
     original: HashAggregate
 
@@ -75,9 +76,9 @@ class DuckAggregate(DuckOperator):
 
     def open(self, context: OperatorContext | None = None) -> None:
         super().open(context)
-        #: the batches held for the dense reduction while they fit; past them, DuckDB
         reduction = self.original.reduction
         row_bytes = reduction.dense_row_bytes if isinstance(reduction, Aggregation) else 0
+        #: the batches held for the dense reduction while they fit; past them, DuckDB
         self.held = HeldBatches(dense_bytes(self.context.memory), self.context, row_bytes)
         self._planned = False
 
