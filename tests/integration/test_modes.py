@@ -117,3 +117,33 @@ def test_explain_lists_every_edge_with_mode_partitioner_and_region(
         in text
     )
     assert "range(cents_sum desc)" in text
+
+
+@pytest.mark.parametrize("combine", [True, False], ids=["partials", "rows"])
+@pytest.mark.parametrize("mode", MODES)
+def test_an_integer_key_aggregate_reduced_without_duckdb_matches_pyarrow(
+    session: hs.Session, data: tuple[pa.Table, pa.Table], mode: str, combine: bool
+) -> None:
+    """Sums, counts and means by one integer key whose input fits each task's memory are
+    reduced by ``np.bincount`` (``Aggregation.dense``), from the combiner's partials or
+    from the rows: pyarrow's groups in every mode, the null key one of them."""
+    o = data[0].slice(0, 200_000)
+    table = o.append_column("id", pc.cast(pc.utf8_slice_codeunits(o["customer"], 1), pa.int64()))
+    spec = {"cents": ["sum", "count"], "amount": ["mean", "sum"]}
+    job = session.job(f"dense-{mode}-{'partials' if combine else 'rows'}")
+    keyed = job.from_arrow(table, name="orders", parallelism=2).key_by(
+        "id", edge="by_id", mode=mode
+    )
+    got = keyed.aggregate(spec, name="totals", combine=combine).collect().table.sort_by("id")
+    want = table.group_by("id").aggregate([(c, fn) for c, fns in spec.items() for fn in fns])
+    want = want.sort_by("id")
+    assert got.num_rows == want.num_rows > 15_000 and got.column("id").null_count == 1
+    for name in ["id", "cents_sum", "cents_count"]:
+        assert got.column(name).equals(want.column(name)), name
+    for name in ["amount_mean", "amount_sum"]:
+        np.testing.assert_allclose(
+            got.column(name).to_numpy(zero_copy_only=False).astype(float),
+            want.column(name).to_numpy(zero_copy_only=False).astype(float),
+            rtol=1e-9,
+        )
+    assert_no_leaks(session)
