@@ -67,6 +67,16 @@ class TaskTransport(Protocol):
         that came inline, for a caller that needs refs: ``Stream.to_ray_data``)."""
 
 
+#: Ray's settings for an embedded Ray the session starts.  Ray prestarts one Python
+#: worker per CPU for the first driver, for the tasks it expects; the session's first
+#: work is its executor actors, created at once, and Ray starts their processes before
+#: the prestarted ones register, so those stay idle for the whole session: a process
+#: each (half a CPU-second to start on this machine, and about 1% of a core while idle)
+#: that nothing uses, on a 2-core laptop in the same seconds Spark's JVMs start.  Other
+#: Python work (a Ray Data task, RayDP's master) starts a worker when it needs one.
+#: ``./dev main`` warm: 15.9 s against 17.7 s with them (BENCHMARKS.md, issue 37 item 7).
+EMBEDDED_RAY_SYSTEM_CONFIG: Mapping[str, Any] = {"prestart_worker_first_driver": False}
+
 #: seconds to open a TCP connection to a cluster's address before giving up on it
 _CONNECT_TIMEOUT = 10.0
 
@@ -135,6 +145,7 @@ class RayTransport:
             kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
             if object_store is not None:
                 kwargs["object_store_memory"] = object_store
+            kwargs["_system_config"] = dict(EMBEDDED_RAY_SYSTEM_CONFIG)
         else:
             _check_reachable(address)
             kwargs["address"] = address

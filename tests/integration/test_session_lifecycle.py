@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import psutil
 import pyarrow as pa
 import pytest
 import ray
@@ -30,6 +31,35 @@ def test_a_session_that_fails_after_starting_ray_stops_it(
     config = {"ray": {"num_cpus": 2, "object_store_memory": "100 MiB"}}
     with pytest.raises(hs.WaitTimeoutError, match="injected"):
         hs.Session(config, slots=1)
+    assert not ray.is_initialized()
+
+
+def ray_worker_titles() -> list[str]:
+    """The process titles of the Python workers of the Ray this process started (its
+    raylet's children but Ray's two agents): ``ray::IDLE`` for one that never ran
+    anything, ``ray::Executor...`` for an executor; a worker not yet connected still has
+    its command line, ``.../default_worker.py ...``."""
+    raylets = [
+        p for p in psutil.Process().children(recursive=True) if p.name().startswith("raylet")
+    ]
+    assert len(raylets) == 1, raylets
+    titles = [" ".join(p.cmdline()) for p in raylets[0].children()]
+    return [t for t in titles if "Agent" not in t and "dashboard" not in t]
+
+
+def test_an_embedded_ray_starts_a_worker_only_for_what_runs() -> None:
+    """Ray prestarts a worker per CPU for a new driver; the session's executors never use
+    them (they are created before those register), so a session that starts its own Ray
+    turns that off: its Ray's Python workers are its executors, once a job ran."""
+    if ray.is_initialized():
+        ray.shutdown()
+    config = {"ray": {"num_cpus": 2, "object_store_memory": "100 MiB"}}
+    with hs.Session(config, slots=2) as session:
+        table = pa.table({"k": [1, 2, 2]})
+        result = session.job("one").from_arrow(table).key_by("k").aggregate({"k": "count"})
+        assert result.collect().table.num_rows == 2
+        titles = ray_worker_titles()
+        assert len(titles) == 2 and all(t.startswith("ray::Executor") for t in titles), titles
     assert not ray.is_initialized()
 
 
