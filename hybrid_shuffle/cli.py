@@ -123,7 +123,8 @@ def _sql(args: argparse.Namespace) -> int:
     for name, path in args.view:
         if not Path(path).exists():
             raise UsageError(f"--view {name}={path}: '{path}' does not exist; check the path")
-    with hs.Session(config, address=args.address) as session:
+    # the query needs Spark in every form (--explain too): its start overlaps Ray's
+    with hs.Session(config, address=args.address, start_spark=True) as session:
         for name, path in args.view:
             session.spark.read.parquet(str(Path(path).resolve())).createOrReplaceTempView(name)
         stream = session.sql(query, name=config.job, fallback=args.fallback)
