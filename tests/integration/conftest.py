@@ -23,6 +23,8 @@ import ray
 
 import hybrid_shuffle as hs
 
+from ..ordering import run_last
+
 OBJECT_STORE = 400 * 2**20
 HERE = Path(__file__).resolve().parent
 
@@ -64,12 +66,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The modules of this folder none of whose tests take ``local_ray`` run after those
     that share it (each module keeps its tests' order); every other test keeps its
     place."""
-    places = [i for i, item in enumerate(items) if HERE in Path(str(item.path)).parents]
-    ours = [items[i] for i in places]
-    sharing = {item.path for item in ours if "local_ray" in getattr(item, "fixturenames", ())}
-    ordered = sorted(ours, key=lambda item: item.path not in sharing)  # stable: sharing first
-    for place, item in zip(places, ordered, strict=True):
-        items[place] = item
+    sharing = {item.path for item in items if _takes_local_ray(item)}
+    run_last(items, HERE, lambda item: item.path not in sharing)
 
 
 @pytest.hookimpl(wrapper=True)

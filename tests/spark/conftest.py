@@ -21,6 +21,8 @@ import ray
 
 import hybrid_shuffle as hs
 
+from ..ordering import run_last
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
 HERE = Path(__file__).resolve().parent
@@ -107,11 +109,7 @@ def _starts_its_own_ray(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The modules of this folder that start their own Ray run after those sharing the
     session (each keeps its tests' order); every other test keeps its place."""
-    places = [i for i, item in enumerate(items) if HERE in Path(str(item.path)).parents]
-    ours = [items[i] for i in places]
-    ordered = sorted(ours, key=_starts_its_own_ray)  # stable: False first
-    for place, item in zip(places, ordered, strict=True):
-        items[place] = item
+    run_last(items, HERE, _starts_its_own_ray)
 
 
 @pytest.hookimpl(wrapper=True)
