@@ -42,9 +42,18 @@ JVM_CONFIGS = {
 }
 #: one RayDP executor with one core: the tests' Spark
 SPARK = {"executors": 1, "executor_cores": 1, "executor_memory": "1 GiB", "configs": JVM_CONFIGS}
+#: a module only ``ray.runtime_env`` ships to the executors (test_python_udfs imports it in a
+#: UDF): the shared Ray starts with that runtime_env, which changes nothing for a module that
+#: does not import it, rather than that module starting a second Ray and Spark on Ray of its
+#: own (about 25 CPU-seconds)
+SHIPPED_MODULE = HERE / "udf_modules" / "hs_udf_shipped"
 CONFIG = {
     "parallelism": 2,
-    "ray": {"num_cpus": 4, "object_store_memory": "500 MiB"},
+    "ray": {
+        "num_cpus": 4,
+        "object_store_memory": "500 MiB",
+        "runtime_env": {"py_modules": [str(SHIPPED_MODULE)]},
+    },
     "shuffle": {"buffer_size": "1 MiB", "memory_budget": "64 MiB"},
     "spark": SPARK,
 }

@@ -7,14 +7,14 @@ engine (nothing falls back); the grouped ones in two modes of their exchange.  A
 function that raises fails the job once, naming itself; one that returns the wrong
 type gives Spark's null or Spark's error; one that imports a module only
 ``ray.runtime_env`` ships runs, and one whose module the executors cannot import
-falls back to Spark with one sentence.  The session is this module's own: its Ray
-starts with ``ray.runtime_env``.
+falls back to Spark with one sentence.  The session is conftest's shared one, whose Ray
+starts with the ``ray.runtime_env`` that ships the first of those modules
+(``conftest.SHIPPED_MODULE``).
 """
 
 from __future__ import annotations
 
 import math
-import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,51 +30,27 @@ from pyspark.sql.types import DoubleType, LongType, StringType
 
 import hybrid_shuffle as hs
 
-from .conftest import SPARK, own_ray
+from .conftest import SHIPPED_MODULE
 from .oracle import BASE_YAML, check, check_sql, configured, parquet_views, rows, subtrees
 
 pytestmark = pytest.mark.spark
 
-#: runs after the modules sharing conftest's session, which own_ray() closes
-STARTS_ITS_OWN_RAY = True
-
 ROWS = 300
-#: the module only ``ray.runtime_env`` ships to the executors
-SHIPPED = "hs_udf_shipped"
 #: a module on the driver's path that nothing ships
 UNSHIPPED = "hs_udf_unshipped"
 
 
-def _module(root: Path, name: str, body: str) -> None:
-    package = root / name
-    package.mkdir()
-    (package / "__init__.py").write_text(body)
-
-
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hs.Session]:
-    shipped = Path(__file__).parent / "udf_modules"  # a module in the test's folder
+@pytest.fixture(scope="module", autouse=True)
+def driver_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The driver imports both modules for this module's tests: the one the shared Ray's
+    ``runtime_env`` ships (``SHIPPED_MODULE``) and one that nothing ships."""
     unshipped = tmp_path_factory.mktemp("unshipped")
-    _module(unshipped, UNSHIPPED, "def negated(x):\n    return -x\n")
-    sys.path[:0] = [str(shipped), str(unshipped)]  # the driver imports both
-    own_ray()
-    sigint = signal.getsignal(signal.SIGINT)
-    config = {
-        "parallelism": 2,
-        "ray": {
-            "num_cpus": 4,
-            "object_store_memory": "500 MiB",
-            "runtime_env": {"py_modules": [str(shipped / SHIPPED)]},
-        },
-        "shuffle": {"buffer_size": "1 MiB", "memory_budget": "64 MiB"},
-        "spark": SPARK,
-    }
-    try:
-        with hs.Session(config, slots=2) as s:
-            yield s
-    finally:
-        sys.path[:] = [p for p in sys.path if p not in (str(shipped), str(unshipped))]
-    signal.signal(signal.SIGINT, sigint)
+    (unshipped / UNSHIPPED).mkdir()
+    (unshipped / UNSHIPPED / "__init__.py").write_text("def negated(x):\n    return -x\n")
+    added = [str(SHIPPED_MODULE.parent), str(unshipped)]
+    sys.path[:0] = added
+    yield
+    sys.path[:] = [p for p in sys.path if p not in added]
 
 
 @pytest.fixture(scope="module")
@@ -303,6 +279,9 @@ def test_a_function_never_sees_more_than_max_records_per_batch(
     session: hs.Session, spark: Any
 ) -> None:
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    # the shared session's own value (the engine starts Spark with a million) comes back
+    # after: unset would leave Spark's default to the modules after this one
+    before = spark.conf.get(key)
     spark.conf.set(key, "10000")
     try:
         df = spark.range(0, 1_000_000, numPartitions=2).mapInPandas(_batch_sizes, "n long")
@@ -310,7 +289,7 @@ def test_a_function_never_sees_more_than_max_records_per_batch(
         assert subtrees(stream) == []
         sizes = [n for (n,) in rows(stream.to_arrow())]
     finally:
-        spark.conf.unset(key)
+        spark.conf.set(key, before)
     assert sum(sizes) == 1_000_000
     assert max(sizes) <= 10_000
 
