@@ -203,8 +203,10 @@ class AdaptiveConfig:
     of its other side's producer, whose exchange is left out; that producer waits for
     the build side to finish first.  A build side over ``broadcast_bytes`` is still
     broadcast when it is at most ``broadcast_max_bytes`` and one copy of it per probe
-    task stays within Spark's estimate of the probe side (Trino's cost-based join
-    distribution, capped as its ``join_max_broadcast_table_size`` caps it): a fixed
+    task stays within the estimate of the probe side (its rows as Arrow, from the
+    files' footers, where it is one Parquet scan; Spark's figure otherwise: the guide
+    to Spark plans says more), as Trino's cost-based join distribution chooses, capped
+    as its ``join_max_broadcast_table_size`` caps it: a fixed
     threshold alone keeps a join shuffled once the data grows, however much larger
     its other side is.  ``explain()`` says which joins may switch and, after a run,
     which did (``JobResult.adaptive``)."""
@@ -222,7 +224,7 @@ class AdaptiveConfig:
     broadcast_bytes: int = 10 * MiB
     #: a build side over broadcast_bytes is still broadcast if it wrote at most this
     #: many bytes (and a quarter of operators.memory) and one copy of it per probe task
-    #: stays within Spark's estimate of the probe side (the copies then move fewer bytes
+    #: stays within the estimate of the probe side (the copies then move fewer bytes
     #: than the shuffle they replace); 0 turns this off
     broadcast_max_bytes: int = 128 * MiB
 

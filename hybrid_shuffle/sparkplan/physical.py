@@ -104,6 +104,9 @@ class PhysicalPlan:
     #: a join's sides are asked by its translation and by the run-time switch, and a scan
     #: by every join above it
     sizes: dict[int, int | None] = field(default_factory=dict)
+    #: ``id(node)`` -> a Parquet scan's rows as Arrow by its footers, its required columns
+    #: only, as far as asked (``switchable._parquet_bytes``)
+    parquet_bytes: dict[int, int | None] = field(default_factory=dict)
     #: a scalar subquery's expression id (``scalar-subquery#245``: 245) -> the number the
     #: user's ``df.explain(mode="formatted")`` gives it (``Subquery:1``; see
     #: ``subquery_numbers``)

@@ -518,7 +518,7 @@ def test_a_build_side_over_broadcast_bytes_is_broadcast_while_the_probe_estimate
     session: hs.Session, spark: Any, tmp_path: Path, max_bytes: str
 ) -> None:
     """Past ``adaptive.broadcast_bytes`` (here 1 byte), the join still switches while a
-    copy of its build side per probe task stays within Spark's estimate of the probe side
+    copy of its build side per probe task stays within the estimate of the probe side
     (``w``'s file, larger than the filtered ``b``), unless ``broadcast_max_bytes`` is 0."""
     query = SWITCHES[0][0]
     extra = "adaptive: {broadcast_bytes: 1 B%s}\n" % (

@@ -5,6 +5,7 @@ the graph, and what the rewritten graph deploys.  The planner alone, no Ray."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -377,6 +378,77 @@ def test_a_probe_estimate_bounds_the_build_side_unless_rows_may_drop_by_any_fact
         plan.sizes.setdefault(id(node), 1000)
     assert estimate(plan, side) == 1000
     assert bound(plan, side) == (1000 if trusted else None)
+
+
+def test_a_probe_estimate_counts_its_parquet_rows_as_arrow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bound`` weighs the probe side in the build side's unit: a Parquet scan's rows as
+    Arrow (row counts from the footers, the required columns' widths, a string's values
+    uncompressed); ``estimate``, which chooses the side to build, keeps Spark's figure.
+    Files past the footers read are scaled by size."""
+    import pyarrow.parquet as pq
+
+    from hybrid_shuffle.sparkplan import switchable
+    from hybrid_shuffle.sparkplan.physical import ScanFiles
+
+    rows = 1000
+    table = pa.table({
+        "k": pa.array(range(rows), pa.int64()),
+        "price": pa.array([1] * rows, pa.decimal128(15, 2)),
+        "note": pa.array(["x" * 40] * rows),
+        "unread": pa.array(range(rows), pa.int32()),
+    })  # fmt: skip
+    folder = tmp_path / "t"
+    folder.mkdir()
+    for i in range(3):
+        pq.write_table(table, folder / f"part-{i}.parquet", compression="zstd")
+    meta = pq.ParquetFile(folder / "part-0.parquet").metadata
+    groups = range(meta.num_row_groups)
+    note = sum(meta.row_group(g).column(2).total_uncompressed_size for g in groups)
+    per_file = rows * (8 + 16 + 4) + note
+
+    required = {"fields": [{"name": n} for n in ("k", "price", "note")]}
+    scan = Node("FileSourceScanExec", {"requiredSchema": required}, op_id=3)
+    side = _side(Node("ProjectExec", {}))
+    side.children[0].children[0].children = [scan]
+    plan = PhysicalPlan(side, {}, "", None, scans={3: ScanFiles("Parquet", [f"file:{folder}"])})
+    below = side.children[0].children[0]
+    plan.sizes[id(below)] = 1000  # Spark's estimate of what the exchange reads
+    assert bound(plan, side) == 3 * per_file
+    assert estimate(plan, side) == 1000
+
+    plan = PhysicalPlan(side, {}, "", None, scans={3: ScanFiles("Parquet", [f"file:{folder}"])})
+    monkeypatch.setattr(switchable, "_FOOTERS_READ", 1)
+    assert bound(plan, side) == 3 * per_file  # same-sized files: scaled exactly
+
+
+def test_a_probe_side_with_a_join_below_keeps_sparks_figures(tmp_path: Path) -> None:
+    """Below a join the scans' sum is no estimate (a join with a filtered table may keep
+    1% of the rows), so Spark's figures stay, read or not."""
+    import pyarrow.parquet as pq
+
+    from hybrid_shuffle.sparkplan.physical import ScanFiles
+
+    pq.write_table(pa.table({"k": list(range(100))}), tmp_path / "t.parquet")
+    scan = Node("FileSourceScanExec", {"requiredSchema": {"fields": [{"name": "k"}]}}, op_id=3)
+    side = _side(Node("BroadcastHashJoinExec", {"joinType": {"object": "...Inner$"}}))
+    side.children[0].children[0].children = [scan]
+    plan = PhysicalPlan(side, {}, "", None, scans={3: ScanFiles("Parquet", [str(tmp_path)])})
+    plan.sizes[id(scan)] = 70  # Spark's figure of the scan
+    assert bound(plan, side) == 70
+
+
+def test_a_probe_estimate_of_files_not_read_here_is_sparks() -> None:
+    from hybrid_shuffle.sparkplan.physical import ScanFiles
+
+    scan = Node("FileSourceScanExec", {"requiredSchema": {"fields": [{"name": "k"}]}}, op_id=3)
+    side = _side(Node("ProjectExec", {}))
+    side.children[0].children[0].children = [scan]
+    missing = ScanFiles("Parquet", ["s3a://bucket/t"])
+    plan = PhysicalPlan(side, {}, "", None, scans={3: missing})
+    plan.sizes[id(side.children[0].children[0])] = 1000
+    assert bound(plan, side) == 1000
 
 
 def test_a_build_side_past_the_threshold_but_within_the_limit_keeps_the_probe_waiting() -> None:
