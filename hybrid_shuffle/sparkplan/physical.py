@@ -40,6 +40,7 @@ __all__ = [
     "PhysicalPlan",
     "ScanFiles",
     "jvm_node",
+    "local_path",
     "output_attributes",
     "partition_files",
     "physical_plan",
@@ -804,6 +805,11 @@ def output_partitioning(plan: PhysicalPlan, node: Node) -> list[int] | None:
             return [int(k.exprId().id()) for k in keys]
         return []
     return None
+
+
+def local_path(path: str) -> str:
+    """A ``file:`` URI as a path (pyarrow reads other schemes by their URI)."""
+    return path.removeprefix("file:")
 
 
 def partition_files(plan: PhysicalPlan, node: Node) -> tuple[list[str], int] | None:

@@ -195,8 +195,8 @@ def estimate(plan: PhysicalPlan, side: Node, decoded: bool = False) -> int | Non
     nodes = list(below.walk())
     joined = any(n.cls.endswith("JoinExec") or n.cls == "CartesianProductExec" for n in nodes)
     size = _decoded(plan, nodes) if decoded and not joined else None
-    if size is None:
-        size = None if joined else _statistics(plan, below)
+    if size is None and not joined:
+        size = _statistics(plan, below)
     if size is None:
         scans = [_statistics(plan, n) for n in nodes if n.cls in _SCANS]
         if not scans or any(s is None for s in scans):
@@ -275,7 +275,7 @@ def _parquet_bytes(plan: PhysicalPlan, node: Node) -> int | None:
 
 def _scanned_files(plan: PhysicalPlan, node: Node, roots: list[str]) -> list[str]:
     """The files under ``roots`` (Spark's pruned listing for a partitioned scan)."""
-    from hybrid_shuffle.sparkplan.physical import partition_files
+    from hybrid_shuffle.sparkplan.physical import local_path, partition_files
 
     if node.exprs("partitionFilters"):
         listing = partition_files(plan, node)
@@ -284,7 +284,7 @@ def _scanned_files(plan: PhysicalPlan, node: Node, roots: list[str]) -> list[str
         roots = listing[0]
     files = []
     for root in roots:
-        path = root.removeprefix("file:")
+        path = local_path(root)
         if os.path.isdir(path):
             for folder, _, names in os.walk(path):
                 files += [os.path.join(folder, n) for n in names if not n.startswith((".", "_"))]

@@ -22,7 +22,7 @@ import pyarrow as pa
 from hybrid_shuffle.empty_column import placeholder
 from hybrid_shuffle.sparkplan.expressions import Unsupported
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
-from hybrid_shuffle.sparkplan.physical import jvm_node, partition_files
+from hybrid_shuffle.sparkplan.physical import jvm_node, local_path, partition_files
 from hybrid_shuffle.sparkplan.relation import Column, Rel
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node
@@ -56,7 +56,7 @@ def _file_scan(tr: Translator, node: Node, stage: Stage) -> Rel:
     filters = node.exprs("partitionFilters")
     if filters or any(c.name not in required for c in columns):
         return _partitioned(tr, node, stage, columns, required, found.roots)
-    paths = [_local(p) for p in found.roots]
+    paths = [local_path(p) for p in found.roots]
     stream = tr.job.from_parquet(
         paths if len(paths) > 1 else paths[0],
         name=f"scan_{node.op_id}",
@@ -102,11 +102,11 @@ def _partitioned(
         raise Unsupported(f"a partition column of type {sorted(kinds - set(_PARTITION_TYPES))}")
     names = list(dict.fromkeys(c.name for c in partition.values()))
     listing = partition_files(tr.plan, node)
-    files = None if listing is None else [_local(f) for f in listing[0]]
+    files = None if listing is None else [local_path(f) for f in listing[0]]
     if listing is not None:
         root = _base(files or [], listing[1])
     else:  # every folder under the one root Spark lists
-        root = _local(roots[0]).rstrip("/") if len(roots) == 1 else None
+        root = local_path(roots[0]).rstrip("/") if len(roots) == 1 else None
         if root is not None and "=" in root.rsplit("/", 1)[-1]:
             root = None
     if files == []:  # every partition pruned: no row
@@ -153,11 +153,6 @@ def _base(files: list[str], depth: int) -> str | None:
             return None
         bases.add("/".join(folders[:cut]))
     return bases.pop() if len(bases) == 1 else None
-
-
-def _local(path: str) -> str:
-    """A ``file:`` URI as a path (pyarrow reads other schemes by their URI)."""
-    return path[len("file:") :] if path.startswith("file:") else path
 
 
 @register_operator(
