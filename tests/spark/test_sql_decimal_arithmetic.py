@@ -192,3 +192,40 @@ def test_chained_arithmetic_and_sums(
         )
     finally:
         spark.conf.unset(_CONF)
+
+
+def test_a_sum_of_products_split_at_64_bits_gives_sparks_sums(
+    session: hs.Session, tmp_path: Any
+) -> None:
+    """A partial ``sum`` of a product of two decimals of at most 18 digits adds the
+    products that fit 64 bits and the others apart, then their totals: groups whose
+    products all fit, none fit, some fit, only nulls, and totals just under and just
+    past 38 digits (Spark's null), of the wide part alone and of both, give Spark's
+    sums, and an all-null group's sum is null, not 0."""
+    giga, near, top = Decimal(10**9), Decimal(9 * 10**15), Decimal(10**16 - 1)
+    rows = [
+        (0, Decimal("1.50"), Decimal("2.25")),  # every product fits 64 bits
+        (0, Decimal("-3.10"), Decimal("7.00")),
+        (1, giga, giga),  # no product does (22 digits at the product's scale, 4)
+        (1, -giga, giga - 7),
+        (2, giga, giga),  # some do, one does not, and a null
+        (2, Decimal("12.34"), Decimal("-5.00")),
+        (2, None, Decimal("1.00")),
+        (3, None, None),  # only nulls
+        *[(4, near, top)] * 100,  # 9.0e33 in all: 38 digits at scale 4
+        *[(5, near, top)] * 120,  # 1.08e34: one digit too many, null
+        *[(6, near, top)] * 120,  # the same with a product that fits 64 bits
+        (6, Decimal("1.00"), Decimal("1.00")),
+    ]
+    schema = pa.schema(
+        [("g", pa.int32()), ("x", pa.decimal128(18, 2)), ("y", pa.decimal128(18, 2))]
+    )
+    table = pa.Table.from_pylist([{"g": g, "x": x, "y": y} for g, x, y in rows], schema=schema)
+    spark = parquet_views(session.spark, tmp_path, {"parts": table})
+    _check(
+        session,
+        spark,
+        "SELECT g, sum(x * y) AS products, sum(x + y) AS sums, count(x * y) AS n "
+        "FROM parts GROUP BY g",
+        rows=7,
+    )
