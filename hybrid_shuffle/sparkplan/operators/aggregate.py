@@ -546,10 +546,9 @@ def _sum_of_parts(narrow: str, rest: str, t: SparkType) -> str:
 def _sums_narrow(f: _Function, arg: Sql) -> bool:
     """Whether a partial ``sum`` adds its decimal argument in two parts: the values that
     fit 64 bits (``Sql.narrow``) and the others.  Each part is an exact sum, as Spark's
-    is, and so is their total."""
-    if f.name != "Sum" or f.mode != "Partial" or f.distinct or arg.narrow is None:
-        return False
-    return arg.type.is_decimal and sum_type(arg.type).scale == arg.type.scale
+    is, and so is their total (at the argument's scale, which ``sum_type`` keeps)."""
+    partial = f.name == "Sum" and f.mode == "Partial" and not f.distinct
+    return partial and arg.narrow is not None and arg.type.is_decimal
 
 
 def _ignores_nulls(fn: Node) -> bool:
