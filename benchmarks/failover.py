@@ -760,10 +760,10 @@ def serve(rows: int, block_count: int, object_store: int) -> int:
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    import hybrid_shuffle.actors
     import ray
 
     import hybrid_shuffle as hs
+    import hybrid_shuffle.actors
 
     def answer(payload: dict[str, Any]) -> None:
         answers.write(json.dumps(payload) + "\n")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hybrid_shuffle.actors.partition_store import _Writes, store_directory
 
+from hybrid_shuffle.actors.partition_store import _Writes, store_directory
 from hybrid_shuffle.errors import WaitTimeoutError
 from hybrid_shuffle.shuffle.api import (
     PartitionDescriptor,
