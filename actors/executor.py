@@ -22,7 +22,6 @@ exited, its node lost), without any heartbeat or timeout.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib
 import os
 import sys
@@ -35,6 +34,7 @@ import pyarrow as pa
 import ray
 
 from hybrid_shuffle.actor_process import ProcessProbes, freeze_imported_objects
+from hybrid_shuffle.actors.idle_trim import IdleTrim
 from hybrid_shuffle.errors import summary
 from hybrid_shuffle.operators.duck.database import DatabasePool
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
@@ -98,6 +98,8 @@ class Executor(ProcessProbes):
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._running = 0
+        #: gives glibc's free pages back once no task has run for a moment
+        self._idle_trim = IdleTrim()
         #: whether a task has started here (the imports' freeze comes before, or not at all)
         self._started = False
         freeze_imported_objects()  # Ray's and the engine's; the tasks' modules follow
@@ -132,6 +134,7 @@ class Executor(ProcessProbes):
             self._started = True
             self._running += 1
             self._attempts[key] = cancelled
+            self._idle_trim.busy()
             if job.is_set() or key in self._cancelled_attempts:
                 cancelled.set()
         try:
@@ -148,13 +151,14 @@ class Executor(ProcessProbes):
             with self._lock:
                 self._running -= 1
                 del self._attempts[key]
+                if self._running == 0:
+                    # glibc's malloc (NumPy's arrays) keeps its free pages for the next
+                    # task, and gives them back once the executor idles (``actors.idle_trim``)
+                    self._idle_trim.idle()
             # Arrow's allocator (mimalloc) keeps the pages a thread freed in that thread's
             # heap: only the thread that ran the task can hand them back to the OS.  Without
             # this an executor keeps the high-water mark of its largest task for the session.
             pa.default_memory_pool().release_unused()
-            # and glibc's malloc (NumPy's arrays) keeps the small ones' pages in its
-            # per-thread arenas; dask's workers trim them the same way
-            _trim_malloc()
 
     def poll_many(self, requests: list[PollRequest], wait_seconds: float) -> list[PollResponse]:
         """All the channels one consumer task reads from this executor, in one call."""
@@ -220,8 +224,10 @@ class Executor(ProcessProbes):
     def memory(self) -> dict[str, int]:
         """This process's private resident bytes (resident minus pages shared with the
         object store) and the bytes Arrow's pool holds (leak checks), once finished
-        tasks' databases were handed back."""
+        tasks' databases were handed back and, with no task running, glibc's free pages
+        too (what an idle executor gives back a moment later: ``actors.idle_trim``)."""
         self.databases.settle()
+        self._idle_trim.now()
         with open(f"/proc/{os.getpid()}/statm") as f:
             fields = f.read().split()
         page = os.sysconf("SC_PAGE_SIZE")
@@ -232,39 +238,9 @@ class Executor(ProcessProbes):
 
     def close(self) -> None:
         self._closing.set()
+        self._idle_trim.close()
         self.env.close()
         self.databases.close()
-
-
-#: glibc's ``mallopt`` parameter for the size from which an allocation gets its own mmap
-_M_MMAP_THRESHOLD = -3
-#: ... fixed at 1 MiB: freed, such an array goes straight back to the OS
-_MMAP_THRESHOLD = 1 << 20
-
-
-def _load_libc() -> Any:
-    """glibc, or None where there is none (musl, macOS)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.malloc_trim, libc.mallopt  # noqa: B018 -- both must exist
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
-_LIBC = _load_libc()
-if _LIBC is not None:
-    # NumPy's arrays (sort orders, hash ids) come from glibc's malloc; its threshold for
-    # mmap-ed allocations grows with every large one freed, after which large arrays
-    # come from per-thread arenas that keep the pages: an executor that sorted 100 MiB
-    # kept ~100 MiB more for the session.  A fixed threshold returns them on free.
-    _LIBC.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
-
-
-def _trim_malloc() -> None:
-    """Hand the pages glibc's malloc holds free back to the OS (every arena)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
 
 
 def _fetch(ref: Any, timeout: float) -> pa.Table:
