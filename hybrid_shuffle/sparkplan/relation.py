@@ -25,7 +25,7 @@ from hybrid_shuffle.sparkplan.expressions import Scope, Sql, quote
 from hybrid_shuffle.sparkplan.tree import Node
 from hybrid_shuffle.sparkplan.types import SparkType, column_type
 
-__all__ = ["Column", "Rel", "attribute_column", "distinct", "engine_names"]
+__all__ = ["Column", "FilterJoins", "Rel", "attribute_column", "distinct", "engine_names"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,9 @@ class Rel:
     sql: str
     columns: list[Column]
     streams: str | None = None
+    #: the relation as rows of another kept or dropped by semi and anti joins, where a
+    #: broadcast inner join above may run below them (``FilterJoins``)
+    filters: FilterJoins | None = None
 
     def __post_init__(self) -> None:
         unique = distinct(self.columns)
@@ -132,3 +135,34 @@ class Rel:
             f"{c.ref} AS {quote(n)}" for c, n in zip(self.columns, names, strict=True)
         )
         return f"SELECT {items or EMPTY_SELECT} FROM ({self.sql}) AS t"
+
+
+@dataclass(frozen=True)
+class FilterJoins:
+    """A relation that is ``base``'s rows kept or dropped by left semi and left anti joins
+    (``joins``, in order: each its SQL keyword, its other side as ``(...) AS r`` and its
+    condition over ``base``'s columns and that side's), narrowed to some of ``base``'s
+    columns by projections of bare attributes.
+
+    Such joins only filter ``base``'s rows by a condition on each row, so an inner join
+    of the relation with a third one may run first, on ``base``, and the filters after,
+    on its rows (``operators.join``): DuckDB plans a semi or anti join as a barrier to
+    its join order, so the inner joins written above one run on every row the filters
+    keep, however few the inner joins would keep."""
+
+    base: Rel
+    joins: tuple[tuple[str, str, str], ...]
+
+    def sql(self, columns: list[Column]) -> str:
+        """The filtered rows of ``base``, as ``columns`` (all of ``base``'s or some)."""
+        sql = self.base.sql
+        for keyword, other, on in self.joins:
+            sql = f"SELECT {self.base.select_list()} FROM ({sql}) AS l {keyword} {other} ON {on}"
+        if [c.ref for c in columns] == [c.ref for c in self.base.columns]:
+            return sql
+        return f"SELECT {', '.join(c.ref for c in columns) or EMPTY_SELECT} FROM ({sql}) AS t"
+
+    def narrowed(self, columns: list[Column]) -> FilterJoins | None:
+        """These filters under a projection to ``columns``, if all are ``base``'s."""
+        refs = {c.ref for c in self.base.columns}
+        return self if all(c.ref in refs for c in columns) else None

@@ -56,8 +56,18 @@ def named_output(tr: Translator, exprs: list[Node], child: Rel) -> tuple[str, li
 @register_operator("ProjectExec")
 def _project(tr: Translator, node: Node, stage: Stage) -> Rel:
     child = tr.rel(node.child, stage)
-    items, columns = named_output(tr, node.exprs("projectList"), child)
-    return Rel(f"SELECT {items} FROM ({child.sql}) AS t", columns, streams=child.streams)
+    exprs = node.exprs("projectList")
+    items, columns = named_output(tr, exprs, child)
+    # a projection of bare attributes keeps a semi or anti join's rows below it open to
+    # the inner joins above (``FilterJoins``)
+    filters = child.filters
+    if filters is not None and all(e.cls == "AttributeReference" for e in exprs):
+        filters = filters.narrowed(columns)
+    else:
+        filters = None
+    rel = Rel(f"SELECT {items} FROM ({child.sql}) AS t", columns, streams=child.streams)
+    rel.filters = filters
+    return rel
 
 
 @register_operator("FilterExec")

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from hybrid_shuffle.empty_column import EMPTY_SELECT
 from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.operators.registry import register_operator
-from hybrid_shuffle.sparkplan.relation import Column, Rel
+from hybrid_shuffle.sparkplan.relation import Column, FilterJoins, Rel
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.tree import Node, parse
 from hybrid_shuffle.sparkplan.types import BOOLEAN
@@ -102,18 +102,52 @@ def join_sql(tr: Translator, node: Node, left: Rel, right: Rel) -> Rel:
         select = ", ".join(c.ref for c in columns) or EMPTY_SELECT
         return Rel(f"SELECT {select} FROM {l_sql} {_SQL_JOINS[kind]} {r_sql} ON {on}", columns)
     exists = f"EXISTS (SELECT 1 FROM {r_sql} WHERE {on})"
-    left_list = left.select_list()
-    if kind == "LeftSemi":
-        return Rel(f"SELECT {left_list} FROM {l_sql} SEMI JOIN {r_sql} ON {on}", left.columns)
+    if kind == "LeftSemi" or (kind == "LeftAnti" and not node.get("isNullAwareAntiJoin")):
+        return _filter_join("SEMI JOIN" if kind == "LeftSemi" else "ANTI JOIN", left, r_sql, on)
     if kind == "LeftAnti":
-        if node.get("isNullAwareAntiJoin"):
-            return _null_aware_anti(node, left, right, scope, l_sql, r_sql, on)
-        return Rel(f"SELECT {left_list} FROM {l_sql} ANTI JOIN {r_sql} ON {on}", left.columns)
+        return _null_aware_anti(node, left, right, scope, l_sql, r_sql, on)
     if kind == "ExistenceJoin":
         col = _existence_flag(node)
         items = ", ".join([*(c.ref for c in left.columns), f"{exists} AS {col.ref}"])
         return Rel(f"SELECT {items} FROM {l_sql}", [*left.columns, col])
     raise Unsupported(f"the join type {kind}")
+
+
+def _filter_join(keyword: str, left: Rel, r_sql: str, on: str) -> Rel:
+    """``left``'s rows that a semi (or anti) join keeps: one more filter of the rows
+    ``left`` filters already, if it does (``FilterJoins``)."""
+    before = left.filters
+    filters = (
+        FilterJoins(before.base, (*before.joins, (keyword, r_sql, on)))
+        if before is not None
+        else FilterJoins(left, ((keyword, r_sql, on),))
+    )
+    return Rel(filters.sql(left.columns), left.columns, filters=filters)
+
+
+def _below_filters(tr: Translator, node: Node, left: Rel, right: Rel) -> Rel | None:
+    """An inner broadcast join whose streamed side is some rows of a relation kept by semi
+    or anti joins (``FilterJoins``), run on that relation's rows before those joins: the
+    same rows (the filters test each row of it alone, whatever it is joined to), but the
+    built side, a small table Spark chose to broadcast and often a selective one (TPC-H
+    Q21's supplier of one nation), cuts the rows the filters' hash tables are probed
+    with.  None where it does not apply: another join, a built side sharing a column
+    with the relation (a name it would hide)."""
+    if node.cls != "BroadcastHashJoinExec" or join_type(node) not in ("Inner", "Cross"):
+        return None
+    probe = 0 if node.object("buildSide") == "BuildRight" else 1
+    sides = [left, right]
+    filters = sides[probe].filters
+    if filters is None:
+        return None
+    built = {c.ref for c in sides[1 - probe].columns}
+    if built & {c.ref for c in filters.base.columns}:
+        return None
+    sides[probe] = filters.base
+    inner = join_sql(tr, node, sides[0], sides[1])
+    below = FilterJoins(inner, filters.joins)
+    columns = left.columns + right.columns
+    return Rel(below.sql(columns), columns, filters=below)
 
 
 def _null_aware_anti(node, left, right, scope, l_sql, r_sql, on) -> Rel:  # type: ignore[no-untyped-def]
@@ -144,7 +178,7 @@ def _null_aware_anti(node, left, right, scope, l_sql, r_sql, on) -> Rel:  # type
 def _hash_join(tr: Translator, node: Node, stage: Stage) -> Rel:
     left = tr.rel(node.children[0], stage)
     right = tr.rel(node.children[1], stage)
-    joined = join_sql(tr, node, left, right)
+    joined = _below_filters(tr, node, left, right) or join_sql(tr, node, left, right)
     joined.streams = (left, right)[streamed_side(tr, node)].streams
     return joined
 
