@@ -6,18 +6,18 @@ them, until ``malloc_trim`` hands them back to the OS; a page handed back costs 
 page fault the next time it is touched.  Trimming after every task (and a fixed
 1 MiB mmap threshold, so that every large array was its own mapping, unmapped when
 freed) kept an executor's memory at its baseline between tasks, but made each task
-fault its scratch memory in afresh: TPC-H Q18 at SF1 took about 230,000 minor faults a
-run and 0.6-1.1 s of the executors' system CPU, against 60,000-100,000 faults and
+fault its scratch memory in afresh: TPC-H Q18 at SF1 took 207,000-369,000 minor faults
+a run and 0.41-1.30 s of the executors' system CPU, against 59,000-232,000 faults and
 0.25-0.65 s with the pages kept while tasks follow one another (1.13-1.46 s a run
-against 1.35-1.87 s); the 22 TPC-H queries at SF1 ran in 0.96x the time (``BENCHMARKS.md``,
-issue 34).
+against 1.17-1.90 s); the 22 TPC-H queries at SF1 ran in 0.96x the time
+(``BENCHMARKS.md``, issue 34).
 
 So glibc keeps its default, growing mmap threshold, and an executor trims when it has
 run no task for ``IDLE_SECONDS``: an idle executor still holds only what it uses (the
 high-water mark of its largest task is given back), and tasks that follow one
 another, as a job's and a session's queries do, reuse the pages.  Arrow's own
 allocator is not concerned: its freed memory is handed back by the task's thread as
-the task ends (``Executor.run_task``), which costs few faults.
+the task ends (``Executor.run_task``): keeping that too changed little.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["IDLE_SECONDS", "IdleTrim", "trim_malloc"]
@@ -60,7 +61,7 @@ class IdleTrim:
     the next idle spell.  ``now`` trims at once if idle (the leak probes ask for the
     idle figure without waiting)."""
 
-    def __init__(self, delay: float = IDLE_SECONDS, trim: Any = trim_malloc) -> None:
+    def __init__(self, delay: float = IDLE_SECONDS, trim: Callable[[], None] = trim_malloc) -> None:
         self._delay = delay
         self._trim = trim
         self._cond = threading.Condition()
