@@ -148,10 +148,15 @@ class FilterJoins:
     of the relation with a third one may run first, on ``base``, and the filters after,
     on its rows (``operators.join``): DuckDB plans a semi or anti join as a barrier to
     its join order, so the inner joins written above one run on every row the filters
-    keep, however few the inner joins would keep."""
+    keep, however few the inner joins would keep.  An inner join that cuts no row (a side
+    no filter cuts) is only recorded in ``base``, for a selective one above it to take
+    along; the relation's SQL keeps Spark's order until then."""
 
     base: Rel
     joins: tuple[tuple[str, str, str], ...]
+    #: whether an inner join now in ``base`` has a side a filter cuts: only then does the
+    #: relation's SQL run the filters after it (``operators.join``)
+    selective: bool = False
 
     def sql(self, columns: list[Column]) -> str:
         """The filtered rows of ``base``, as ``columns`` (all of ``base``'s or some)."""

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from hybrid_shuffle.sparkplan.stage import Stage
     from hybrid_shuffle.sparkplan.tree import Node
 
-__all__ = ["bound", "estimate", "switchable_join"]
+__all__ = ["bound", "estimate", "selective", "switchable_join"]
 
 _SHUFFLED_JOINS = frozenset({"SortMergeJoinExec", "ShuffledHashJoinExec"})
 _EXCHANGES = frozenset({"ShuffleExchangeExec", "ReusedExchangeExec"})
@@ -202,7 +202,7 @@ def estimate(plan: PhysicalPlan, side: Node, decoded: bool = False) -> int | Non
         if not scans or any(s is None for s in scans):
             return None
         size = sum(s for s in scans if s is not None)
-    if any(n.cls == "FilterExec" and _selective(n) for n in nodes):
+    if any(n.cls == "FilterExec" and selective(n) for n in nodes):
         size //= 4
     return size
 
@@ -238,7 +238,7 @@ def bound(plan: PhysicalPlan, side: Node) -> int | None:
     return estimate(plan, side, decoded=True)
 
 
-def _selective(node: Node) -> bool:
+def selective(node: Node) -> bool:
     """A filter that keeps fewer rows than ``IS NOT NULL`` checks alone would."""
     condition = node.expr("condition")
     plain = {"And", "IsNotNull", "AttributeReference"}

@@ -437,19 +437,27 @@ def test_cartesian_products(session: hs.Session, spark: Any, query: str) -> None
 # -- 4b. broadcast inner joins below semi and anti joins -------------------------------------
 
 #: (query, whether a broadcast inner join runs below its semi or anti joins): Spark plans
-#: each semi or anti join on ``w`` below the inner join with ``b``
+#: each semi or anti join on ``w`` below the inner join with ``b``, which moves below them
+#: only where a filter cuts ``b`` (``bid > 2``; ``IS NOT NULL`` alone cuts nothing)
 FILTERED_BELOW = [
     (
-        "SELECT w.g, count(*) AS n FROM w JOIN b ON w.k = b.k WHERE b.y IS NOT NULL "
+        "SELECT w.g, count(*) AS n FROM w JOIN b ON w.k = b.k WHERE b.bid > 2 "
         "AND EXISTS (SELECT 1 FROM w AS w2 WHERE w2.k = w.k AND w2.id <> w.id) "
         "AND NOT EXISTS (SELECT 1 FROM w AS w3 WHERE w3.g = w.g AND w3.id > w.id + 20) "
         "GROUP BY w.g",
         True,
     ),
+    (
+        "SELECT w.g, count(*) AS n FROM w JOIN b ON w.k = b.k WHERE b.y IS NOT NULL "
+        "AND EXISTS (SELECT 1 FROM w AS w2 WHERE w2.k = w.k AND w2.id <> w.id) "
+        "AND NOT EXISTS (SELECT 1 FROM w AS w3 WHERE w3.g = w.g AND w3.id > w.id + 20) "
+        "GROUP BY w.g",
+        False,
+    ),
     # a projection between the semi join and the inner join drops the column it tests
     (
-        "SELECT w.id, w.v, w.s, w.d, b.y FROM w JOIN b ON w.k = b.k "
-        "WHERE EXISTS (SELECT 1 FROM w AS w2 WHERE w2.g = w.g AND w2.id > w.id + 3)",
+        "SELECT w.id, w.v, w.s, w.d, b.y FROM w JOIN b ON w.k = b.k WHERE b.bid < 9 "
+        "AND EXISTS (SELECT 1 FROM w AS w2 WHERE w2.g = w.g AND w2.id > w.id + 3)",
         True,
     ),
     (
@@ -501,9 +509,10 @@ def test_broadcast_inner_joins_run_below_semi_and_anti_joins(
 ) -> None:
     """Spark puts a ``EXISTS``/``IN`` semi join (or a ``NOT EXISTS`` anti join) on the
     table it filters, below the inner joins with the other tables.  DuckDB cannot move an
-    inner join across a semi join, so the query runs the broadcast inner join first and
-    the filters on its rows (TPC-H Q21: a one-nation supplier cuts the rows the anti
-    join's hash table is probed with); the rows are Spark's either way."""
+    inner join across a semi join, so where a filter cuts the broadcast side the query
+    runs that inner join first and the filters on its rows (TPC-H Q21: the one nation's
+    suppliers cut the rows the anti join's hash table is probed with); the rows are
+    Spark's either way."""
     kinds = {k for _, _, k in join_operators(spark, query)}
     assert kinds & {"LeftSemi", "LeftAnti"}
     stream = in_engine_sql(session, spark, query)
