@@ -202,7 +202,7 @@ def estimate(plan: PhysicalPlan, side: Node, decoded: bool = False) -> int | Non
         if not scans or any(s is None for s in scans):
             return None
         size = sum(s for s in scans if s is not None)
-    if any(n.cls == "FilterExec" and selective(n) for n in nodes):
+    if any(selective(n) for n in nodes):
         size //= 4
     return size
 
@@ -239,7 +239,10 @@ def bound(plan: PhysicalPlan, side: Node) -> int | None:
 
 
 def selective(node: Node) -> bool:
-    """A filter that keeps fewer rows than ``IS NOT NULL`` checks alone would."""
+    """A filter (``FilterExec``) that keeps fewer rows than ``IS NOT NULL`` checks alone
+    would; any other node is not one."""
+    if node.cls != "FilterExec":
+        return False
     condition = node.expr("condition")
     plain = {"And", "IsNotNull", "AttributeReference"}
     return condition is not None and any(n.cls not in plain for n in condition.walk())

@@ -60,14 +60,10 @@ def _project(tr: Translator, node: Node, stage: Stage) -> Rel:
     items, columns = named_output(tr, exprs, child)
     # a projection of bare attributes keeps a semi or anti join's rows below it open to
     # the inner joins above (``FilterJoins``)
-    filters = child.filters
-    if filters is not None and all(e.cls == "AttributeReference" for e in exprs):
-        filters = filters.narrowed(columns)
-    else:
-        filters = None
-    rel = Rel(f"SELECT {items} FROM ({child.sql}) AS t", columns, streams=child.streams)
-    rel.filters = filters
-    return rel
+    bare = all(e.cls == "AttributeReference" for e in exprs)
+    filters = child.filters.narrowed(columns) if child.filters is not None and bare else None
+    sql = f"SELECT {items} FROM ({child.sql}) AS t"
+    return Rel(sql, columns, streams=child.streams, filters=filters)
 
 
 @register_operator("FilterExec")

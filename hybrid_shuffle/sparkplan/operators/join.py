@@ -148,7 +148,7 @@ def _below_filters(tr: Translator, node: Node, left: Rel, right: Rel) -> Rel | N
     built = {c.ref for c in sides[1 - probe].columns}
     if built & {c.ref for c in filters.base.columns}:
         return None
-    cuts = any(n.cls == "FilterExec" and selective(n) for n in node.children[1 - probe].walk())
+    cuts = any(selective(n) for n in node.children[1 - probe].walk())
     sides[probe] = filters.base
     inner = join_sql(tr, node, sides[0], sides[1])
     below = FilterJoins(inner, filters.joins, filters.selective or cuts)
