@@ -82,13 +82,11 @@ def sum_of(x: str, t: SparkType, distinct: str = "", over: str = "") -> str:
     ``over``: a window's ``OVER (..)``), as SQL of ``sum_type(t)``."""
     out = sum_type(t)
     if out.is_decimal:
-        if t.is_decimal and t.scale == out.scale:
-            # DuckDB sums any decimal(p, s) into a 128-bit decimal(38, s) itself, the same
-            # exact sum: a cast of every value to decimal(38, s) first costs it 10x below
-            # 19 digits, and a third of a TPC-H scan stage's time above (Q15's revenue)
-            return fit_decimal(f"sum({distinct}{x}){over}", out)
-        wide = decimal(38, out.scale)
-        return fit_decimal(f"sum({distinct}CAST({x} AS {wide.duck})){over}", out)
+        # DuckDB sums any decimal(p, s) into a 128-bit decimal(38, s) itself, the same
+        # exact sum at the scale ``sum_type`` keeps: a cast of every value to
+        # decimal(38, s) first costs it 10x below 19 digits, and a third of a TPC-H scan
+        # stage's time above (Q15's revenue)
+        return fit_decimal(f"sum({distinct}{x}){over}", out)
     if out.is_integral:
         return wrap_long(f"sum({distinct}CAST({x} AS BIGINT)){over}")
     return f"CAST(sum({distinct}CAST({x} AS DOUBLE)){over} AS DOUBLE)"
