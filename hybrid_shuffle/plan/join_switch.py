@@ -18,8 +18,8 @@ read broadcast inputs, which go with the join):
   the translation checked that nothing in the stage above the join relies on the
   hash partitioning (a final aggregate on the join keys would: then the stage may
   only split, below), and this module that the graph allows it (both edges plain
-  hash exchanges, not pipelined, the build edge re-readable, any other input a
-  blocking broadcast, the probe producer feeding only the join, no cache, no
+  hash exchanges, not pipelined, the build edge re-readable, any other input the
+  moved query reads a blocking broadcast, the probe producer feeding only the join, no cache, no
   co-location, no adaptive count, no cycle through the holds).
   The join may be the job's last stage: the probe producer then writes the result.
 * **Run time** (``JoinSwitch.decide``, called by the scheduler once the build
@@ -47,7 +47,11 @@ read broadcast inputs, which go with the join):
   stage runs the rest of its query over them.  Each joined row lands in the task its
   probe row went to before, so every task of the rest reads the rows it read before
   (Q3 at TPC-H SF1: 30,000 joined rows cross the exchange instead of 3.2M ``lineitem``
-  rows).
+  rows).  An inner join whose side is rows of its exchange that semi and anti joins of
+  the stage keep splits before them (``sparkplan.switchable``): the moved query joins
+  the exchange's rows, the rest of the stage runs the semi and anti joins on the joined
+  rows, and the input they read stays with it, whatever its edge (``SwitchableJoin.build``
+  names the side not so filtered, the only one built when one is).
 
 **The limit.** ``adaptive.broadcast_bytes`` (10 MiB, Spark's threshold) is a fixed
 size, so the same query keeps a join shuffled once its data grows, however much larger
@@ -136,10 +140,15 @@ class SwitchableJoin:
     #: (``sparkplan.switchable.bound``; None: unknown, or not to be trusted for that)
     left_bound: int | None = None
     right_bound: int | None = None
+    #: the only edge that may be built, where the other side is rows semi or anti joins
+    #: in the stage keep (the split runs the join before them: ``split``)
+    build: str | None = None
 
     def build_edge(self) -> str | None:
         """The side to build, if any: the one that may be built with the smaller estimate
         (the right one when the estimates say nothing)."""
+        if self.build is not None:
+            return self.build
         sides = build_sides(self.join_type)
         if not sides:
             return None
@@ -364,6 +373,8 @@ def _ineligible(graph: JobGraph, vertex: JobVertex, join: SwitchableJoin) -> str
     for edge in vertex.inputs:
         if edge.name in (join.left_edge, join.right_edge):
             continue
+        if join.split is not None and join.tokens.get(edge.name, "") not in join.split:
+            continue  # the rest of the stage reads it, as before
         if edge.partitioner.kind is not PartitionerKind.BROADCAST or edge.target_operator:
             return f"its stage also reads '{edge.name}', which is not a broadcast input"
         if not (edge.partition_type.is_blocking() and edge.partition_type.reconsumable):

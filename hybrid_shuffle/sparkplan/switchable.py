@@ -18,7 +18,11 @@ own query then runs in the probe producer's tasks, and its rows go over the prob
 side's exchange, hashed on the same key columns, to the rest of the stage, which reads
 them where it read the join's rows: every task of the rest then holds the rows it held
 before (each joined row lands where its probe row did), so a final aggregate, a window or
-a sort above the join keeps its meaning.  A stage that runs a top-n's partial part (its
+a sort above the join keeps its meaning.  An inner join whose side (or both) is the
+rows of its exchange that semi and anti joins on the same keys keep (Spark's plan of an
+``IN`` or ``EXISTS`` beside a join: TPC-H Q18) splits before them: the rest of the stage
+runs them on the joined rows (``Rel.switch_below``), and the input they read may be a
+hash edge, since it stays with the rest.  A stage that runs a top-n's partial part (its
 rows gathered into one task for the final top-n) may switch or split as one that feeds
 an exchange.  The stage's query is kept with its input tokens so that the engine can
 name its inputs again (``SwitchableJoin``).
@@ -37,11 +41,10 @@ import pyarrow.parquet as pq
 from hybrid_shuffle.plan.join_switch import SPLIT_TOKEN, SwitchableJoin, build_sides
 from hybrid_shuffle.sparkplan.edge_facts import ROW_BY_ROW
 from hybrid_shuffle.sparkplan.operators.join import join_type
-from hybrid_shuffle.sparkplan.relation import engine_names
+from hybrid_shuffle.sparkplan.relation import Column, FilterJoins, Rel, engine_names
 
 if TYPE_CHECKING:
     from hybrid_shuffle.sparkplan.physical import PhysicalPlan
-    from hybrid_shuffle.sparkplan.relation import Rel
     from hybrid_shuffle.sparkplan.stage import Stage
     from hybrid_shuffle.sparkplan.tree import Node
 
@@ -88,6 +91,11 @@ def switchable_join(
     if join is None or len(join.children) != 2:
         return None
     sides = [_exchange_below(child) for child in join.children]
+    filtered = [i for i, side in enumerate(sides) if side is None]
+    exchanges = _filtered_sides(join, rels) if filtered else None
+    if exchanges is not None:
+        assert rels is not None
+        split, sides = rels[id(join)], list(exchanges)
     edges = [f"exchange_{plan.shown_id(s.op_id or -1)}" for s in sides if s is not None]
     if len(edges) != 2:
         return None
@@ -95,26 +103,41 @@ def switchable_join(
     others = [i for i in stage.inputs if i.spec is None or i.spec.edge not in edges]
     if len(tokens) != len(stage.inputs) or edges[0] == edges[1] or not set(edges) <= set(tokens):
         return None
-    if not all(i.side for i in others):  # besides the join's sides, only broadcast inputs
-        return None
     shown = plan.shown_id(join.op_id or -1)
     kind = join_type(join)
     template = rel.renamed(engine_names([c.name for c in rel.columns])) if final else rel.sql
+    cut: str | None = None  # the query that runs in the probe producer's tasks, if split
+    columns: list[Column] = []
     if split is not None:
         # the rest of the stage reads the join's rows where its query was: the join's
         # query must be found there once, and no input read on both sides of the cut
         if template.count(split.sql) != 1:
             return None
-        template = template.replace(split.sql, f"SELECT * FROM {SPLIT_TOKEN}")
-        if any(t in template and t in split.sql for t in tokens.values()):
+        cut, columns, rest = split.sql, split.columns, f"SELECT * FROM {SPLIT_TOKEN}"
+        if exchanges is not None and split.switch_below is not None:
+            # the join runs before the filtered side's semi and anti joins, which the
+            # rest of the stage runs after it (``Rel.switch_below``)
+            filters = split.switch_below
+            cut, columns = filters.base.sql, filters.base.columns
+            rest = FilterJoins(Rel(rest, columns), filters.joins).sql(split.columns)
+        template = template.replace(split.sql, rest)
+        if any(t in template and t in cut for t in tokens.values()):
             return None
+    # besides the join's sides, only broadcast inputs go with it
+    if not all(i.side for i in others if cut is None or i.token in cut):
+        return None
     # Spark's estimates (calls into the JVM): of both sides where either may be built (the
     # smaller is built), and of each side that may be the probe side, to bound how big a
     # build side may still be broadcast (``bound``, ``JoinSwitch.limit``)
     buildable = build_sides(kind)
+    one = exchanges is not None and len(filtered) == 1
+    if one:  # only the side no semi or anti join filters may be built
+        buildable = ("right",) if filtered == [0] else ("left",)
     either = len(buildable) == 2
     probes = (buildable != ("left",), buildable != ("right",)) if buildable else (False, False)
-    pairs = zip(join.children, probes, strict=True)
+    # a filtered side's producer writes its exchange's rows: they bound the build side
+    children = join.children if exchanges is None else list(exchanges)
+    pairs = zip(children, probes, strict=True)
     bounds = [bound(plan, side) if probe else None for side, probe in pairs]
     return SwitchableJoin(
         f"{join.cls.removesuffix('Exec')} ({shown})",
@@ -125,11 +148,42 @@ def switchable_join(
         estimate(plan, join.children[1]) if either else None,
         template,
         tokens,
-        split=None if split is None else split.sql,
-        split_columns=() if split is None else tuple(c.ref for c in split.columns),
+        split=cut,
+        split_columns=tuple(c.ref for c in columns),
         left_bound=bounds[0],
         right_bound=bounds[1],
+        build=edges[1 - filtered[0]] if one else None,
     )
+
+
+def _filtered_sides(join: Node, rels: Mapping[int, Rel] | None) -> tuple[Node, Node] | None:
+    """The exchanges of a shuffled inner join's sides, where a side is rows of its exchange
+    kept by the stage's semi and anti joins and the translation wrote the join below them
+    (``Rel.switch_below``): the join may split off before those filters, into the tasks
+    producing the probe side.  None otherwise."""
+    if rels is None or join_type(join) != "Inner":
+        return None
+    found = rels.get(id(join))
+    if found is None or found.switch_below is None:
+        return None
+    left, right = (_filtered_exchange(child) for child in join.children)
+    return None if left is None or right is None else (left, right)
+
+
+def _filtered_exchange(node: Node) -> Node | None:
+    """The exchange whose rows a join side is, kept by shuffled semi and anti joins (their
+    left sides, through Spark's wrappers and projections)."""
+    while True:
+        while node.cls in _UNDER or node.cls == "ProjectExec":
+            if len(node.children) != 1:
+                return None
+            node = node.children[0]
+        if node.cls in _EXCHANGES:
+            return node
+        semi = node.cls in _SHUFFLED_JOINS and join_type(node) in ("LeftSemi", "LeftAnti")
+        if not semi or node.get("isNullAwareAntiJoin") or len(node.children) != 2:
+            return None
+        node = node.children[0]
 
 
 def _join_below(node: Node, split: bool = False) -> Node | None:

@@ -252,6 +252,14 @@ class Translator:
         del self.info.spark_subtrees[subtrees:]
         return self._fall_back(node, stage, _sentence(reason))
 
+    def rewritten(self, node: Node, rel: Rel) -> None:
+        """``node``'s relation is now ``rel`` (an operator above it moved into it:
+        ``operators.join``), for what reads the translated operators after the stage
+        (``switchable_join``'s split: the query it cuts out of the stage)."""
+        assert self._stage is not None
+        inputs = [(i.token, i.stream.node) for i in self._stage.inputs]
+        self._done.append((node, rel, inputs))
+
     def _fall_back(self, node: Node, stage: Stage, reason: str) -> Rel:
         what = self.describe(node)
         if self.fallback == "error":

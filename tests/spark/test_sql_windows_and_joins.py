@@ -24,7 +24,8 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 import hybrid_shuffle as hs
-from hybrid_shuffle.operators.sql import SqlQuery
+from hybrid_shuffle.operators.sql import SqlQuery, input_name
+from hybrid_shuffle.shuffle.routing import PartitionerKind
 
 from .oracle import (
     BASE_YAML,
@@ -526,6 +527,94 @@ def test_broadcast_inner_joins_run_below_semi_and_anti_joins(
     assert (bool(queries) and not any(_joins_above_filters(q) for q in queries)) is below
 
 
+#: (query, whether its broadcast join runs on one side of the shuffled join below it): with
+#: broadcasts off but for the hint, Spark joins ``w`` and ``w2`` by sort-merge and ``b``
+#: above, by broadcast; ``b``'s join moves onto the side whose columns it reads, where a
+#: filter cuts ``b`` (``bid > 2``, not ``IS NOT NULL`` alone) and it reads one side only
+INTO_SIDE = [
+    (
+        "SELECT /*+ BROADCAST(b) */ w.g, count(*) AS n, sum(w2.v) AS s FROM w "
+        "JOIN w AS w2 ON w.id = w2.id + 1 JOIN b ON w.k = b.k WHERE b.bid > 2 GROUP BY w.g",
+        True,
+    ),
+    (
+        "SELECT /*+ BROADCAST(b) */ w.id, w2.s, b.y FROM w "
+        "JOIN w AS w2 ON w.g = w2.g JOIN b ON w2.k = b.k WHERE b.bid > 2",
+        True,
+    ),
+    (
+        "SELECT /*+ BROADCAST(b) */ w.g, count(*) AS n FROM w "
+        "JOIN w AS w2 ON w.id = w2.id + 1 JOIN b ON w.k = b.k WHERE b.y IS NOT NULL GROUP BY w.g",
+        False,
+    ),
+    (
+        "SELECT /*+ BROADCAST(b) */ w.id, w2.id AS id2, b.bid FROM w "
+        "JOIN w AS w2 ON w.id = w2.id + 1 JOIN b ON w.k = b.k AND b.bid > w2.v WHERE b.bid > 2",
+        False,
+    ),
+]
+
+
+def _joins_around(sql: str, table: str) -> int:
+    """How many joins of ``sql`` (DuckDB's own parse tree) hold the reads of ``table``."""
+    import json
+
+    import duckdb
+
+    parsed = duckdb.sql("SELECT json_serialize_sql(?)", params=[sql]).fetchone()
+    assert parsed is not None
+
+    def walk(node: Any, joins: int) -> int:
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE" and node.get("table_name") == table:
+                return joins
+            joins += node.get("type") == "JOIN"
+            return max((walk(v, joins) for v in node.values()), default=0)
+        if isinstance(node, list):
+            return max((walk(v, joins) for v in node), default=0)
+        return 0
+
+    return walk(json.loads(parsed[0]), 0)
+
+
+@pytest.mark.parametrize(("query", "into"), INTO_SIDE)
+def test_a_selective_broadcast_join_runs_on_one_side_of_the_shuffled_join_below_it(
+    session: hs.Session, spark: Any, query: str, into: bool
+) -> None:
+    """Spark joins a dimension where the query text does, above a shuffled join (TPC-H
+    Q21 at SF10: the one nation above the shuffled ``orders`` join).  Where a filter cuts
+    the dimension and its join reads one side of the shuffled join only, it runs on that
+    side first, and the shuffled join joins fewer rows; the rows are Spark's either way."""
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        assert [(c, k) for c, _, k in join_operators(spark, query)] == [
+            ("BroadcastHashJoinExec", "Inner"),
+            ("SortMergeJoinExec", "Inner"),
+        ]
+        stream = in_engine_sql(session, spark, query)
+    graph = stream.job.plan(stream).graph
+    (stage,) = [v for v in graph.vertices.values() if len(v.inputs) == 3]
+    (broadcast,) = [e for e in stage.inputs if e.partitioner.kind is PartitionerKind.BROADCAST]
+    (operator,) = stage.operators
+    assert isinstance(operator, SqlQuery)
+    assert _joins_around(operator.query, input_name(broadcast.target_input)) == (2 if into else 1)
+
+
+def test_a_broadcast_join_run_on_one_side_goes_with_the_split_join(
+    session: hs.Session, spark: Any
+) -> None:
+    """A final aggregate on the shuffled join's key keeps the stage from moving whole; the
+    shuffled join, now with the broadcast join on its side, is what splits off into the
+    probe side's tasks (``Translator.rewritten``)."""
+    query = (
+        "SELECT /*+ BROADCAST(b) */ w.k, count(*) AS n, sum(w2.v) AS s FROM w "
+        "JOIN w AS w2 ON w.k = w2.k JOIN b ON w.id = b.bid WHERE b.y > 'y3' GROUP BY w.k"
+    )
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        result = _run_checked(session, spark, query)
+    (change,) = result.adaptive
+    assert change.switched and change.split
+
+
 # -- 5. shuffled joins that become broadcast joins at run time (adaptive.broadcast_bytes) --
 
 #: (query, its join type, whether it may switch): each over a small side that Spark,
@@ -646,6 +735,37 @@ def test_a_stage_that_needs_the_joins_partitioning_splits_at_the_join(
     assert change.switched and change.split
     assert change.probe_edge in {e for e in result.edges}  # kept: it carries the join's rows
     assert "carried the joined rows to the rest of the stage" in result.explain
+
+
+#: a shuffled join of ``b`` with ``w``'s rows that a semi or anti join keeps (Spark puts
+#: the ``IN``/``EXISTS`` on ``w``, below the join, all three shuffled)
+FILTERED_PROBES = [
+    "SELECT b.y, w.id, w.v FROM b JOIN w ON b.bid = w.id "
+    "WHERE b.bid > 2 AND w.id IN (SELECT b2.bid * 2 FROM b AS b2 WHERE b2.y IS NOT NULL)",
+    "SELECT b.y, sum(w.v) AS s, count(*) AS n FROM b JOIN w ON b.bid = w.id WHERE NOT EXISTS "
+    "(SELECT 1 FROM b AS b3 WHERE b3.k = w.id AND b3.bid > 3) GROUP BY b.y",
+]
+
+
+@pytest.mark.parametrize("query", FILTERED_PROBES)
+def test_a_shuffled_join_splits_off_below_the_semi_and_anti_joins_of_its_side(
+    session: hs.Session, spark: Any, query: str
+) -> None:
+    """TPC-H Q18 at SF10: the 624 orders of over 300 units are joined with ``lineitem``
+    rows that the same ``IN`` keeps, all shuffled.  Once the small side is known, the join
+    runs in the tasks producing the filtered side, before its semi or anti join, and only
+    the joined rows cross that side's exchange to the rest of the stage, which filters
+    them: Spark's answer still."""
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        kinds = [k for c, _, k in join_operators(spark, query) if c == "SortMergeJoinExec"]
+        assert kinds[0] == "Inner" and set(kinds[1:]) <= {"LeftSemi", "LeftAnti"}
+        stream = session.sql(query)
+        explained = stream.explain()
+        result = _run_checked(session, spark, query)
+    assert "may become a broadcast join" in explained
+    (change,) = result.adaptive
+    assert change.switched and change.split
+    assert change.probe_edge in result.edges  # kept: it carries the joined rows
 
 
 def test_a_broadcast_join_in_the_stage_goes_with_the_switched_join(

@@ -58,12 +58,13 @@ def _project(tr: Translator, node: Node, stage: Stage) -> Rel:
     child = tr.rel(node.child, stage)
     exprs = node.exprs("projectList")
     items, columns = named_output(tr, exprs, child)
-    # a projection of bare attributes keeps a semi or anti join's rows below it open to
-    # the inner joins above (``FilterJoins``)
+    # a projection of bare attributes keeps a semi or anti join's rows (``FilterJoins``)
+    # and a shuffled join's sides (``InnerJoin``) below it open to the joins above
     bare = all(e.cls == "AttributeReference" for e in exprs)
     filters = child.filters.narrowed(columns) if child.filters is not None and bare else None
     sql = f"SELECT {items} FROM ({child.sql}) AS t"
-    return Rel(sql, columns, streams=child.streams, filters=filters)
+    inner = child.inner if bare else None  # ``InnerJoin``: its columns are the join's
+    return Rel(sql, columns, streams=child.streams, filters=filters, inner=inner)
 
 
 @register_operator("FilterExec")
