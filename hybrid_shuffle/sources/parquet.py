@@ -35,6 +35,7 @@ from pyarrow.fs import LocalFileSystem
 
 from hybrid_shuffle.empty_column import placeholder
 from hybrid_shuffle.errors import PlanError, summary
+from hybrid_shuffle.sources import opened_parquet
 from hybrid_shuffle.sources.duck_scan import DuckScan, reads_like_pyarrow, row_ranges
 
 if TYPE_CHECKING:  # imported where the driver opens a dataset: pyarrow.dataset imports
@@ -170,7 +171,10 @@ class ParquetSource:
         filter: pc.Expression | None,
     ) -> None:
         what = f"from_parquet '{name}'"
-        self.dataset = _open(path, what)
+        # the same files opened before: their dataset and fragments (``opened_parquet``)
+        key = opened_parquet.key_of(path) if filter is None else None
+        found = opened_parquet.kept(key) if key is not None else None
+        self.dataset = _open(path, what) if found is None else found[0]
         #: the schema the files are read as: their own, with views as plain strings
         self.read_schema = without_views(self.dataset.schema)
         full = self.read_schema
@@ -203,11 +207,16 @@ class ParquetSource:
         self.schema = full if columns is None else pa.schema([full.field(c) for c in columns])
         if columns is not None and not columns:
             self.schema = placeholder(0).schema
-        self.fragments = [
-            rg
-            for fragment in self.dataset.get_fragments(filter=filter)
-            for rg in fragment.split_by_row_group(filter, schema=self.dataset.schema)
-        ]
+        if found is not None:
+            self.fragments = found[1]
+        else:
+            self.fragments = [
+                rg
+                for fragment in self.dataset.get_fragments(filter=filter)
+                for rg in fragment.split_by_row_group(filter, schema=self.dataset.schema)
+            ]
+            if key is not None:
+                opened_parquet.keep(key, (self.dataset, self.fragments))
         self.rows = [sum(r.num_rows for r in f.row_groups) for f in self.fragments]
 
     def splits(self, parallelism: int, columns: Sequence[str] | None) -> list[ParquetSplit]:
