@@ -738,7 +738,8 @@ def test_a_stage_that_needs_the_joins_partitioning_splits_at_the_join(
 
 
 #: a shuffled join of ``b`` with ``w``'s rows that a semi or anti join keeps (Spark puts
-#: the ``IN``/``EXISTS`` on ``w``, below the join, all three shuffled)
+#: the ``IN``/``EXISTS`` on ``w`` below the join, and the ``IN`` on ``b`` as well, since
+#: the keys are equal; all shuffled)
 FILTERED_PROBES = [
     "SELECT b.y, w.id, w.v FROM b JOIN w ON b.bid = w.id "
     "WHERE b.bid > 2 AND w.id IN (SELECT b2.bid * 2 FROM b AS b2 WHERE b2.y IS NOT NULL)",
