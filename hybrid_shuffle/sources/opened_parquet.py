@@ -4,7 +4,7 @@ Translating a Spark query makes a ``from_parquet`` source per scan, and each one
 opened its dataset and parsed the files' footers to cut them into row-group fragments:
 11-14 ms for TPC-H's ``lineitem`` at SF10 (one file, 524 row groups), three times over
 in Q21's translation, whose whole translation took about 90 ms.  A source opened again
-over the same files takes the dataset and its fragments from here.
+over the same files takes the dataset, its fragments and their row counts from here.
 
 Nothing stale is kept: the key is the path with every file's size and modification
 time under it, listed afresh on each open as pyarrow's discovery lists them (names
@@ -28,8 +28,8 @@ _KEEP = 32
 
 #: a dataset's key: its path and each file's (path, size, modification time in ns)
 Key = tuple[str, tuple[tuple[str, int, int], ...]]
-#: what is kept: the dataset and its row-group fragments
-Opened = tuple[Any, list[Any]]
+#: what is kept: the dataset, its row-group fragments and each fragment's row count
+Opened = tuple[Any, list[Any], list[int]]
 
 _LOCK = threading.Lock()
 _OPENED: OrderedDict[Key, Opened] = OrderedDict()

@@ -208,16 +208,16 @@ class ParquetSource:
         if columns is not None and not columns:
             self.schema = placeholder(0).schema
         if found is not None:
-            self.fragments = found[1]
+            _, self.fragments, self.rows = found
         else:
             self.fragments = [
                 rg
                 for fragment in self.dataset.get_fragments(filter=filter)
                 for rg in fragment.split_by_row_group(filter, schema=self.dataset.schema)
             ]
+            self.rows = [sum(r.num_rows for r in f.row_groups) for f in self.fragments]
             if key is not None:
-                opened_parquet.keep(key, (self.dataset, self.fragments))
-        self.rows = [sum(r.num_rows for r in f.row_groups) for f in self.fragments]
+                opened_parquet.keep(key, (self.dataset, self.fragments, self.rows))
 
     def splits(self, parallelism: int, columns: Sequence[str] | None) -> list[ParquetSplit]:
         """``parallelism`` splits reading ``columns`` (``None``: the stream's own), one per

@@ -244,7 +244,7 @@ class Translator:
         except Exception as e:  # a translation's own failure: the operator runs in Spark
             reason = f"its translation failed ({type(e).__name__}: {summary(e)})"
         else:
-            self._done.append((node, out, [(i.token, i.stream.node) for i in stage.inputs]))
+            self._record(node, out, stage)
             return out
         finally:
             self._stage = previous
@@ -257,8 +257,11 @@ class Translator:
         ``operators.join``), for what reads the translated operators after the stage
         (``switchable_join``'s split: the query it cuts out of the stage)."""
         assert self._stage is not None
-        inputs = [(i.token, i.stream.node) for i in self._stage.inputs]
-        self._done.append((node, rel, inputs))
+        self._record(node, rel, self._stage)
+
+    def _record(self, node: Node, rel: Rel, stage: Stage) -> None:
+        """``node`` translated as ``rel``, with the inputs ``stage`` has so far."""
+        self._done.append((node, rel, [(i.token, i.stream.node) for i in stage.inputs]))
 
     def _fall_back(self, node: Node, stage: Stage, reason: str) -> Rel:
         what = self.describe(node)

@@ -138,11 +138,9 @@ def _below_filters(tr: Translator, node: Node, left: Rel, right: Rel) -> Rel | N
     recorded below the filters (``FilterJoins.base``) but written where Spark put it,
     until a selective one above takes it along.  None where it does not apply: another
     join, a built side sharing a column with the relation (a name it would hide)."""
-    from hybrid_shuffle.sparkplan.switchable import selective  # it imports this module
-
     if node.cls != "BroadcastHashJoinExec" or join_type(node) not in ("Inner", "Cross"):
         return None
-    probe = 0 if node.object("buildSide") == "BuildRight" else 1
+    probe = streamed_side(tr, node)
     sides = [left, right]
     filters = sides[probe].filters
     if filters is None:
@@ -150,7 +148,7 @@ def _below_filters(tr: Translator, node: Node, left: Rel, right: Rel) -> Rel | N
     built = {c.ref for c in sides[1 - probe].columns}
     if built & {c.ref for c in filters.base.columns}:
         return None
-    cuts = any(selective(n) for n in node.children[1 - probe].walk())
+    cuts = _built_side_cut(node, probe)
     sides[probe] = filters.base
     inner = join_sql(tr, node, sides[0], sides[1])
     below = FilterJoins(inner, filters.joins, filters.selective or cuts)
@@ -235,14 +233,12 @@ def _into_side(tr: Translator, node: Node, left: Rel, right: Rel) -> Rel | None:
     where Spark put it.  The shuffled join's new relation is recorded as its own
     (``Translator.rewritten``): a split switch cuts it out.  None where it does not
     apply: another join, a built side sharing a column with the shuffled join's."""
-    from hybrid_shuffle.sparkplan.switchable import selective  # it imports this module
-
     if node.cls != "BroadcastHashJoinExec" or join_type(node) != "Inner":
         return None
-    probe = 0 if node.object("buildSide") == "BuildRight" else 1
+    probe = streamed_side(tr, node)
     sides = [left, right]
     inner, built = sides[probe].inner, sides[1 - probe]
-    if inner is None or not any(selective(n) for n in node.children[1 - probe].walk()):
+    if inner is None or not _built_side_cut(node, probe):
         return None
     below = [inner.left, inner.right]
     refs = {c.ref for side in below for c in side.columns}
@@ -263,6 +259,14 @@ def _into_side(tr: Translator, node: Node, left: Rel, right: Rel) -> Rel | None:
         sql = f"SELECT {', '.join(c.ref for c in columns)} FROM ({joined.sql}) AS t"
         return Rel(sql, columns, inner=joined.inner)
     return None
+
+
+def _built_side_cut(node: Node, probe: int) -> bool:
+    """Whether a filter cuts the built side of broadcast join ``node`` (more than ``IS NOT
+    NULL`` checks: ``switchable.selective``); ``probe`` is its streamed side."""
+    from hybrid_shuffle.sparkplan.switchable import selective  # it imports this module
+
+    return any(selective(n) for n in node.children[1 - probe].walk())
 
 
 def _attribute_ids(exprs: list[Node]) -> set[int]:
