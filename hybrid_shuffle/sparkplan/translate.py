@@ -33,15 +33,18 @@ from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 from hybrid_shuffle.spark import SIZE_HINT
 from hybrid_shuffle.spark.bridge import handover_types
 from hybrid_shuffle.sparkplan.edge_facts import consumer_kind, exchange_facts
-from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported
+from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.expressions.arithmetic import precision_loss
 from hybrid_shuffle.sparkplan.operators import OPERATORS
+from hybrid_shuffle.sparkplan.operators.exchange import read_broadcast
 from hybrid_shuffle.sparkplan.physical import (
     PhysicalPlan,
     output_attributes,
     output_partitioning,
     subtree_dataframe,
 )
+from hybrid_shuffle.sparkplan.pushed_keys import Push
+from hybrid_shuffle.sparkplan.pushed_keys import find as find_pushes
 from hybrid_shuffle.sparkplan.relation import Column, Rel, distinct
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.switchable import switchable_join
@@ -123,6 +126,12 @@ class Translator:
         #: relation and the stage inputs it could read (token, node): what ``finish``
         #: checks one by one when DuckDB rejects a stage
         self._done: list[tuple[Node, Rel, list[tuple[str, LogicalNode]]]] = []
+        #: ``id(operator)`` -> the selective broadcast joins' keys pushed onto its output
+        #: (``sparkplan.pushed_keys``)
+        originals = {r: self.by_id[o] for r, o in plan.reuses.items() if o in self.by_id}
+        self._pushes = find_pushes(plan.trees(), originals)
+        #: per built side pushed (its operator id), the edge each stage reads it over
+        self._key_edges: dict[int, dict[Stage, str]] = {}
 
     def translate(self) -> Stream:
         started = time.perf_counter()
@@ -140,7 +149,7 @@ class Translator:
         the plan is translated again with it there."""
         for attempt in range(_ATTEMPTS + 1):
             self._exchanges, self._subqueries, self._done = {}, {}, []
-            self._subquery_edges, self._stages = {}, []
+            self._subquery_edges, self._stages, self._key_edges = {}, [], {}
             self.info.edges, self.info.spark_subtrees = {}, []
             try:
                 stage = Stage(self.job)
@@ -244,6 +253,8 @@ class Translator:
         except Exception as e:  # a translation's own failure: the operator runs in Spark
             reason = f"its translation failed ({type(e).__name__}: {summary(e)})"
         else:
+            for push in self._pushes.get(id(node), ()):
+                out = self._pushed_onto(node, out, stage, push)
             self._record(node, out, stage)
             return out
         finally:
@@ -251,6 +262,39 @@ class Translator:
         del stage.inputs[inputs:]
         del self.info.spark_subtrees[subtrees:]
         return self._fall_back(node, stage, _sentence(reason))
+
+    def _pushed_onto(self, node: Node, out: Rel, stage: Stage, push: Push) -> Rel:
+        """``out`` (``node``'s rows, a stage below ``push.join``'s) semi-joined with the
+        join's built side, read by this stage too (``sparkplan.pushed_keys``); ``out``
+        itself where a key is not among its columns or the built side's key does not
+        translate."""
+        by_id = {c.id: c for c in out.columns}
+        if push.build.op_id is None or any(key not in by_id for key, _ in push.keys):
+            return out
+        readers = self._key_edges.setdefault(push.build.op_id, {})
+        edge = readers.get(stage)
+        if edge is None:
+            edge = f"exchange_{self.plan.shown_id(push.build.op_id)}_keys"
+            edge += f"_{len(readers) + 1}" if readers else ""
+        inputs = len(stage.inputs)
+        try:
+            built = read_broadcast(self, push.build, stage, edge)
+            scope = built.scope(self.subquery_of_stage)
+            on = " AND ".join(
+                f"({by_id[key].ref} = {compile_expression(expr, scope).text})"
+                for key, expr in push.keys
+            )
+        except (Unsupported, UnsupportedType):
+            del stage.inputs[inputs:]
+            return out
+        readers[stage] = edge
+        self.info.edges[edge] = (
+            f"the keys of {self.describe(push.build)}, which {self.describe(push.join)} "
+            f"joins: the rows of {self.describe(node)} that cannot join there are dropped "
+            "before their exchange"
+        )
+        semi = f"({out.sql}) AS l SEMI JOIN ({built.sql}) AS r ON {on}"
+        return Rel(f"SELECT {out.select_list()} FROM {semi}", out.columns, streams=out.streams)
 
     def rewritten(self, node: Node, rel: Rel) -> None:
         """``node``'s relation is now ``rel`` (an operator above it moved into it:

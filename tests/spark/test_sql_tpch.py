@@ -40,7 +40,9 @@ pytestmark = pytest.mark.spark
 
 SCALE = 0.01
 TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
-EDGE_NAME = re.compile(r"(exchange|gather|subquery)_\d+")
+#: an exchange's own edge, or a second reader's (``subquery_1_2``; ``exchange_23_keys``, a
+#: broadcast's keys pushed into another stage: ``sparkplan.pushed_keys``)
+EDGE_NAME = re.compile(r"(exchange|gather|subquery)_\d+(_keys)?(_\d+)?")
 
 
 @dataclass(frozen=True)

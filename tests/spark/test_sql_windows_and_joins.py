@@ -615,6 +615,109 @@ def test_a_broadcast_join_run_on_one_side_goes_with_the_split_join(
     assert change.switched and change.split
 
 
+# -- 4c. a selective broadcast join's keys pushed below the exchanges under it -----------
+
+#: (query, the scan its keys go onto: the alias whose rows are cut, or None): each with a
+#: broadcast ``b`` joined above a sort-merge join of ``w`` with itself
+PUSHED_KEYS = [
+    # through the sort-merge join's exchange onto w2's scan (TPC-H Q7's nations)
+    (
+        "SELECT /*+ BROADCAST(b) */ w.id, w2.s, b.y FROM w "
+        "JOIN w AS w2 ON w.g = w2.g JOIN b ON w2.k = b.k WHERE b.bid > 6",
+        "w2",
+    ),
+    # the kept side of a left outer join passes the key on
+    (
+        "SELECT /*+ BROADCAST(b) */ w.id, w2.id AS id2, b.bid FROM w "
+        "LEFT JOIN w AS w2 ON w.g = w2.g JOIN b ON w.k = b.k WHERE b.y > 'y3'",
+        "w",
+    ),
+    # a built side no filter cuts: every key would match, nothing is pushed
+    (
+        "SELECT /*+ BROADCAST(b) */ w.id, b.y FROM w JOIN w AS w2 ON w.g = w2.g "
+        "JOIN b ON w2.k = b.k",
+        None,
+    ),
+    # the key is an aggregate's group: it stops there, above its exchange
+    (
+        "SELECT /*+ BROADCAST(b) */ t.k, t.n, b.y FROM (SELECT k, count(*) AS n FROM w "
+        "GROUP BY k) AS t JOIN b ON t.k = b.k WHERE b.bid > 2",
+        None,
+    ),
+]
+
+
+def _keys_edges(stream: hs.Stream) -> dict[str, str]:
+    """The edges carrying pushed keys: name -> the SQL of the stage they go into."""
+    graph = stream.job.plan(stream).graph
+    found = {}
+    for vertex in graph.vertices.values():
+        for edge in vertex.inputs:
+            if edge.name.endswith("_keys"):
+                (operator,) = vertex.operators
+                assert isinstance(operator, SqlQuery)
+                found[edge.name] = operator.query
+    return found
+
+
+@pytest.mark.parametrize(("query", "onto"), PUSHED_KEYS)
+def test_a_selective_broadcast_joins_keys_cut_the_rows_before_the_exchanges_below_it(
+    session: hs.Session, spark: Any, query: str, onto: str | None
+) -> None:
+    """Spark joins a filtered dimension above the shuffled join below it (TPC-H Q7's
+    nations): its keys go down to the scan whose rows carry the key, over an edge
+    ``exchange_<id>_keys`` of the broadcast's own, and the rows that cannot join are
+    dropped before they cross the exchange.  The rows are Spark's either way."""
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        stream = in_engine_sql(session, spark, query)
+        explained = stream.explain_data()
+    edges = _keys_edges(stream)
+    if onto is None:
+        assert edges == {}
+        return
+    ((name, sql),) = edges.items()
+    assert "SEMI JOIN" in sql
+    assert "the keys of BroadcastExchange" in explained["spark_exchanges"][name]
+    (broadcast,) = [e for e in explained["edges"] if e["name"] == name.removesuffix("_keys")]
+    assert broadcast["partitioner"].startswith("broadcast")
+
+
+def test_pushed_keys_cut_the_exchange_the_rows_cross(
+    session: hs.Session, spark: Any, tmp_path: Path
+) -> None:
+    """The exchange below the join carries only the rows whose key the filtered
+    dimension holds (the shuffled join kept shuffled: ``adaptive.broadcast_bytes`` off)."""
+    query = PUSHED_KEYS[0][0]
+    yaml = BASE_YAML % "" + "adaptive: {broadcast_bytes: 0, broadcast_max_bytes: 0}\n"
+    with configured(session, tmp_path, yaml), spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        result = _run_checked(session, spark, query)
+        ids = exchange_ids(spark, lambda: spark.sql(query))
+    assert not result.adaptive
+    crossing = {e.name: e.rows for e in result.profile().edges}
+
+    def count(where: str) -> int:
+        return int(spark.sql(f"SELECT count(*) FROM w WHERE g IS NOT NULL{where}").first()[0])
+
+    cut = count(" AND k IN (SELECT k FROM b WHERE bid > 6)")
+    # of the two exchanges into the sort-merge join, w2's carries its rows cut to the keys
+    assert sorted(crossing[f"exchange_{i}"] for i in ids) == sorted([cut, count("")])
+    assert cut < count(" AND k IS NOT NULL"), "the keys cut some rows"
+
+
+@pytest.mark.parametrize("mode", ["pipelined", "blocking", "hybrid-full", "hybrid-selective"])
+def test_pushed_keys_in_every_mode(
+    session: hs.Session, spark: Any, tmp_path: Path, mode: str
+) -> None:
+    """The keys' edge and the exchanges it cuts in each mode: Spark's rows."""
+    query = PUSHED_KEYS[0][0]
+    with configured(session, tmp_path, BASE_YAML % f", default_mode: {mode}"):
+        with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+            stream = in_engine_sql(session, spark, query)
+        assert list(_keys_edges(stream))
+        modes = {e["name"]: e["mode"] for e in stream.explain_data()["edges"]}
+    assert mode in modes.values()
+
+
 # -- 5. shuffled joins that become broadcast joins at run time (adaptive.broadcast_bytes) --
 
 #: (query, its join type, whether it may switch): each over a small side that Spark,

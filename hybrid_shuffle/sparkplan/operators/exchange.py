@@ -23,6 +23,7 @@ The number of consumer subtasks is the engine's (``parallelism``, YAML
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -37,7 +38,7 @@ from hybrid_shuffle.sparkplan.tree import Node
 if TYPE_CHECKING:
     from hybrid_shuffle.sparkplan.translate import Translator
 
-__all__: list[str] = []
+__all__ = ["read_broadcast"]
 
 
 def _partitioning(
@@ -100,14 +101,27 @@ def _broadcast_build(
 
 @register_operator("BroadcastExchangeExec")
 def _broadcast(tr: Translator, node: Node, stage: Stage) -> Rel:
-    producer, columns = tr.exchange_producer(node, _broadcast_build(tr, node))
-    return stage.read(producer.stream, producer.spec, columns)
+    return read_broadcast(tr, node, stage)
 
 
 @register_operator("ReusedExchangeExec")
 def _reused(tr: Translator, node: Node, stage: Stage) -> Rel:
     """The exchange it reuses (translated once, wherever it is met first), read over an
     edge of its own and its columns renamed to this node's."""
+    return read_broadcast(tr, node, stage)
+
+
+def read_broadcast(tr: Translator, node: Node, stage: Stage, edge: str | None = None) -> Rel:
+    """Exchange ``node`` read by ``stage``: a broadcast exchange, or a ``ReusedExchange``
+    of any exchange.  ``edge`` names the edge instead of the exchange's own name, for a
+    second stage reading the same rows (``sparkplan.pushed_keys``): the producer is
+    the same, and writes its rows once."""
+    if node.cls == "BroadcastExchangeExec":
+        producer, columns = tr.exchange_producer(node, _broadcast_build(tr, node))
+        spec = producer.spec
+        if edge is not None:
+            spec = dataclasses.replace(spec, edge=edge)
+        return stage.read(producer.stream, spec, columns)
     original_id = tr.plan.reuses.get(node.op_id or -1)
     original = tr.original(original_id) if original_id is not None else None
     if original is None or original_id is None:
@@ -121,6 +135,9 @@ def _reused(tr: Translator, node: Node, stage: Stage) -> Rel:
     from hybrid_shuffle.sparkplan.operators.basic import _attribute
 
     outputs = [_attribute(o) for o in node.exprs("output")]
-    rel = stage.read(producer.stream, tr.reuse(producer, node, original_id).spec, columns)
+    spec = tr.reuse(producer, node, original_id).spec
+    if edge is not None:
+        spec = dataclasses.replace(spec, edge=edge)
+    rel = stage.read(producer.stream, spec, columns)
     items = ", ".join(f"{a.ref} AS {b.ref}" for a, b in zip(rel.columns, outputs, strict=True))
     return Rel(f"SELECT {items} FROM ({rel.sql}) AS t", outputs)

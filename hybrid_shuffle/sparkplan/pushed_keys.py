@@ -1,0 +1,211 @@
+"""A selective broadcast join's keys, pushed below the exchanges under its other side.
+
+Spark joins a filtered dimension where the query text does: in TPC-H Q7 the two
+nation filters sit above the shuffled join of ``lineitem`` and ``orders``, so every
+``lineitem`` row of the two years (18M at SF10) crosses the exchange, and only the
+join stage drops the 92% whose supplier is of another nation.  Spark's adaptive
+execution does not move it either; its runtime filters (``InjectRuntimeFilter``)
+would, as a semi join or a Bloom filter built from the filtered side.
+
+Here the built side is small and already broadcast, so its keys go where the rows
+that carry the join's key are made: the pre-pass ``find`` follows each streamed key
+of such a join down its side of the plan, through operators that keep or drop each
+row on its own (projections that pass the key through, filters, sorts, exchanges,
+inner joins, the kept side of semi, anti and left outer joins), to the first
+operator it cannot pass (a scan, an aggregate, a projection computing the key; not
+a join, whose relation other rewrites of the translation read).  If that
+operator is below at least one exchange, the translation (``Translator.rel``)
+runs it semi-joined with the broadcast: its rows whose key has no match in the
+built side are dropped there, before their exchanges.  They are exactly the rows the
+join would drop, and no other row changes on the way, so the answer is the same.
+
+The broadcast reaches that stage over an edge of its own, ``exchange_<id>_keys``
+(``exchange_<id>`` is the one into the join; a second stage reading it gets
+``_keys_2``), explained as what it is.  Nothing is pushed through an exchange that
+Spark reuses (the reuser reads the same rows), nor from a built side no filter
+cuts (``switchable.selective``: every key would match, and the semi join would
+only cost its probes), unless keys pushed onto it cut it (TPC-H Q5's nations, cut
+to one region's: their keys then go on down to ``customer`` and ``supplier``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from hybrid_shuffle.sparkplan.tree import Node
+
+__all__ = ["Push", "find"]
+
+#: operators that pass every row of their child through as it is (or drop it alone)
+_ROWWISE = frozenset(
+    {
+        "WholeStageCodegenExec",
+        "InputAdapter",
+        "ColumnarToRowExec",
+        "RowToColumnarExec",
+        "FilterExec",
+        "SortExec",
+    }
+)
+_EXCHANGES = frozenset({"ShuffleExchangeExec", "BroadcastExchangeExec"})
+_JOINS = frozenset({"BroadcastHashJoinExec", "ShuffledHashJoinExec", "SortMergeJoinExec"})
+#: join type -> the sides a row of which is kept or dropped alone (0: left, 1: right)
+_KEPT_SIDES = {
+    "Inner": (0, 1),
+    "LeftSemi": (0,),
+    "LeftAnti": (0,),
+    "LeftOuter": (0,),
+    "RightOuter": (1,),
+}
+
+
+@dataclass(frozen=True)
+class Push:
+    """Join ``join``'s built side ``build`` (a broadcast exchange, or a reuse of one),
+    semi-joined to the output of the operator it is pushed onto: ``keys`` pairs each
+    attribute id of that output with the built side's key expression it must match."""
+
+    join: Node
+    build: Node
+    keys: tuple[tuple[int, Node], ...]
+
+
+def find(tops: list[Node], originals: dict[int, Node]) -> dict[int, list[Push]]:
+    """``id(operator)`` -> the pushes onto its output, over the plan trees ``tops`` (the
+    plan and its subqueries'); ``originals``: each ``ReusedExchange``'s id -> the
+    exchange it reads (nothing is pushed through one that is read twice)."""
+    mentions: dict[int, frozenset[int]] = {}
+    pushes: dict[int, list[Push]] = {}
+    reused = {node.op_id for node in originals.values() if node.op_id is not None}
+    joins = [n for top in tops for n in top.walk() if n.cls == "BroadcastHashJoinExec"]
+    # a built side cut by a push (TPC-H Q5's nations, by the region) is selective too:
+    # looked at again until no join's keys move
+    while True:
+        cut = set(pushes)
+        for join in joins:
+            if any(p.join is join for found in pushes.values() for p in found):
+                continue
+            found = _push(join, originals, reused, mentions, cut)
+            if found is not None:
+                target, push = found
+                pushes.setdefault(id(target), []).append(push)
+        if set(pushes) == cut:
+            return pushes
+
+
+def _push(
+    join: Node,
+    originals: dict[int, Node],
+    reused: set[int],
+    mentions: dict[int, frozenset[int]],
+    cut: set[int],
+) -> tuple[Node, Push] | None:
+    from hybrid_shuffle.sparkplan.operators.join import join_type
+    from hybrid_shuffle.sparkplan.switchable import selective
+
+    if join.cls != "BroadcastHashJoinExec" or join.get("isNullAwareAntiJoin"):
+        return None
+    kind = join_type(join)
+    probe = 1 if join.object("buildSide") == "BuildLeft" else 0
+    if kind not in ("Inner", "LeftSemi") or (kind == "LeftSemi" and probe != 0):
+        return None
+    build = _unwrapped(join.children[1 - probe])
+    if build.cls not in ("BroadcastExchangeExec", "ReusedExchangeExec"):
+        return None
+    built_rows = originals.get(build.op_id or -1, build)  # a reuse: the exchange it reads
+    if not any(selective(n) or id(n) in cut for n in built_rows.walk()):
+        return None
+    streamed_keys = join.exprs("rightKeys" if probe else "leftKeys")
+    built_keys = join.exprs("leftKeys" if probe else "rightKeys")
+    target: Node | None = None
+    keys: list[tuple[int, Node]] = []
+    for streamed, built in zip(streamed_keys, built_keys, strict=True):
+        if streamed.cls != "AttributeReference":
+            continue
+        traced = _trace(join.children[probe], _id(streamed), reused, mentions)
+        if traced is None or (target is not None and traced[0] is not target):
+            continue
+        target = traced[0]
+        keys.append((traced[1], built))
+    if target is None:
+        return None
+    return target, Push(join, build, tuple(keys))
+
+
+def _trace(
+    node: Node, key: int, reused: set[int], mentions: dict[int, frozenset[int]]
+) -> tuple[Node, int] | None:
+    """The operator, below at least one exchange, whose output is the first on the way
+    down from ``node`` that attribute ``key`` (renamed on the way) cannot pass, and the
+    key's id there; None if there is none."""
+    crossed = False
+    while True:
+        if node.cls in _ROWWISE:
+            node = node.child
+        elif node.cls in _EXCHANGES:
+            if node.op_id in reused:
+                return None
+            crossed, node = True, node.child
+        elif node.cls == "ProjectExec":
+            passed = _passed_through(node, key)
+            if passed is None:
+                break
+            key, node = passed, node.child
+        elif node.cls in _JOINS:
+            from hybrid_shuffle.sparkplan.operators.join import join_type
+
+            sides = [i for i, c in enumerate(node.children) if key in _mentioned(c, mentions)]
+            if len(sides) != 1 or sides[0] not in _KEPT_SIDES.get(join_type(node), ()):
+                return None  # a join's output keeps its other relations: left as Spark has it
+            node = node.children[sides[0]]
+        else:
+            break
+    return (node, key) if crossed else None
+
+
+def _passed_through(project: Node, key: int) -> int | None:
+    """The id of the child's attribute projection ``project`` outputs as ``key``
+    (itself, or under an alias); None if it computes it."""
+    for item in project.exprs("projectList"):
+        if item.cls == "AttributeReference" and _id(item) == key:
+            return key
+        if item.cls == "Alias" and _id(item) == key:
+            inner = item.child
+            return _id(inner) if inner.cls == "AttributeReference" else None
+    return None
+
+
+def _unwrapped(node: Node) -> Node:
+    while node.cls in _ROWWISE - {"FilterExec", "SortExec"} and node.children:
+        node = node.child
+    return node
+
+
+def _id(expression: Node) -> int:
+    return int(expression.get("exprId", {}).get("id", -1))
+
+
+def _mentioned(node: Node, memo: dict[int, frozenset[int]]) -> frozenset[int]:
+    """Every attribute id ``node``'s subtree names anywhere in its fields: an attribute
+    a join's output takes from one side is named in that side's subtree only."""
+    found = memo.get(id(node))
+    if found is None:
+        ids = set(_ids(node.fields))
+        for child in node.children:
+            ids |= _mentioned(child, memo)
+        found = memo[id(node)] = frozenset(ids)
+    return found
+
+
+def _ids(value: Any) -> Iterator[int]:
+    if isinstance(value, dict):
+        expr_id = value.get("exprId")
+        if isinstance(expr_id, dict) and "id" in expr_id:
+            yield int(expr_id["id"])
+        for item in value.values():
+            yield from _ids(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _ids(item)

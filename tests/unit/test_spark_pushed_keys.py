@@ -1,0 +1,123 @@
+"""Where a selective broadcast join's keys go (``sparkplan.pushed_keys.find``), on plan
+trees written as Spark's JSON writes them: down the streamed side, through exchanges and
+the kept sides of joins, onto the first operator the key cannot pass, and only below an
+exchange; never through an exchange Spark reuses, never from a built side no filter cuts.
+No Ray, no Spark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hybrid_shuffle.sparkplan.pushed_keys import find
+from hybrid_shuffle.sparkplan.tree import Node
+
+EXPR = "org.apache.spark.sql.catalyst.expressions"
+PLANS = "org.apache.spark.sql.catalyst.plans"
+
+
+def _attr(expr_id: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "class": f"{EXPR}.AttributeReference",
+            "num-children": 0,
+            "name": f"a{expr_id}",
+            "dataType": "long",
+            "nullable": True,
+            "exprId": {"id": expr_id},
+        }
+    ]
+
+
+def _scan(*ids: int) -> Node:
+    return Node("FileSourceScanExec", {"output": [_attr(i) for i in ids]})
+
+
+def _filter(child: Node, expr_id: int, selective: bool = True) -> Node:
+    test = "GreaterThan" if selective else "IsNotNull"
+    condition = [{"class": f"{EXPR}.{test}", "num-children": 1}, *_attr(expr_id)]
+    return Node("FilterExec", {"condition": condition}, [child])
+
+
+def _join(cls: str, left: Node, right: Node, keys: tuple[int, int], kind: str = "Inner") -> Node:
+    fields = {
+        "leftKeys": [_attr(keys[0])],
+        "rightKeys": [_attr(keys[1])],
+        "joinType": {"object": f"{PLANS}.{kind}$"},
+        "buildSide": {"object": "org.apache.spark.sql.execution.joins.BuildRight$"},
+    }
+    return Node(cls, fields, [left, right])
+
+
+def _exchange(child: Node, op_id: int, cls: str = "ShuffleExchangeExec") -> Node:
+    return Node(cls, {}, [child], op_id)
+
+
+def _dimension(op_id: int = 9, selective: bool = True) -> Node:
+    """A broadcast of rows (2, 3) a filter on 3 cuts (or only checks for nulls)."""
+    return _exchange(_filter(_scan(2, 3), 3, selective), op_id, "BroadcastExchangeExec")
+
+
+def test_the_keys_go_through_an_exchange_and_a_join_onto_the_scan_that_makes_them() -> None:
+    fact = _scan(1, 4)
+    other = _scan(5)
+    shuffled = _join("SortMergeJoinExec", _exchange(fact, 1), _exchange(other, 2), (4, 5))
+    top = _join("BroadcastHashJoinExec", shuffled, _dimension(), (1, 2))
+    pushes = find([top], {})
+    assert list(pushes) == [id(fact)]
+    (push,) = pushes[id(fact)]
+    assert push.join is top and push.build.op_id == 9
+    assert [key for key, _ in push.keys] == [1]
+
+
+def test_a_key_renamed_by_a_projection_is_followed_under_its_old_name() -> None:
+    fact = _scan(7)
+    alias = [{"class": f"{EXPR}.Alias", "num-children": 1, "exprId": {"id": 1}}, *_attr(7)]
+    project = Node("ProjectExec", {"projectList": [alias]}, [_exchange(fact, 1)])
+    top = _join("BroadcastHashJoinExec", project, _dimension(), (1, 2))
+    ((push,),) = find([top], {}).values()
+    assert [key for key, _ in push.keys] == [7]
+    assert list(find([top], {})) == [id(fact)]
+
+
+def test_nothing_is_pushed_without_an_exchange_below_the_join() -> None:
+    top = _join("BroadcastHashJoinExec", _filter(_scan(1), 1), _dimension(), (1, 2))
+    assert find([top], {}) == {}
+
+
+def test_nothing_is_pushed_from_a_built_side_no_filter_cuts() -> None:
+    top = _join(
+        "BroadcastHashJoinExec", _exchange(_scan(1), 1), _dimension(selective=False), (1, 2)
+    )
+    assert find([top], {}) == {}
+
+
+def test_nothing_is_pushed_through_an_exchange_spark_reuses() -> None:
+    shuffle = _exchange(_scan(1), 1)
+    top = _join("BroadcastHashJoinExec", shuffle, _dimension(), (1, 2))
+    assert find([top], {30: shuffle}) == {}
+
+
+def test_nothing_is_pushed_below_an_aggregate_nor_onto_a_join() -> None:
+    aggregate = Node("HashAggregateExec", {}, [_exchange(_scan(1), 1)])
+    above_aggregate = _join("BroadcastHashJoinExec", aggregate, _dimension(), (1, 2))
+    assert find([above_aggregate], {}) == {}
+    # the key comes from the null-supplying side of a left outer join
+    outer = _join("SortMergeJoinExec", _exchange(_scan(4), 1), _exchange(_scan(1), 2), (4, 1))
+    outer.fields["joinType"] = {"object": f"{PLANS}.LeftOuter$"}
+    top = _join("BroadcastHashJoinExec", outer, _dimension(), (1, 2))
+    assert find([top], {}) == {}
+
+
+def test_a_built_side_cut_by_pushed_keys_pushes_its_own() -> None:
+    """TPC-H Q5: the region cuts the nations, whose keys then cut the suppliers."""
+    region = _dimension(op_id=20)
+    nations = _scan(2, 6)
+    nation_side = _exchange(_filter(nations, 2, selective=False), 21, "BroadcastExchangeExec")
+    suppliers = _scan(1, 8)
+    fact_side = _exchange(suppliers, 22)
+    by_nation = _join("BroadcastHashJoinExec", fact_side, nation_side, (1, 2))
+    top = _join("BroadcastHashJoinExec", by_nation, region, (6, 2))
+    # the region's keys go onto the nations (renamed nothing: key 6 is the nations')
+    pushes = find([top], {})
+    assert set(pushes) == {id(nations), id(suppliers)}
+    assert pushes[id(suppliers)][0].join is by_nation
