@@ -160,6 +160,8 @@ def _trace(
             if len(sides) != 1 or sides[0] not in _KEPT_SIDES.get(join_type(node), ()):
                 return None  # a join's output keeps its other relations: left as Spark has it
             node = node.children[sides[0]]
+        elif node.cls.endswith("JoinExec") or node.cls == "CartesianProductExec":
+            return None  # a nested loop join, a product: left as Spark has it too
         else:
             break
     return (node, key) if crossed else None

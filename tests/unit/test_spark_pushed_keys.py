@@ -106,6 +106,10 @@ def test_nothing_is_pushed_below_an_aggregate_nor_onto_a_join() -> None:
     outer.fields["joinType"] = {"object": f"{PLANS}.LeftOuter$"}
     top = _join("BroadcastHashJoinExec", outer, _dimension(), (1, 2))
     assert find([top], {}) == {}
+    # a nested loop join on the way: left as Spark has it
+    loop = Node("BroadcastNestedLoopJoinExec", {}, [_scan(1), _scan(5)])
+    above = _exchange(loop, 3)
+    assert find([_join("BroadcastHashJoinExec", above, _dimension(), (1, 2))], {}) == {}
 
 
 def test_a_built_side_cut_by_pushed_keys_pushes_its_own() -> None:
