@@ -34,22 +34,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from hybrid_shuffle.sparkplan.tree import Node
+from hybrid_shuffle.sparkplan.tree import EXCHANGES, WRAPPERS, Node
 
 __all__ = ["Push", "find"]
 
 #: operators that pass every row of their child through as it is (or drop it alone)
-_ROWWISE = frozenset(
-    {
-        "WholeStageCodegenExec",
-        "InputAdapter",
-        "ColumnarToRowExec",
-        "RowToColumnarExec",
-        "FilterExec",
-        "SortExec",
-    }
-)
-_EXCHANGES = frozenset({"ShuffleExchangeExec", "BroadcastExchangeExec"})
+_ROWWISE = WRAPPERS | {"FilterExec", "SortExec"}
 _JOINS = frozenset({"BroadcastHashJoinExec", "ShuffledHashJoinExec", "SortMergeJoinExec"})
 #: join type -> the sides a row of which is kept or dropped alone (0: left, 1: right)
 _KEPT_SIDES = {
@@ -84,15 +74,17 @@ def find(tops: list[Node], originals: dict[int, Node]) -> dict[int, list[Push]]:
     # looked at again until no join's keys move
     while True:
         cut = set(pushes)
+        unpushed = []
         for join in joins:
-            if any(p.join is join for found in pushes.values() for p in found):
-                continue
             found = _push(join, originals, reused, mentions, cut)
-            if found is not None:
+            if found is None:
+                unpushed.append(join)
+            else:
                 target, push = found
                 pushes.setdefault(id(target), []).append(push)
         if set(pushes) == cut:
             return pushes
+        joins = unpushed
 
 
 def _push(
@@ -105,7 +97,7 @@ def _push(
     from hybrid_shuffle.sparkplan.operators.join import join_type
     from hybrid_shuffle.sparkplan.switchable import selective
 
-    if join.cls != "BroadcastHashJoinExec" or join.get("isNullAwareAntiJoin"):
+    if join.get("isNullAwareAntiJoin"):
         return None
     kind = join_type(join)
     probe = 1 if join.object("buildSide") == "BuildLeft" else 0
@@ -144,7 +136,7 @@ def _trace(
     while True:
         if node.cls in _ROWWISE:
             node = node.child
-        elif node.cls in _EXCHANGES:
+        elif node.cls in EXCHANGES:
             if node.op_id in reused:
                 return None
             crossed, node = True, node.child
@@ -180,7 +172,7 @@ def _passed_through(project: Node, key: int) -> int | None:
 
 
 def _unwrapped(node: Node) -> Node:
-    while node.cls in _ROWWISE - {"FilterExec", "SortExec"} and node.children:
+    while node.cls in WRAPPERS and node.children:
         node = node.child
     return node
 

@@ -36,7 +36,7 @@ from hybrid_shuffle.sparkplan.edge_facts import consumer_kind, exchange_facts
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.expressions.arithmetic import precision_loss
 from hybrid_shuffle.sparkplan.operators import OPERATORS
-from hybrid_shuffle.sparkplan.operators.exchange import read_broadcast
+from hybrid_shuffle.sparkplan.operators.exchange import read_exchange
 from hybrid_shuffle.sparkplan.physical import (
     PhysicalPlan,
     output_attributes,
@@ -48,7 +48,7 @@ from hybrid_shuffle.sparkplan.pushed_keys import find as find_pushes
 from hybrid_shuffle.sparkplan.relation import Column, Rel, distinct
 from hybrid_shuffle.sparkplan.stage import Stage
 from hybrid_shuffle.sparkplan.switchable import switchable_join
-from hybrid_shuffle.sparkplan.tree import Node
+from hybrid_shuffle.sparkplan.tree import EXCHANGES, WRAPPERS, Node
 from hybrid_shuffle.sparkplan.types import UnsupportedType, column_type
 
 if TYPE_CHECKING:
@@ -278,7 +278,7 @@ class Translator:
             edge += f"_{len(readers) + 1}" if readers else ""
         inputs = len(stage.inputs)
         try:
-            built = read_broadcast(self, push.build, stage, edge)
+            built = read_exchange(self, push.build, stage, edge)
             scope = built.scope(self.subquery_of_stage)
             on = " AND ".join(
                 f"({by_id[key].ref} = {compile_expression(expr, scope).text})"
@@ -342,9 +342,9 @@ class Translator:
         read as they come (forward)."""
         parents = self.parents()
         parent = parents.get(id(node))
-        while parent is not None and parent.cls in _WRAPPERS:
+        while parent is not None and parent.cls in WRAPPERS:
             parent = parents.get(id(parent))
-        if parent is None or parent.cls in _EXCHANGES:
+        if parent is None or parent.cls in EXCHANGES:  # an exchange makes its own partitioning
             return None
         keys = output_partitioning(self.plan, node)
         if keys is None:
@@ -480,14 +480,6 @@ class Translator:
         spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), edge, facts=facts)
         rel = self._stage.read(stream, spec, [column])
         return Sql(f"({rel.sql})", column.type)
-
-
-#: the operators whose child's partitioning nothing relies on (they make their own)
-_EXCHANGES = frozenset({"ShuffleExchangeExec", "BroadcastExchangeExec"})
-#: the operators code generation wraps a plan in, which change nothing of its rows
-_WRAPPERS = frozenset(
-    {"WholeStageCodegenExec", "InputAdapter", "ColumnarToRowExec", "RowToColumnarExec"}
-)
 
 
 def _sentence(reason: str) -> str:

@@ -15,7 +15,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Node", "parse"]
+__all__ = ["EXCHANGES", "WRAPPERS", "Node", "parse"]
+
+#: the operators code generation wraps a plan in, which change nothing of its rows
+WRAPPERS = frozenset(
+    {"WholeStageCodegenExec", "InputAdapter", "ColumnarToRowExec", "RowToColumnarExec"}
+)
+#: Spark's two exchanges (a ``ReusedExchange`` is neither: it reads one of them)
+EXCHANGES = frozenset({"ShuffleExchangeExec", "BroadcastExchangeExec"})
 
 
 @dataclass(eq=False)

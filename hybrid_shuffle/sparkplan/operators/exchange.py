@@ -38,7 +38,7 @@ from hybrid_shuffle.sparkplan.tree import Node
 if TYPE_CHECKING:
     from hybrid_shuffle.sparkplan.translate import Translator
 
-__all__ = ["read_broadcast"]
+__all__ = ["read_exchange"]
 
 
 def _partitioning(
@@ -101,17 +101,17 @@ def _broadcast_build(
 
 @register_operator("BroadcastExchangeExec")
 def _broadcast(tr: Translator, node: Node, stage: Stage) -> Rel:
-    return read_broadcast(tr, node, stage)
+    return read_exchange(tr, node, stage)
 
 
 @register_operator("ReusedExchangeExec")
 def _reused(tr: Translator, node: Node, stage: Stage) -> Rel:
     """The exchange it reuses (translated once, wherever it is met first), read over an
     edge of its own and its columns renamed to this node's."""
-    return read_broadcast(tr, node, stage)
+    return read_exchange(tr, node, stage)
 
 
-def read_broadcast(tr: Translator, node: Node, stage: Stage, edge: str | None = None) -> Rel:
+def read_exchange(tr: Translator, node: Node, stage: Stage, edge: str | None = None) -> Rel:
     """Exchange ``node`` read by ``stage``: a broadcast exchange, or a ``ReusedExchange``
     of any exchange.  ``edge`` names the edge instead of the exchange's own name, for a
     second stage reading the same rows (``sparkplan.pushed_keys``): the producer is
