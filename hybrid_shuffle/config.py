@@ -209,7 +209,14 @@ class AdaptiveConfig:
     as its ``join_max_broadcast_table_size`` caps it: a fixed
     threshold alone keeps a join shuffled once the data grows, however much larger
     its other side is.  ``explain()`` says which joins may switch and, after a run,
-    which did (``JobResult.adaptive``)."""
+    which did (``JobResult.adaptive``).  ``semi_join_filters`` (Spark's runtime
+    filters, ``InjectRuntimeFilter``): a shuffled semi join of a translated plan whose
+    right side is what a filter keeps of an aggregate (``IN (.. GROUP BY .. HAVING
+    ..)``) computes that side first, and its keys drop the other side's rows that
+    cannot join before their exchange; a task that gets more than
+    ``semi_join_filter_max_keys`` of them lets every row pass instead (a hash table of
+    them all would cost it more than the rows it could drop: Spark caps its runtime
+    filters' creation side the same way)."""
 
     #: one consumer subtask per this many bytes its producers wrote
     target_bytes: int = 64 * MiB
@@ -227,6 +234,11 @@ class AdaptiveConfig:
     #: stays within the estimate of the probe side (the copies then move fewer bytes
     #: than the shuffle they replace); 0 turns this off
     broadcast_max_bytes: int = 128 * MiB
+    #: a shuffled semi join's right side kept by a filter of an aggregate (HAVING) is
+    #: computed first, and its keys filter the other side before its exchange
+    semi_join_filters: bool = True
+    #: a task of the other side given more keys than this lets every row pass
+    semi_join_filter_max_keys: int = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -765,9 +777,11 @@ def _adaptive(raw: Mapping[str, Any]) -> AdaptiveConfig:
             value = raw[key]
             zero = isinstance(value, int) and not isinstance(value, bool) and value == 0
             s[key] = 0 if zero else parse_size(value, f"adaptive.{key}")
-    for key in ("min_partitions", "max_partitions"):
+    for key in ("min_partitions", "max_partitions", "semi_join_filter_max_keys"):
         if key in raw:
             s[key] = _positive_int(raw[key], f"adaptive.{key}")
+    if "semi_join_filters" in raw:
+        s["semi_join_filters"] = _boolean(raw["semi_join_filters"], "adaptive.semi_join_filters")
     config = AdaptiveConfig(**s)
     if config.min_partitions > config.max_partitions:
         raise ConfigError(

@@ -55,6 +55,16 @@ a view over the relation's SQL and the query runs once over it, whatever its
 class (per-row or not, one scan of ``input`` or several): decoding, the query's
 filter (pushed into the scan) and its operators are one DuckDB pipeline, whose
 output streams out in batches.  Inputs 1.. are staged first, as always.
+
+**Variables** (``variables``, name -> a scalar SQL expression over inputs 1..): once
+inputs 1.. are staged and before the query first runs, each is set on the query's
+connection (``SET VARIABLE``), where the query reads it with ``getvariable``.  DuckDB's
+optimizer folds a variable as a constant, so a branch of the query a variable turns
+off is not planned at all: a translated stage's runtime filter lets every row pass
+this way when its keys are too many (``sparkplan.built_first``).  A query must read
+an unset variable (NULL) as its default: it is bound without them, and a rewrite of
+the graph that moves it into another query keeps them only where its inputs keep
+their numbers (a join switch taking in the probe producer's query).
 """
 
 from __future__ import annotations
@@ -220,7 +230,14 @@ class SqlQuery(Operator):
     _relation: DuckRelation | None = None
     _own_context = False
 
-    def __init__(self, query: str, name: str, inputs: int = 1, streams: bool = False) -> None:
+    def __init__(
+        self,
+        query: str,
+        name: str,
+        inputs: int = 1,
+        streams: bool = False,
+        variables: Mapping[str, str] | None = None,
+    ) -> None:
         if not isinstance(query, str) or not query.strip():
             raise PlanError(
                 f"sql '{name}': the query must be a non-empty string of SQL naming its input "
@@ -233,6 +250,8 @@ class SqlQuery(Operator):
         #: translated stage's probe side, ``Rel.streams``), so once the other inputs ended
         #: the query emits while input 0 arrives, if it reads input 0 once
         self.streams = streams
+        #: name -> a scalar expression over inputs 1.., set before the query runs
+        self.variables = dict(variables or {})
         self.binding: SqlBinding | None = None
 
     @property
@@ -397,6 +416,7 @@ class SqlQuery(Operator):
         if self._query is None:
             self._stage_missing(1)
             self._staged.flush()
+            self._set_variables()
             self._query = StreamedQuery(
                 self.cursor, self.query, table.schema, self.what, self.context.wait_timeout
             )
@@ -428,7 +448,17 @@ class SqlQuery(Operator):
         assert self.binding is not None
         self._stage_early()  # input 0 ended before the others did
         self._stage_missing(0)
+        self._staged.flush()
+        self._set_variables()
         return self._recorded(self._run_staged())
+
+    def _set_variables(self) -> None:
+        """Set ``variables`` on the cursor (inputs 1.. staged and written)."""
+        for name, expression in self.variables.items():
+            try:
+                self.cursor.execute(f"SET VARIABLE {name} = ({expression})")
+            except duckdb.Error as e:
+                raise query_error(e, self.what) from e
 
     def finish(self) -> Iterable[pa.Table]:
         if self._relation is not None:
@@ -475,6 +505,7 @@ class SqlQuery(Operator):
         one that had no batch), its output streamed as DuckDB makes it."""
         self._stage_missing(1)
         self._staged.flush()
+        self._set_variables()
         cursor = self.cursor
         try:
             cursor.execute(f"CREATE TEMP VIEW input AS {relation.sql()}")

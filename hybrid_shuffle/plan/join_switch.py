@@ -498,7 +498,8 @@ def _probe_side_query(
         schemas = [planned[e.target_input] for e in order] if bound else []
     else:
         # the producer's query is the join's probe side, in the same query: its inputs
-        # keep their numbers, the join's others come after them
+        # keep their numbers, the join's others come after them, so its variables
+        # (``SqlQuery.variables``, over its own inputs) still read what they read
         first = head.num_inputs
         names = {tokens[order[0].name]: f"({head.query})"}
         names |= {tokens[e.name]: input_name(first + i) for i, e in enumerate(order[1:])}
@@ -507,6 +508,7 @@ def _probe_side_query(
             f"{head.name}->{name}",
             inputs=first + len(order) - 1,
             streams=head.streams or head.num_inputs == 1,
+            variables=head.variables,
         )
         schemas = head.planned_inputs + [planned[e.target_input] for e in order[1:]]
         producer.operators.clear()

@@ -26,6 +26,12 @@ Spark reuses (the reuser reads the same rows), nor from a built side no filter
 cuts (``switchable.selective``: every key would match, and the semi join would
 only cost its probes), unless keys pushed onto it cut it (TPC-H Q5's nations, cut
 to one region's: their keys then go on down to ``customer`` and ``supplier``).
+
+A shuffled left semi join's keys go down its left side the same way when its right
+side is rows a filter keeps of an aggregate (``IN (.. GROUP BY .. HAVING ..)``,
+TPC-H Q18): no estimate knows how few, so the translation computes that side first
+(``Push.computed_first``, ``sparkplan.built_first``); ``adaptive.semi_join_filters``
+turns it off.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ __all__ = ["Push", "find"]
 #: operators that pass every row of their child through as it is (or drop it alone)
 _ROWWISE = WRAPPERS | {"FilterExec", "SortExec"}
 _JOINS = frozenset({"BroadcastHashJoinExec", "ShuffledHashJoinExec", "SortMergeJoinExec"})
+_SHUFFLED_JOINS = frozenset({"ShuffledHashJoinExec", "SortMergeJoinExec"})
+_AGGREGATES = frozenset({"HashAggregateExec", "ObjectHashAggregateExec", "SortAggregateExec"})
 #: join type -> the sides a row of which is kept or dropped alone (0: left, 1: right)
 _KEPT_SIDES = {
     "Inner": (0, 1),
@@ -55,11 +63,15 @@ _KEPT_SIDES = {
 class Push:
     """Join ``join``'s built side ``build`` (a broadcast exchange, or a reuse of one),
     semi-joined to the output of the operator it is pushed onto: ``keys`` pairs each
-    attribute id of that output with the built side's key expression it must match."""
+    attribute id of that output with the built side's key expression it must match.
+    ``computed_first``: ``build`` is a shuffled semi join's right side, rows its stage
+    keeps of an aggregate (see the module docstring), which the translation computes in a
+    stage of its own before the join's."""
 
     join: Node
     build: Node
     keys: tuple[tuple[int, Node], ...]
+    computed_first: bool = False
 
 
 def find(tops: list[Node], originals: dict[int, Node]) -> dict[int, list[Push]]:
@@ -69,6 +81,11 @@ def find(tops: list[Node], originals: dict[int, Node]) -> dict[int, list[Push]]:
     mentions: dict[int, frozenset[int]] = {}
     pushes: dict[int, list[Push]] = {}
     reused = {node.op_id for node in originals.values() if node.op_id is not None}
+    for top in tops:
+        for node in top.walk():
+            found = _semi_push(node, reused, mentions)
+            if found is not None:
+                pushes.setdefault(id(found[0]), []).append(found[1])
     joins = [n for top in tops for n in top.walk() if n.cls == "BroadcastHashJoinExec"]
     # a built side cut by a push (TPC-H Q5's nations, by the region) is selective too:
     # looked at again until no join's keys move
@@ -109,6 +126,50 @@ def _push(
     built_rows = originals.get(build.op_id or -1, build)  # a reuse: the exchange it reads
     if not any(selective(n) or id(n) in cut for n in built_rows.walk()):
         return None
+    return _traced(join, probe, build, reused, mentions)
+
+
+def _semi_push(
+    join: Node, reused: set[int], mentions: dict[int, frozenset[int]]
+) -> tuple[Node, Push] | None:
+    """A shuffled left semi join's push (``Push.computed_first``), if its right side is
+    rows of an aggregate a filter above it cuts (``IN (... GROUP BY .. HAVING ..)``)."""
+    from hybrid_shuffle.sparkplan.operators.join import join_type
+
+    if join.cls not in _SHUFFLED_JOINS or join_type(join) != "LeftSemi":
+        return None
+    if len(join.children) != 2:
+        return None
+    build = join.children[1]
+    while build.cls in WRAPPERS | {"SortExec"} and len(build.children) == 1:
+        build = build.child
+    if not _cut_after_aggregate(build):
+        return None
+    found = _traced(join, 0, build, reused, mentions)
+    if found is None:
+        return None
+    target, push = found
+    return target, Push(push.join, push.build, push.keys, computed_first=True)
+
+
+def _cut_after_aggregate(node: Node) -> bool:
+    """Whether ``node`` is rows of a final aggregate over an exchange, through
+    projections and filters of which one is selective (``switchable.selective``)."""
+    from hybrid_shuffle.sparkplan.switchable import selective
+
+    cut = False
+    while node.cls in WRAPPERS | {"ProjectExec", "FilterExec"} and len(node.children) == 1:
+        cut = cut or selective(node)
+        node = node.child
+    if not cut or node.cls not in _AGGREGATES or len(node.children) != 1:
+        return False
+    return _unwrapped(node.child).cls in ("ShuffleExchangeExec", "ReusedExchangeExec")
+
+
+def _traced(
+    join: Node, probe: int, build: Node, reused: set[int], mentions: dict[int, frozenset[int]]
+) -> tuple[Node, Push] | None:
+    """The operator below ``join``'s side ``probe`` its keys reach, and the push onto it."""
     streamed_keys = join.exprs("rightKeys" if probe else "leftKeys")
     built_keys = join.exprs("leftKeys" if probe else "rightKeys")
     target: Node | None = None

@@ -50,6 +50,9 @@ class Stage:
     def __init__(self, job: Job) -> None:
         self.job = job
         self.inputs: list[_Input] = []
+        #: DuckDB variables the query reads (``SqlQuery.variables``): name -> a scalar
+        #: expression over the inputs' tokens
+        self.variables: dict[str, str] = {}
 
     def read(self, stream: Stream, spec: ExchangeSpec | None, columns: list[Column]) -> Rel:
         """A relation over ``stream`` (its columns already named ``c<id>``) read through
@@ -100,11 +103,21 @@ class Stage:
         # the last stage: unique names, Spark's own (duplicates too) applied at the end
         spark_names = [c.name for c in rel.columns]
         query = rel.renamed(engine_names(spark_names)) if final else rel.sql
+        variables = {
+            var: expression
+            for var, expression in self.variables.items()
+            if f"getvariable('{var}')" in query  # not cut away with what read it
+        }
         for index, item in enumerate(order):
             query = query.replace(item.token, input_name(index))
+            for var, expression in variables.items():
+                variables[var] = expression.replace(item.token, input_name(index))
         if not order:
             raise AssertionError(f"stage {name} reads no input")
-        operator = SqlQuery(query, name, inputs=len(order), streams=bool(first))
+        variables = {v: e for v, e in variables.items() if "__hs_input_" not in e}
+        operator = SqlQuery(
+            query, name, inputs=len(order), streams=bool(first), variables=variables
+        )
         node = self.job._node("spark", name, operator, [(i.stream.node, i.spec) for i in order])
         stream = Stream(self.job, node)
         if final:

@@ -32,6 +32,7 @@ from hybrid_shuffle.plan.planner import reachable
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 from hybrid_shuffle.spark import SIZE_HINT
 from hybrid_shuffle.spark.bridge import handover_types
+from hybrid_shuffle.sparkplan.built_first import BuiltFirst
 from hybrid_shuffle.sparkplan.edge_facts import consumer_kind, exchange_facts
 from hybrid_shuffle.sparkplan.expressions import Sql, Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.expressions.arithmetic import precision_loss
@@ -132,6 +133,17 @@ class Translator:
         self._pushes = find_pushes(plan.trees(), originals)
         #: per built side pushed (its operator id), the edge each stage reads it over
         self._key_edges: dict[int, dict[Stage, str]] = {}
+        #: the shuffled semi joins' right sides computed first (``sparkplan.built_first``)
+        if not job.cluster.config.adaptive.semi_join_filters:
+            self._pushes = {
+                target: kept
+                for target, pushes in self._pushes.items()
+                if (kept := [p for p in pushes if not p.computed_first])
+            }
+        self._first_joins = {
+            id(p.build): p.join for ps in self._pushes.values() for p in ps if p.computed_first
+        }
+        self._first = BuiltFirst(self, self._first_joins)
 
     def translate(self) -> Stream:
         started = time.perf_counter()
@@ -150,6 +162,7 @@ class Translator:
         for attempt in range(_ATTEMPTS + 1):
             self._exchanges, self._subqueries, self._done = {}, {}, []
             self._subquery_edges, self._stages, self._key_edges = {}, [], {}
+            self._first = BuiltFirst(self, self._first_joins)
             self.info.edges, self.info.spark_subtrees = {}, []
             try:
                 stage = Stage(self.job)
@@ -235,6 +248,9 @@ class Translator:
         forced = self._forced.get(id(node))
         if forced is not None:
             return self._fall_back(node, stage, forced)
+        first = self._first.read(node, stage)
+        if first is not None:
+            return first
         handler = OPERATORS.get(node.cls)
         inputs, subtrees = len(stage.inputs), len(self.info.spark_subtrees)
         previous, self._stage = self._stage, stage
@@ -275,10 +291,15 @@ class Translator:
         edge = readers.get(stage)
         if edge is None:
             edge = f"exchange_{self.plan.shown_id(push.build.op_id)}_keys"
+            if push.computed_first:
+                edge = f"build_{self.plan.shown_id(push.join.op_id or -1)}_keys"
             edge += f"_{len(readers) + 1}" if readers else ""
         inputs = len(stage.inputs)
         try:
-            built = read_exchange(self, push.build, stage, edge)
+            if push.computed_first:
+                built = self._first.keys(push.build, stage, edge)
+            else:
+                built = read_exchange(self, push.build, stage, edge)
             scope = built.scope(self.subquery_of_stage)
             on = " AND ".join(
                 f"({by_id[key].ref} = {compile_expression(expr, scope).text})"
@@ -293,8 +314,37 @@ class Translator:
             f"joins: the rows of {self.describe(node)} that cannot join there are dropped "
             "before their exchange"
         )
+        if push.computed_first:
+            limit = self.job.cluster.config.adaptive.semi_join_filter_max_keys
+            self.info.edges[edge] += (
+                f", unless there are more than {limit:,} keys (then every row passes; "
+                "adaptive.semi_join_filter_max_keys)"
+            )
+        if push.computed_first:
+            return self._filtered_unless_many(out, built, on, stage, edge)
         semi = f"({out.sql}) AS l SEMI JOIN ({built.sql}) AS r ON {on}"
         return Rel(f"SELECT {out.select_list()} FROM {semi}", out.columns, streams=out.streams)
+
+    def _filtered_unless_many(self, out: Rel, built: Rel, on: str, stage: Stage, edge: str) -> Rel:
+        """``out`` semi-joined with a side computed first (``sparkplan.built_first``),
+        unless the task gets more than ``adaptive.semi_join_filter_max_keys`` of its
+        rows: then every row passes.  The task decides once the keys are staged, in a
+        DuckDB variable (``SqlQuery.variables``) that DuckDB's optimizer folds, so only
+        the branch taken is planned: no hash table of the keys when there are too many,
+        one scan of the rows either way.  Unset (the query bound, or moved by a rewrite
+        of the graph without it), it means the semi join."""
+        limit = self.job.cluster.config.adaptive.semi_join_filter_max_keys
+        variable = f"hs_every_row_{edge}"  # an edge's name is unique in its job
+        stage.variables[variable] = f"(SELECT count(*) FROM ({built.sql}) AS k) > {limit}"
+        every = f"coalesce(getvariable('{variable}'), false)"
+        items = out.select_list()
+        keys = f"(SELECT * FROM ({built.sql}) AS b WHERE NOT {every}) AS r"
+        sql = (
+            f"WITH l AS NOT MATERIALIZED ({out.sql}) "
+            f"SELECT {items} FROM l WHERE {every} "
+            f"UNION ALL SELECT {items} FROM l SEMI JOIN {keys} ON {on}"
+        )
+        return Rel(f"SELECT {items} FROM ({sql}) AS u", out.columns, streams=out.streams)
 
     def rewritten(self, node: Node, rel: Rel) -> None:
         """``node``'s relation is now ``rel`` (an operator above it moved into it:

@@ -41,8 +41,9 @@ pytestmark = pytest.mark.spark
 SCALE = 0.01
 TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
 #: an exchange's own edge, or a second reader's (``subquery_1_2``; ``exchange_23_keys``, a
-#: broadcast's keys pushed into another stage: ``sparkplan.pushed_keys``)
-EDGE_NAME = re.compile(r"(exchange|gather|subquery)_\d+(_keys)?(_\d+)?")
+#: broadcast's keys pushed into another stage: ``sparkplan.pushed_keys``; ``build_15`` and
+#: ``build_15_keys``, a semi join's right side computed first: ``sparkplan.built_first``)
+EDGE_NAME = re.compile(r"(exchange|gather|subquery|build)_\d+(_keys)?(_\d+)?")
 
 
 @dataclass(frozen=True)
@@ -259,16 +260,9 @@ def test_a_reused_exchange_read_by_the_same_stage_is_written_and_read_once(
     the rows once, over the original's edge, whose producer writes them once; explain
     says so, and the answer is Spark's.  (Spark 4 plans an aggregate there that runs in
     Spark: explain then still names only the job's edges, not those of the subtree
-    translated before it.)"""
-    spark, key = tpch.session.spark, "spark.sql.autoBroadcastJoinThreshold"
-    spark.conf.set(key, "100k")  # customer's 1,500 rows, not the aggregate's estimate
-    try:
-        stream = tpch.session.sql(queries[18])
-    finally:
-        if tpch.setup.broadcast_threshold is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, tpch.setup.broadcast_threshold)
+    translated before it.)  Computing the semi joins' right side first
+    (``adaptive.semi_join_filters``) reads the aggregate elsewhere: it is off here."""
+    stream = _q18_with_customer_broadcast(tpch, queries, {"adaptive": {"semi_join_filters": False}})
     assert stream.job.spark_plan is not None
     assert "ReusedExchange" in stream.job.spark_plan.formatted
     explained = stream.explain_data()
@@ -288,8 +282,60 @@ def test_a_reused_exchange_read_by_the_same_stage_is_written_and_read_once(
     got = result.table
     writes = [[w.edge for w in t.writes] for t in result.tasks if t.vertex == producer]
     assert writes and all(w == [kept] for w in writes), writes
-    _, want = spark_result(spark, queries[18])
+    _, want = spark_result(tpch.session.spark, queries[18])
     assert_same_rows(got, want, order_by(queries[18], got.column_names))
+
+
+def _q18_with_customer_broadcast(
+    tpch: Tpch, queries: dict[int, str], overrides: dict[str, Any]
+) -> hs.Stream:
+    """Q18 translated with ``overrides`` of the session's config, customer the only
+    table Spark broadcasts (as at SF1 under its default threshold)."""
+    session = tpch.session
+    spark, key = session.spark, "spark.sql.autoBroadcastJoinThreshold"
+    spark.conf.set(key, "100k")  # customer's 1,500 rows, not the aggregate's estimate
+    before = session.config
+    session.config = before.with_overrides(**overrides)
+    try:
+        return session.sql(queries[18])
+    finally:
+        session.config = before
+        if tpch.setup.broadcast_threshold is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, tpch.setup.broadcast_threshold)
+
+
+def test_a_semi_joins_having_side_is_computed_first_and_cuts_the_other_sides(
+    tpch: Tpch, queries: dict[int, str]
+) -> None:
+    """Q18 semi-joins ``orders`` and ``lineitem`` with the orders whose quantity passes a
+    ``HAVING``.  That side runs first, once for both semi joins, in a stage of its own;
+    its rows reach the join's stage over ``build_<id>`` and each scan's stage over
+    ``build_<id>_keys``, where the rows that cannot join are dropped before their
+    exchanges: fewer than the tables' rows cross them, and the answer is Spark's."""
+    stream = _q18_with_customer_broadcast(tpch, queries, {})
+    explained = stream.explain_data()
+    if explained["spark_subtrees"]:
+        pytest.skip(
+            f"this Spark plans an aggregate that runs in Spark: {explained['spark_subtrees']}"
+        )
+    edges = {e["name"]: e for e in explained["edges"]}
+    keys = sorted(name for name in edges if re.fullmatch(r"build_\d+_keys", name))
+    builds = [name for name in edges if re.fullmatch(r"build_\d+", name)]
+    assert len(keys) == 2 and len(builds) == 1, sorted(edges)
+    assert {edges[name]["partitioner"] for name in keys} == {"broadcast"}
+    # one stage computes the side for both semi joins and feeds all three edges
+    assert len({edges[name]["source"] for name in [*keys, *builds]}) == 1
+    scans = {edges[name]["target"] for name in keys}
+    assert len(scans) == 2 and all(s.startswith("scan_") for s in scans), scans
+    result = stream.collect(timeout=120)
+    crossing = [n for n, e in edges.items() if e["source"] in scans and n not in keys]
+    crossed = sum(result.edges[name].rows for name in crossing)
+    scanned = sum(result.vertices[name].rows_in for name in scans)
+    assert len(crossing) == 2 and crossed < scanned / 10, (crossed, scanned)
+    _, want = spark_result(tpch.session.spark, queries[18])
+    assert_same_rows(result.table, want, order_by(queries[18], result.table.column_names))
 
 
 def test_each_scan_is_read_by_its_stages_duckdb(tpch: Tpch, queries: dict[int, str]) -> None:

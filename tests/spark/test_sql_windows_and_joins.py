@@ -704,18 +704,109 @@ def test_pushed_keys_cut_the_exchange_the_rows_cross(
     assert cut < count(" AND k IS NOT NULL"), "the keys cut some rows"
 
 
-@pytest.mark.parametrize("mode", ["pipelined", "blocking", "hybrid-full", "hybrid-selective"])
-def test_pushed_keys_in_every_mode(
-    session: hs.Session, spark: Any, tmp_path: Path, mode: str
+# -- 4b. a shuffled semi join's HAVING side computed first (adaptive.semi_join_filters) ----
+
+#: (query, whether its sort-merge semi join's right side is computed first): ``IN`` over
+#: what a ``HAVING`` keeps of an aggregate (TPC-H Q18's shape), with nulls among the keys
+COMPUTED_FIRST = [
+    # keys 0, 2 and 3 of 0-3 (every v of k = 1 is null)
+    ("SELECT id, g FROM w WHERE k IN (SELECT k FROM w GROUP BY k HAVING max(v) > 5)", True),
+    # two keys, and a HAVING on a sum
+    (
+        "SELECT id, v FROM w WHERE (g, k) IN (SELECT g, k FROM w GROUP BY g, k HAVING sum(v) > 0)",
+        True,
+    ),
+    # the key followed down through a join's kept side, onto b's scan
+    (
+        "SELECT w.id, b.y FROM b JOIN w ON b.bid = w.id "
+        "WHERE b.k IN (SELECT k FROM w GROUP BY k HAVING max(v) > 5)",
+        True,
+    ),
+    # a grouping no filter cuts: every key would match, nothing is computed first
+    ("SELECT bid FROM b WHERE k IN (SELECT k FROM w GROUP BY k)", False),
+]
+
+
+def _computed_first(stream: hs.Stream) -> list[str]:
+    """The edges a semi join's right side computed first is read over."""
+    return sorted(
+        e["name"] for e in stream.explain_data()["edges"] if e["name"].startswith("build_")
+    )
+
+
+@pytest.mark.parametrize(("query", "first"), COMPUTED_FIRST)
+def test_a_semi_joins_having_side_is_computed_first_and_its_keys_cut_the_other_side(
+    session: hs.Session, spark: Any, query: str, first: bool
 ) -> None:
-    """The keys' edge and the exchanges it cuts in each mode: Spark's rows."""
-    query = PUSHED_KEYS[0][0]
+    """The right side runs in a stage of its own; the join's stage reads it over
+    ``build_<id>``, the stage making the other side's rows reads its keys over
+    ``build_<id>_keys`` and semi-joins them there.  The rows are Spark's."""
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        stream = in_engine_sql(session, spark, query)
+    edges = _computed_first(stream)
+    if not first:
+        assert edges == []
+        return
+    assert len(edges) == 2 and edges[1] == f"{edges[0]}_keys", edges
+    assert "SEMI JOIN" in _keys_edges(stream)[edges[1]]
+
+
+#: a query whose keys cut another side's rows, by where the keys come from
+EVERY_MODE = {"pushed": PUSHED_KEYS[0][0], "computed-first": COMPUTED_FIRST[0][0]}
+
+
+@pytest.mark.parametrize("mode", ["pipelined", "blocking", "hybrid-full", "hybrid-selective"])
+@pytest.mark.parametrize("kind", sorted(EVERY_MODE))
+def test_keys_edges_in_every_mode(
+    session: hs.Session, spark: Any, tmp_path: Path, mode: str, kind: str
+) -> None:
+    """The keys' edges (pushed from a broadcast side, or from a semi join's side
+    computed first) and the exchanges they cut, in each mode: Spark's rows."""
     with configured(session, tmp_path, BASE_YAML % f", default_mode: {mode}"):
         with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
-            stream = in_engine_sql(session, spark, query)
-        assert list(_keys_edges(stream))
+            stream = in_engine_sql(session, spark, EVERY_MODE[kind])
+        pushed = _keys_edges(stream) if kind == "pushed" else _computed_first(stream)
+        assert list(pushed)
         modes = {e["name"]: e["mode"] for e in stream.explain_data()["edges"]}
     assert mode in modes.values()
+
+
+def test_a_task_given_more_keys_than_the_cap_lets_every_row_pass(
+    session: hs.Session, spark: Any, tmp_path: Path
+) -> None:
+    """Past ``adaptive.semi_join_filter_max_keys`` the keys' stage still runs first,
+    but the exchanges carry every row they carry without the filter; under the cap,
+    fewer.  The rows are Spark's each time."""
+    query = COMPUTED_FIRST[0][0]
+    having = "SELECT k FROM w GROUP BY k HAVING max(v) > 5"
+    assert spark.sql(having).count() > 1, "more keys than a cap of 1"
+    no_switch = "broadcast_bytes: 0, broadcast_max_bytes: 0"
+    adaptive = {
+        "off": f"{{semi_join_filters: false, {no_switch}}}",
+        "capped": f"{{semi_join_filter_max_keys: 1, {no_switch}}}",
+        "cut": f"{{{no_switch}}}",
+    }
+    crossed: dict[str, int] = {}
+    for how, section in adaptive.items():
+        yaml = BASE_YAML % "" + f"adaptive: {section}\n"
+        with configured(session, tmp_path, yaml):
+            with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+                stream = session.sql(query)
+                result = stream.collect()
+                same_rows(rows(result.table), spark_rows(spark.sql(query)))
+            assert bool(_computed_first(stream)) == (how != "off")
+        # the semi join's left side and the aggregate's partial rows, from the scans
+        crossed[how] = sum(e.rows for e in result.profile().edges if e.name.startswith("exchange_"))
+    assert crossed["capped"] == crossed["off"] > crossed["cut"], crossed
+
+
+def test_semi_join_filters_off_leaves_the_semi_join_as_spark_planned_it(
+    session: hs.Session, spark: Any, tmp_path: Path
+) -> None:
+    yaml = BASE_YAML % "" + "adaptive: {semi_join_filters: false}\n"
+    with configured(session, tmp_path, yaml), spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        stream = in_engine_sql(session, spark, COMPUTED_FIRST[0][0])
+    assert _computed_first(stream) == []
 
 
 # -- 5. shuffled joins that become broadcast joins at run time (adaptive.broadcast_bytes) --

@@ -23,6 +23,10 @@ spare one.  Spark runs in local mode, in the driver: RayDP's executors are Ray a
 that would land on the worker nodes, and one removed with its node would take Spark
 with it.  The data is TPC-H at scale factor 0.01 (``tpchgen-cli``), the query text
 DuckDB's ``tpch_queries()``.
+
+The module runs with ``adaptive.semi_join_filters`` off, so that the orders scan
+writes every order before its gate; one test turns it on and kills the executor of the
+orders scan while it reads the keys of the ``HAVING`` side computed first.
 """
 
 from __future__ import annotations
@@ -62,6 +66,10 @@ CONFIG: dict[str, Any] = {
     "parallelism": 2,
     "shuffle": {"buffer_size": "64 KiB", "memory_budget": "32 MiB", "wait_timeout": 60},
     "failover": {"max_attempts": 3, "backoff": "50 ms"},
+    # the orders scan writes every order before its gate (several buffers a subpartition):
+    # with the runtime filter the HAVING side's keys would cut them to the few that pass
+    # (the last test kills an executor with it on)
+    "adaptive": {"semi_join_filters": False},
     "spark": {
         "backend": "local",
         "executors": 1,
@@ -226,6 +234,39 @@ def test_an_executor_killed_after_the_joins_producer_wrote_its_buffers_gives_spa
     # the killed attempt of the gated task ran again, and had written buffers
     assert max(t.attempt for t in result.tasks if t.vertex == gated_vertex(result)) >= 1
     assert_buffers_went_out_before_the_gate(result, explained["edges"])
+    assert len(session.executors) == session.slots
+    assert_no_leaks(session)
+
+
+def test_an_executor_killed_while_the_semi_joins_keys_cut_the_orders_gives_sparks_answer(
+    session: hs.Session, tpch_dir: Path, q18: str, want: pa.Table, tmp_path: Path
+) -> None:
+    """With the runtime filter on, the orders scan reads the keys of the stage computed
+    first (``build_<id>_keys``) and keeps the few orders that pass; its executor is
+    killed at the gate, in one pipelined region, and the query still gives Spark's
+    answer."""
+    mode, service = "pipelined", "executor-local"
+    marker, release = tmp_path / "first-buffers", tmp_path / "release"
+    before = session.config
+    session.config = before.with_overrides(adaptive={"semi_join_filters": True})
+    try:
+        with orders_through_a_gate(session, tpch_dir, marker, release):
+            stream = session.sql(q18, name="q18-keys-cut", fallback="error")
+            with every_edge(session, stream, mode, service):
+                explained = stream.explain_data()
+                killer = kill_at(session, marker, release)
+                result = stream.collect(timeout=180)
+                killer.join(5)
+    finally:
+        session.config = before
+    keys = [e for e in explained["edges"] if e["name"].endswith("_keys")]
+    assert keys and all(e["name"].startswith("build_") for e in keys)
+    assert marker.exists()
+    gated = gated_vertex(result)
+    assert gated in {e["target"] for e in keys}
+    assert_sparks_answer(result.table, want)
+    assert result.restarts >= 1
+    assert max(t.attempt for t in result.tasks if t.vertex == gated) >= 1
     assert len(session.executors) == session.slots
     assert_no_leaks(session)
 

@@ -59,6 +59,21 @@ def test_adaptive_section_is_validated_at_load() -> None:
     assert load_config({"edges": {"x": {"partitions": "auto"}}}).edges["x"].partitions == "auto"
 
 
+def test_the_semi_join_filter_keys_are_validated_at_load() -> None:
+    config = load_config(
+        {"adaptive": {"semi_join_filters": False, "semi_join_filter_max_keys": 5000}}
+    )
+    assert (config.adaptive.semi_join_filters, config.adaptive.semi_join_filter_max_keys) == (
+        False,
+        5000,
+    )
+    assert Config().adaptive.semi_join_filter_max_keys == 1_000_000
+    with pytest.raises(ConfigError, match=r"^adaptive.semi_join_filter_max_keys: "):
+        load_config({"adaptive": {"semi_join_filter_max_keys": 0}})
+    with pytest.raises(ConfigError, match=r"^adaptive.semi_join_filters: "):
+        load_config({"adaptive": {"semi_join_filters": "sometimes"}})
+
+
 def test_plan_marks_a_blocking_consumer_adaptive_and_explains_a_fallback() -> None:
     b = Builder()
     src = b.source("src", 2)

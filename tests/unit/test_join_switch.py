@@ -617,9 +617,14 @@ def test_bind_as_needs_several_inputs() -> None:
         SqlQuery("SELECT * FROM input", "q").bind_as([schema], schema)
 
 
+#: a variable of the producer's query over its input 1 (``SqlQuery.variables``)
+VARIABLES = {"hs_every_row_regions_edge": "(SELECT count(*) FROM input1) > 10"}
+
+
 def test_a_switched_join_reads_a_multi_input_producers_inputs_under_their_numbers() -> None:
     """A producer query that reads other inputs too (a broadcast join in its stage) keeps
-    their numbers; the join's build side comes after them."""
+    their numbers, and so its variables over them; the join's build side comes after
+    them."""
     b = Builder()
     left, right, extra = b.source("orders", 4), b.source("customers", 2), b.source("regions", 1)
     spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), "regions_edge", "blocking")
@@ -627,7 +632,7 @@ def test_a_switched_join_reads_a_multi_input_producers_inputs_under_their_number
     head = LogicalNode(
         next(b.ids),
         "stage_3",
-        SqlQuery(head_sql, "stage_3", inputs=2, streams=True),
+        SqlQuery(head_sql, "stage_3", inputs=2, streams=True, variables=VARIABLES),
         [(left, None), (extra, spec)],
     )
     hint = _hint(TEMPLATE, {"left_edge": "__hs_input_0__", "right_edge": "__hs_input_1__"})
@@ -636,6 +641,7 @@ def test_a_switched_join_reads_a_multi_input_producers_inputs_under_their_number
     (query,) = orders.operators
     assert isinstance(query, SqlQuery) and query.num_inputs == 3 and query.streams
     assert f"({head_sql})" in query.query and "FROM input2) AS r" in query.query
+    assert query.variables == VARIABLES
     assert sorted((e.name, e.target_input) for e in orders.inputs) == [
         ("regions_edge", 1),
         ("right_edge", 2),

@@ -125,3 +125,52 @@ def test_a_built_side_cut_by_pushed_keys_pushes_its_own() -> None:
     pushes = find([top], {})
     assert set(pushes) == {id(nations), id(suppliers)}
     assert pushes[id(suppliers)][0].join is by_nation
+
+
+def _having(exchange_id: int, selective: bool = True, reused: bool = False) -> Node:
+    """Spark's right side of ``IN (SELECT k .. GROUP BY k HAVING ..)``, sorted for a
+    sort-merge join: a projection of the key over a filter of a final aggregate of an
+    exchange (or of a reuse of one) of the partial aggregate's rows."""
+    cls = "ReusedExchangeExec" if reused else "ShuffleExchangeExec"
+    aggregate = Node("HashAggregateExec", {}, [_exchange(_scan(3, 6), exchange_id, cls)], 40)
+    project = Node("ProjectExec", {"projectList": [_attr(3)]}, [_filter(aggregate, 6, selective)])
+    return Node("SortExec", {}, [project])
+
+
+def _semi(left: Node, right: Node, keys: tuple[int, int] = (1, 3)) -> Node:
+    join = _join("SortMergeJoinExec", left, right, keys, "LeftSemi")
+    del join.fields["buildSide"]
+    return join
+
+
+def test_a_semi_joins_having_side_is_computed_first_and_its_keys_go_onto_the_scan() -> None:
+    """TPC-H Q18: ``orders`` semi-joined with the orders an aggregate's HAVING keeps."""
+    orders = _scan(1, 2)
+    top = _semi(Node("SortExec", {}, [_exchange(orders, 1)]), _having(10))
+    pushes = find([top], {})
+    assert list(pushes) == [id(orders)]
+    (push,) = pushes[id(orders)]
+    assert push.computed_first and push.join is top
+    assert push.build is top.children[1].child  # below the sort: the projection
+    assert [key for key, _ in push.keys] == [1]
+
+
+def test_a_semi_join_over_a_reused_exchange_of_the_aggregate_pushes_too() -> None:
+    lineitem = _scan(1, 5)
+    top = _semi(_exchange(lineitem, 20), _having(24, reused=True))
+    ((push,),) = find([top], {}).values()
+    assert push.computed_first
+
+
+def test_no_semi_join_pushes_whose_right_side_nothing_cuts_after_its_exchange() -> None:
+    # a HAVING that only checks for nulls
+    unfiltered = _semi(_exchange(_scan(1), 1), _having(10, selective=False))
+    assert find([unfiltered], {}) == {}
+    # the right side arrives straight from its exchange (TPC-H Q4's EXISTS): the runtime
+    # join switch sees its size, nothing is computed first
+    filtered_rows = _exchange(_filter(_scan(3), 3), 10)
+    assert find([_semi(_exchange(_scan(1), 1), filtered_rows)], {}) == {}
+    # an anti join keeps the rows whose key does not match
+    anti = _semi(_exchange(_scan(1), 1), _having(10))
+    anti.fields["joinType"] = {"object": f"{PLANS}.LeftAnti$"}
+    assert find([anti], {}) == {}

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from hybrid_shuffle.config import load_config
@@ -356,3 +357,43 @@ def test_a_two_input_query_equals_duckdb_whatever_order_its_inputs_arrive_in(
     first, or staged with the rest when they do not fit: the answer is DuckDB's."""
     got = run_interleaved(joined(streams), memory)
     assert rows(got) == rows(oracle_join())
+
+
+# -- variables set from inputs 1.. before the query runs (a runtime filter's cap) ---------
+
+#: every row when input 1 holds more than 3 rows, else the rows input 1's keys match (the
+#: shape ``sparkplan`` gives a runtime filter of a side computed first)
+EVERY = "coalesce(getvariable('hs_every'), false)"
+CAPPED = (
+    f"WITH l AS NOT MATERIALIZED (SELECT k, v FROM input) SELECT k, v FROM l WHERE {EVERY} "
+    f"UNION ALL SELECT k, v FROM l SEMI JOIN "
+    f"(SELECT * FROM input1 AS b WHERE NOT {EVERY}) AS d ON l.k = d.k"
+)
+
+
+def capped(streams: bool) -> SqlQuery:
+    op = SqlQuery(
+        CAPPED,
+        "capped",
+        inputs=2,
+        streams=streams,
+        variables={"hs_every": "(SELECT count(*) FROM input1) > 3"},
+    )
+    op.output_schema([TABLE.schema, DIM.schema])
+    return op
+
+
+@pytest.mark.parametrize("memory", [64 << 20, 16], ids=["held", "staged"])
+@pytest.mark.parametrize("streams", [True, False], ids=["streams", "whole"])
+def test_a_variable_set_from_input_1_chooses_the_querys_branch(streams: bool, memory: int) -> None:
+    """Input 1's 4 rows pass the cap of 3, so every row of input 0 comes out (and input 0
+    still streams: the query reads it once); unset, the variable means the semi join."""
+    op = capped(streams)
+    assert op.output_on_eof_of(0) is not streams
+    got = run_interleaved(op, memory)
+    assert rows(got) == rows(TABLE.select(["k", "v"]))
+    unset = SqlQuery(CAPPED, "unset", inputs=2, streams=streams)
+    unset.output_schema([TABLE.schema, DIM.schema])
+    matched = pc.is_in(TABLE["k"], value_set=DIM["k"], skip_nulls=True)
+    semi = TABLE.filter(matched).select(["k", "v"])
+    assert rows(run_interleaved(unset, memory)) == rows(semi)
