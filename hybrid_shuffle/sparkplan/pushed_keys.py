@@ -37,7 +37,7 @@ turns it off.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hybrid_shuffle.sparkplan.tree import EXCHANGES, WRAPPERS, Node
@@ -47,8 +47,6 @@ __all__ = ["Push", "find"]
 #: operators that pass every row of their child through as it is (or drop it alone)
 _ROWWISE = WRAPPERS | {"FilterExec", "SortExec"}
 _JOINS = frozenset({"BroadcastHashJoinExec", "ShuffledHashJoinExec", "SortMergeJoinExec"})
-_SHUFFLED_JOINS = frozenset({"ShuffledHashJoinExec", "SortMergeJoinExec"})
-_AGGREGATES = frozenset({"HashAggregateExec", "ObjectHashAggregateExec", "SortAggregateExec"})
 #: join type -> the sides a row of which is kept or dropped alone (0: left, 1: right)
 _KEPT_SIDES = {
     "Inner": (0, 1),
@@ -135,8 +133,9 @@ def _semi_push(
     """A shuffled left semi join's push (``Push.computed_first``), if its right side is
     rows of an aggregate a filter above it cuts (``IN (... GROUP BY .. HAVING ..)``)."""
     from hybrid_shuffle.sparkplan.operators.join import join_type
+    from hybrid_shuffle.sparkplan.switchable import SHUFFLED_JOINS
 
-    if join.cls not in _SHUFFLED_JOINS or join_type(join) != "LeftSemi":
+    if join.cls not in SHUFFLED_JOINS or join_type(join) != "LeftSemi":
         return None
     if len(join.children) != 2:
         return None
@@ -149,21 +148,21 @@ def _semi_push(
     if found is None:
         return None
     target, push = found
-    return target, Push(push.join, push.build, push.keys, computed_first=True)
+    return target, replace(push, computed_first=True)
 
 
 def _cut_after_aggregate(node: Node) -> bool:
     """Whether ``node`` is rows of a final aggregate over an exchange, through
     projections and filters of which one is selective (``switchable.selective``)."""
-    from hybrid_shuffle.sparkplan.switchable import selective
+    from hybrid_shuffle.sparkplan.switchable import AGGREGATES, SHUFFLE_EXCHANGES, selective
 
     cut = False
     while node.cls in WRAPPERS | {"ProjectExec", "FilterExec"} and len(node.children) == 1:
         cut = cut or selective(node)
         node = node.child
-    if not cut or node.cls not in _AGGREGATES or len(node.children) != 1:
+    if not cut or node.cls not in AGGREGATES or len(node.children) != 1:
         return False
-    return _unwrapped(node.child).cls in ("ShuffleExchangeExec", "ReusedExchangeExec")
+    return _unwrapped(node.child).cls in SHUFFLE_EXCHANGES
 
 
 def _traced(

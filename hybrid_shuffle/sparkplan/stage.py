@@ -103,18 +103,17 @@ class Stage:
         # the last stage: unique names, Spark's own (duplicates too) applied at the end
         spark_names = [c.name for c in rel.columns]
         query = rel.renamed(engine_names(spark_names)) if final else rel.sql
-        variables = {
-            var: expression
-            for var, expression in self.variables.items()
-            if f"getvariable('{var}')" in query  # not cut away with what read it
-        }
-        for index, item in enumerate(order):
-            query = query.replace(item.token, input_name(index))
-            for var, expression in variables.items():
-                variables[var] = expression.replace(item.token, input_name(index))
         if not order:
             raise AssertionError(f"stage {name} reads no input")
-        variables = {v: e for v, e in variables.items() if "__hs_input_" not in e}
+        # a variable is kept if the query still reads it (not cut away with what read it)
+        # and its expression reads none of the inputs the stage dropped
+        named = {v: _named(e, order) for v, e in self.variables.items()}
+        variables = {
+            v: e
+            for v, e in named.items()
+            if f"getvariable('{v}')" in query and "__hs_input_" not in e
+        }
+        query = _named(query, order)
         operator = SqlQuery(
             query, name, inputs=len(order), streams=bool(first), variables=variables
         )
@@ -123,6 +122,14 @@ class Stage:
         if final:
             stream.spark_names = spark_names
         return stream
+
+
+def _named(sql: str, order: list[_Input]) -> str:
+    """``sql`` with each input's token replaced by its name in the query (``input``,
+    ``input1``..: its place in ``order``)."""
+    for index, item in enumerate(order):
+        sql = sql.replace(item.token, input_name(index))
+    return sql
 
 
 def _same_rows(a: ExchangeSpec | None, b: ExchangeSpec | None) -> bool:

@@ -48,11 +48,19 @@ if TYPE_CHECKING:
     from hybrid_shuffle.sparkplan.stage import Stage
     from hybrid_shuffle.sparkplan.tree import Node
 
-__all__ = ["bound", "estimate", "selective", "switchable_join"]
+__all__ = [
+    "AGGREGATES",
+    "SHUFFLED_JOINS",
+    "SHUFFLE_EXCHANGES",
+    "bound",
+    "estimate",
+    "selective",
+    "switchable_join",
+]
 
-_SHUFFLED_JOINS = frozenset({"SortMergeJoinExec", "ShuffledHashJoinExec"})
-_EXCHANGES = frozenset({"ShuffleExchangeExec", "ReusedExchangeExec"})
-_AGGREGATES = frozenset({"HashAggregateExec", "ObjectHashAggregateExec", "SortAggregateExec"})
+SHUFFLED_JOINS = frozenset({"SortMergeJoinExec", "ShuffledHashJoinExec"})
+SHUFFLE_EXCHANGES = frozenset({"ShuffleExchangeExec", "ReusedExchangeExec"})
+AGGREGATES = frozenset({"HashAggregateExec", "ObjectHashAggregateExec", "SortAggregateExec"})
 #: what a stage may feed and still switch: Spark's exchange, or the gather of a top-n
 _PER_TASK_TOPS = frozenset({"ShuffleExchangeExec", "TakeOrderedAndProjectExec"})
 #: what may stand between a join and the exchange of one of its sides
@@ -178,9 +186,9 @@ def _filtered_exchange(node: Node) -> Node | None:
             if len(node.children) != 1:
                 return None
             node = node.children[0]
-        if node.cls in _EXCHANGES:
+        if node.cls in SHUFFLE_EXCHANGES:
             return node
-        semi = node.cls in _SHUFFLED_JOINS and join_type(node) in ("LeftSemi", "LeftAnti")
+        semi = node.cls in SHUFFLED_JOINS and join_type(node) in ("LeftSemi", "LeftAnti")
         if not semi or node.get("isNullAwareAntiJoin") or len(node.children) != 2:
             return None
         node = node.children[0]
@@ -192,14 +200,12 @@ def _join_below(node: Node, split: bool = False) -> Node | None:
     (and the streamed sides of broadcast joins) whatever partitioning they need: the
     join a split runs in the probe producer's tasks."""
     while True:
-        if node.cls in _SHUFFLED_JOINS:
+        if node.cls in SHUFFLED_JOINS:
             return node
-        if node.cls in _EXCHANGES or node.cls == "BroadcastExchangeExec":
+        if node.cls in SHUFFLE_EXCHANGES or node.cls == "BroadcastExchangeExec":
             return None  # the stage ends here
         one = len(node.children) == 1
-        if one and (
-            split or node.cls in ROW_BY_ROW or (node.cls in _AGGREGATES and _partial(node))
-        ):
+        if one and (split or node.cls in ROW_BY_ROW or (node.cls in AGGREGATES and _partial(node))):
             node = node.children[0]
         elif node.cls == "BroadcastHashJoinExec" and len(node.children) == 2:
             streamed = 0 if node.object("buildSide") == "BuildRight" else 1
@@ -217,7 +223,7 @@ def _partial(node: Node) -> bool:
 def _exchange_below(node: Node) -> Node | None:
     while node.cls in _UNDER and len(node.children) == 1:
         node = node.children[0]
-    return node if node.cls in _EXCHANGES else None
+    return node if node.cls in SHUFFLE_EXCHANGES else None
 
 
 def _read_by_exchange(side: Node) -> Node:
@@ -287,7 +293,7 @@ def bound(plan: PhysicalPlan, side: Node) -> int | None:
     below = _read_by_exchange(side)
     for node in below.walk():
         semi = node.cls.endswith("JoinExec") and join_type(node) in _SEMI_JOINS
-        if semi or node.cls in _AGGREGATES or node.cls in _LIMITS:
+        if semi or node.cls in AGGREGATES or node.cls in _LIMITS:
             return None
     return estimate(plan, side, decoded=True)
 

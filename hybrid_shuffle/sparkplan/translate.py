@@ -315,12 +315,6 @@ class Translator:
             "before their exchange"
         )
         if push.computed_first:
-            limit = self.job.cluster.config.adaptive.semi_join_filter_max_keys
-            self.info.edges[edge] += (
-                f", unless there are more than {limit:,} keys (then every row passes; "
-                "adaptive.semi_join_filter_max_keys)"
-            )
-        if push.computed_first:
             return self._filtered_unless_many(out, built, on, stage, edge)
         semi = f"({out.sql}) AS l SEMI JOIN ({built.sql}) AS r ON {on}"
         return Rel(f"SELECT {out.select_list()} FROM {semi}", out.columns, streams=out.streams)
@@ -334,6 +328,10 @@ class Translator:
         one scan of the rows either way.  Unset (the query bound, or moved by a rewrite
         of the graph without it), it means the semi join."""
         limit = self.job.cluster.config.adaptive.semi_join_filter_max_keys
+        self.info.edges[edge] += (
+            f", unless there are more than {limit:,} keys (then every row passes; "
+            "adaptive.semi_join_filter_max_keys)"
+        )
         variable = f"hs_every_row_{edge}"  # an edge's name is unique in its job
         stage.variables[variable] = f"(SELECT count(*) FROM ({built.sql}) AS k) > {limit}"
         every = f"coalesce(getvariable('{variable}'), false)"
