@@ -18,12 +18,17 @@ from collections.abc import Mapping
 from typing import Any
 
 import ray
+from ray.exceptions import ActorUnschedulableError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-__all__ = ["NAMESPACE", "ProcessProbes", "freeze_imported_objects", "start_pinned"]
+__all__ = ["ACTOR_GONE", "NAMESPACE", "ProcessProbes", "freeze_imported_objects", "start_pinned"]
 
 #: the Ray namespace of the session's named actors
 NAMESPACE = "hybrid-shuffle"
+#: what ``ray.get`` on a call to one of these actors raises when the actor is gone: it
+#: died, or it can never be placed because the node it is pinned to was removed before
+#: it started (``ActorUnschedulableError``, which is not a ``RayActorError``)
+ACTOR_GONE = (RayActorError, ActorUnschedulableError)
 
 
 def start_pinned(

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pyarrow as pa
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import GetTimeoutError
 
-from hybrid_shuffle.actor_process import NAMESPACE, start_pinned
+from hybrid_shuffle.actor_process import ACTOR_GONE, NAMESPACE, start_pinned
 from hybrid_shuffle.errors import ConfigError, ExecutorLostError, WaitTimeoutError, summary
 from hybrid_shuffle.quiet import quiet_ray_init, ray_init_options
 from hybrid_shuffle.runtime.slot_pool import ExecutorSpec
@@ -227,7 +227,7 @@ class RayTransport:
                 f"executors did not answer '{method}' within {timeout:.0f} s; the cluster "
                 "is overloaded, so raise shuffle.wait_timeout"
             ) from e
-        except RayActorError as e:
+        except ACTOR_GONE as e:
             raise ExecutorLostError(
                 f"an executor died while answering '{method}'; its partitions are lost"
             ) from e
@@ -247,8 +247,8 @@ class RayTransport:
         for index, ref in enumerate(refs):
             try:
                 values.append(ray.get(ref, timeout=timeout))
-            except RayActorError as e:
-                if not e.actor_init_failed:
+            except ACTOR_GONE as e:
+                if not getattr(e, "actor_init_failed", False):
                     values.append(None)
                     continue
                 raise ExecutorLostError(
@@ -296,7 +296,7 @@ class RayTransport:
     def report(self, ref: TaskRef, timeout: float, executor: int, task: str) -> TaskReport:
         try:
             report = cast("TaskReport", ray.get(ref, timeout=timeout))
-        except RayActorError as e:
+        except ACTOR_GONE as e:
             raise ExecutorLostError(
                 f"executor {executor} died while running task '{task}' "
                 f"({summary(e)}); the partitions it held are lost with it"

@@ -90,3 +90,27 @@ def test_an_executor_killed_between_jobs_is_replaced_before_probes_and_the_next_
         assert again.table.sort_by("customer").equals(expected)
         assert again.restarts == 0
     assert_closed_cleanly(session)
+
+
+class _Pinned:
+    def ping(self) -> int:
+        return 1
+
+
+def test_an_executor_pinned_to_a_node_that_is_gone_is_lost_not_a_ray_traceback(
+    local_ray: None,
+) -> None:
+    """An actor pinned (hard affinity) to a node removed before it started can never run,
+    and Ray says so with ``ActorUnschedulableError``, not a ``RayActorError``: a task on
+    it is an ``ExecutorLostError``, as on a dead one, which the scheduler replaces and
+    recomputes; a probe of it answers None, as a dead one's does."""
+    from hybrid_shuffle.actor_process import start_pinned
+    from hybrid_shuffle.runtime.transport import RayTransport
+
+    actor = start_pinned(_Pinned, "hs-test-unplaceable", "ab" * 28, 1)
+    try:
+        with pytest.raises(hs.ExecutorLostError, match=r"^executor 3 died while running task 't'"):
+            RayTransport().report(actor.ping.remote(), 30, 3, "t")
+        assert RayTransport.answers([actor.ping.remote()], 30) == [None]
+    finally:
+        ray.kill(actor)

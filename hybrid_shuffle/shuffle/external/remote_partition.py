@@ -30,8 +30,9 @@ from typing import Any
 
 import pyarrow as pa
 import ray
-from ray.exceptions import RayActorError, RayError
+from ray.exceptions import RayError
 
+from hybrid_shuffle.actor_process import ACTOR_GONE
 from hybrid_shuffle.errors import (
     ExecutorLostError,
     HybridShuffleError,
@@ -154,7 +155,7 @@ class RemotePartition:
                 )
         try:
             value = ray.get(ref)
-        except RayActorError as e:
+        except ACTOR_GONE as e:
             self._abandon(f"the {self._where} died")
             raise ExecutorLostError(self._died(what)) from e
         except RayError as e:  # the store raised after all: a bug, named in one sentence

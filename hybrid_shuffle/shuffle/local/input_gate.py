@@ -34,9 +34,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import ray
-from ray.exceptions import GetTimeoutError, ObjectLostError, OwnerDiedError, RayActorError
+from ray.exceptions import GetTimeoutError, ObjectLostError, OwnerDiedError
 
 from hybrid_shuffle._words import plural
+from hybrid_shuffle.actor_process import ACTOR_GONE
 from hybrid_shuffle.errors import (
     DataConsumptionError,
     ExecutorLostError,
@@ -412,7 +413,7 @@ def _get_answers(
     gate, channel = asked[0]
     try:
         answers: list[PollResponse] = ray.get(ref, timeout=gate.wait_timeout)
-    except RayActorError as e:
+    except ACTOR_GONE as e:
         raise ExecutorLostError(_lost(gate, channel)) from e
     return answers
 
