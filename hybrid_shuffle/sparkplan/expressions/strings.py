@@ -24,11 +24,20 @@ ESCAPE_FIELD = "_escape"
 @register("Like")
 def _like(node: Node, scope: Scope) -> Sql:
     """``a LIKE b ESCAPE 'c'``: the escape character is the one ``physical`` read from
-    the JVM (the JSON writes it as null); a ``Like`` it could not read falls back."""
+    the JVM (the JSON writes it as null); a ``Like`` it could not read falls back.
+
+    A literal pattern without the escape character is matched without ``ESCAPE``: the
+    same rows (DuckDB's plain ``LIKE`` has no escape character, and the pattern uses
+    none), but DuckDB optimizes only a plain ``LIKE`` (into substring searches): TPC-H
+    Q13's ``NOT LIKE '%special%requests%'`` over ``orders`` costs 2.4 times as much with
+    ``ESCAPE``."""
     a, pattern = children(node, scope)[:2]
     escape = node.get(ESCAPE_FIELD)
     if not isinstance(escape, str) or len(escape) != 1:
         raise Unsupported("a LIKE whose escape character the plan does not give")
+    text = node.children[1].get("value") if node.children[1].cls == "Literal" else None
+    if isinstance(text, str) and escape not in text:
+        return Sql(f"({a.text} LIKE {pattern.text})", BOOLEAN)
     quoted = escape.replace("'", "''")
     return Sql(f"({a.text} LIKE {pattern.text} ESCAPE '{quoted}')", BOOLEAN)
 
