@@ -16,7 +16,7 @@ TIMEOUT = 300.0
 
 def run(ctx: Context) -> Outcome:
     summary = tpcds_sql.measure(ctx.scale, list(range(1, 100)), TIMEOUT,
-                                "duckdb" in ctx.systems, Path(ctx.data))  # fmt: skip
+                                "duckdb" in ctx.systems, Path(ctx.data), ctx.runs)  # fmt: skip
     dist = f"TPC-DS SF{ctx.scale:g}"
     cases = []
     for r in summary["records"]:
