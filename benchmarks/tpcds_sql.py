@@ -26,8 +26,8 @@ query once in Spark then in the engine, each step bounded by 300 s:
 With ``--runs N`` (default 1) the engine and DuckDB each run every query ``N`` times
 and the best is kept (the engine's by planning plus run, as ``tpch-sql`` keeps it;
 DuckDB's after one untimed run), every engine answer checked: one run per query
-measures a cold first run of each query against DuckDB's warm one, and the geomean
-moved by 10% between two runs on one machine.
+measures a cold first run of each query against DuckDB's warm one, and one run alone
+is noisy (BENCHMARKS.md, issue 34's thirty-fifth session).
 
 It writes ``benchmarks/results/tpcds/<label>.json``.
 """
