@@ -89,7 +89,7 @@ class BuiltFirst:
         by_id = {c.id: built.columns[i] for i, c in enumerate(outputs)}
         refs: list[str] = []
         for key in join.exprs("rightKeys"):
-            column = by_id.get(int(key.get("exprId", {}).get("id", -1)))
+            column = by_id.get(key.expr_id)
             if key.cls != "AttributeReference" or column is None or column.type.opaque:
                 return None
             refs.append(column.ref)

@@ -176,7 +176,7 @@ def _traced(
     for streamed, built in zip(streamed_keys, built_keys, strict=True):
         if streamed.cls != "AttributeReference":
             continue
-        traced = _trace(join.children[probe], _id(streamed), reused, mentions)
+        traced = _trace(join.children[probe], streamed.expr_id, reused, mentions)
         if traced is None or (target is not None and traced[0] is not target):
             continue
         target = traced[0]
@@ -223,11 +223,11 @@ def _passed_through(project: Node, key: int) -> int | None:
     """The id of the child's attribute projection ``project`` outputs as ``key``
     (itself, or under an alias); None if it computes it."""
     for item in project.exprs("projectList"):
-        if item.cls == "AttributeReference" and _id(item) == key:
+        if item.cls == "AttributeReference" and item.expr_id == key:
             return key
-        if item.cls == "Alias" and _id(item) == key:
+        if item.cls == "Alias" and item.expr_id == key:
             inner = item.child
-            return _id(inner) if inner.cls == "AttributeReference" else None
+            return inner.expr_id if inner.cls == "AttributeReference" else None
     return None
 
 
@@ -235,10 +235,6 @@ def _unwrapped(node: Node) -> Node:
     while node.cls in WRAPPERS and node.children:
         node = node.child
     return node
-
-
-def _id(expression: Node) -> int:
-    return int(expression.get("exprId", {}).get("id", -1))
 
 
 def _mentioned(node: Node, memo: dict[int, frozenset[int]]) -> frozenset[int]:

@@ -85,7 +85,7 @@ def engine_names(names: list[str]) -> list[str]:
 
 def attribute_column(node: Node) -> Column:
     """The column of an ``AttributeReference`` (or an ``Alias``: its new attribute)."""
-    exprid = int(node.get("exprId", {}).get("id", -1))
+    exprid = node.expr_id
     if node.cls == "Alias":
         from hybrid_shuffle.sparkplan.expressions.core import Unsupported
 

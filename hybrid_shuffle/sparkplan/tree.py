@@ -45,6 +45,12 @@ class Node:
     def get(self, name: str, default: Any = None) -> Any:
         return self.fields.get(name, default)
 
+    @property
+    def expr_id(self) -> int:
+        """The expression's ``exprId``: an attribute's (or an alias's) identity across the
+        plan, by which operators above read it; -1 for an expression that has none."""
+        return int(self.fields.get("exprId", {}).get("id", -1))
+
     def expr(self, name: str) -> Node | None:
         """The expression held in field ``name`` (``None`` if absent or null)."""
         raw = self.fields.get(name)

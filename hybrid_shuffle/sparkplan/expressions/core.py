@@ -72,7 +72,7 @@ class Scope:
     types_only: bool = False
 
     def attribute(self, node: Node) -> Sql:
-        key = int(node.get("exprId", {}).get("id", -1))
+        key = node.expr_id
         found = self.columns.get(key)
         if found is None and self.types_only:
             kind = spark_type(node.get("dataType"))
@@ -88,7 +88,7 @@ class Scope:
     def carried(self, node: Node) -> Sql:
         """The column an ``AttributeReference`` names, to pass through as it is: unlike
         ``attribute``, also one of an opaque type (``types.column_type``)."""
-        found = self.columns.get(int(node.get("exprId", {}).get("id", -1)))
+        found = self.columns.get(node.expr_id)
         return found if found is not None and found.type.opaque else self.attribute(node)
 
 

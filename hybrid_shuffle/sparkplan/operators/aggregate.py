@@ -445,10 +445,10 @@ def _fused(node: Node) -> Node | None:
         if f.children[0].cls != p.children[0].cls or p.children[0].cls not in _FUSABLE:
             return None
     grouping = partial.exprs("groupingExpressions")
-    keys = [_expr_id(g) for g in node.exprs("groupingExpressions")]
+    keys = [g.expr_id for g in node.exprs("groupingExpressions")]
     results = partial.exprs("resultExpressions")
-    outputs = [_expr_id(r) for r in results[: len(keys)]]
-    if keys != [_expr_id(g) for g in grouping] or keys != outputs:
+    outputs = [r.expr_id for r in results[: len(keys)]]
+    if keys != [g.expr_id for g in grouping] or keys != outputs:
         return None
     if int(node.get("initialInputBufferOffset", 0) or 0) != len(keys):
         return None
@@ -465,10 +465,6 @@ def _fused(node: Node) -> Node | None:
         _FUSED: True,
     }
     return Node(node.cls, fields, list(partial.children), node.op_id)
-
-
-def _expr_id(e: Node) -> int:
-    return int(e.get("exprId", {}).get("id", -1))
 
 
 def _spark_buffers(partials: list[Node], buffers: list[Node]) -> bool:

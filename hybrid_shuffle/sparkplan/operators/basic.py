@@ -32,7 +32,7 @@ def named_output(tr: Translator, exprs: list[Node], child: Rel) -> tuple[str, li
     items: list[str] = []
     columns: list[Column] = []
     for e in exprs:
-        exprid = int(e.get("exprId", {}).get("id", -1))
+        exprid = e.expr_id
         if e.cls == "Alias":
             # also an array or a struct, which the projection carries (``compile_value``)
             sql = compile_value(e.child, scope)
@@ -259,7 +259,7 @@ def _jvm_projections(tr: Translator, node: Node) -> list[list[Any]]:
 
 def _attribute(node: Node) -> Column:
     return Column(
-        int(node.get("exprId", {}).get("id", -1)),
+        node.expr_id,
         str(node.get("name")),
         column_type(node.get("dataType")),
         bool(node.get("nullable", True)),

@@ -55,7 +55,7 @@ def _partitioning(
         extra: list[str] = []
         by_id = {c.id: c for c in child.columns}
         for i, key in enumerate(partitioning.children):
-            column = by_id.get(int(key.get("exprId", {}).get("id", -1)))
+            column = by_id.get(key.expr_id)
             # an opaque column (a collated string) is hashed by Spark's rules: compiling it
             # raises ``Unsupported``
             if key.cls == "AttributeReference" and column is not None and not column.type.opaque:

@@ -77,7 +77,7 @@ def _existence_flag(node: Node) -> Column:
     if not isinstance(exists_nodes, list) or not exists_nodes:
         raise Unsupported("an existence join whose flag column the plan does not name")
     flag = parse(exists_nodes)
-    return Column(int(flag.get("exprId", {}).get("id", -1)), str(flag.get("name")), BOOLEAN, False)
+    return Column(flag.expr_id, str(flag.get("name")), BOOLEAN, False)
 
 
 def join_sql(tr: Translator, node: Node, left: Rel, right: Rel) -> Rel:
@@ -271,12 +271,7 @@ def _built_side_cut(node: Node, probe: int) -> bool:
 
 def _attribute_ids(exprs: list[Node]) -> set[int]:
     """The ids of the attributes ``exprs`` read."""
-    return {
-        int(n.get("exprId", {}).get("id", -1))
-        for e in exprs
-        for n in e.walk()
-        if n.cls == "AttributeReference"
-    }
+    return {n.expr_id for e in exprs for n in e.walk() if n.cls == "AttributeReference"}
 
 
 def streamed_side(tr: Translator, node: Node) -> int:

@@ -107,7 +107,7 @@ def pivot_output(tr: Translator, results: list[Node], inner: Rel) -> tuple[str, 
         child = e.child if e.cls == "Alias" else None
         if child is not None and child.cls == "AttributeReference":
             sql = scope.carried(child)
-            exprid = int(e.get("exprId", {}).get("id", -1))
+            exprid = e.expr_id
             col = Column(exprid, str(e.get("name")), sql.type, sql.nullable)
             item = f"{sql.text} AS {col.ref}"
         else:

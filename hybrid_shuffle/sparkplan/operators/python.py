@@ -287,7 +287,7 @@ def _attributes(nodes: list[Node], nullable: bool | None = None) -> list[Column]
     """The columns of attribute expressions (``nullable`` overriding theirs if given)."""
     return [
         Column(
-            int(a.get("exprId", {}).get("id", -1)),
+            a.expr_id,
             str(a.get("name")),
             column_type(a.get("dataType")),
             bool(a.get("nullable", True)) if nullable is None else nullable,
@@ -342,7 +342,7 @@ def _key_columns(columns: list[Column], keys: list[Node]) -> list[tuple[str, str
         by_id.setdefault(column.id, column)
     out: list[tuple[str, str]] = []
     for key in keys:
-        found = by_id.get(int(key.get("exprId", {}).get("id", -1)))
+        found = by_id.get(key.expr_id)
         if key.cls != "AttributeReference" or found is None:
             raise Unsupported("a Python function grouped by an expression, not a column")
         if found.type.opaque or not groupable(found.type.arrow):
@@ -454,7 +454,7 @@ def _grouped_agg(tr: Translator, node: Node, stage: Stage) -> Rel:
     grouping: list[Column] = []
     key_items: list[str] = []
     for expression in node.exprs("groupingExpressions"):
-        exprid = int(expression.get("exprId", {}).get("id", -1))
+        exprid = expression.expr_id
         source = expression.child if expression.cls == "Alias" else expression
         sql = compile_expression(source, scope)
         column = Column(exprid, str(expression.get("name")), sql.type, sql.nullable)
@@ -507,7 +507,7 @@ def _window(tr: Translator, node: Node, stage: Stage) -> Rel:
         if not _unbounded(spec):
             raise Unsupported("a pandas UDF over a window with an order or a bounded frame")
         calls.append(function)
-        exprid = int(alias.get("exprId", {}).get("id", -1))
+        exprid = alias.expr_id
         results.append(
             Column(exprid, str(alias.get("name")), column_type(function.get("dataType")))
         )

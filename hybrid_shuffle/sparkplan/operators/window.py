@@ -133,7 +133,7 @@ def _window(tr: Translator, node: Node, stage: Stage) -> Rel:
         windows: dict[int, Sql] = {}
         body = _substitute(alias.child, windows, lambda w: _over(w, scope, over))
         sql = compile_expression(body, dataclasses.replace(scope, columns=scope.columns | windows))
-        col = Column(int(alias.get("exprId", {}).get("id", -1)), str(alias.get("name")), sql.type)
+        col = Column(alias.expr_id, str(alias.get("name")), sql.type)
         items.append(f"CAST({sql.text} AS {sql.type.duck}) AS {col.ref}")
         columns.append(col)
     return Rel(f"SELECT {', '.join(items)} FROM ({child.sql}) AS t", columns)
