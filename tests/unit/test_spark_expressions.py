@@ -291,6 +291,12 @@ CASES: list[str] = [
     "substring(s, -100, 3)",
     "substring(s, 3)",
     "substring(s, i, j)",
+    # a literal start with a column length (null, negative, large), a null literal length
+    "substring(s, 2, j)",
+    "substring(s, 0, j - 3)",
+    "substring(s, 1, cast(null as int))",
+    "substring(s, cast(null as int), 2)",
+    "substring(concat(s, t), 3, 2)",
     "concat(s, t)",
     "concat(s, '-', t)",
     "upper(s)",

@@ -68,6 +68,9 @@ def _substring(node: Node, scope: Scope) -> Sql:
     s, pos, length = children(node, scope)[:3]
     if s.type.name != "string":
         raise Unsupported(f"substring of {s.type}")
+    first = _int_literal(node.children[1])
+    if first is not None and first >= 0:
+        return _substring_from(s, first, length)
     body = (
         "CASE WHEN @.p IS NULL OR @.n IS NULL THEN NULL ELSE "
         "substring(@.s, greatest(@.b, 0) + 1, greatest(@.b + @.n - greatest(@.b, 0), 0)) END"
@@ -80,6 +83,25 @@ def _substring(node: Node, scope: Scope) -> Sql:
         "n": f"CAST({length.text} AS BIGINT)",
     }
     return Sql(_exact.let(bindings, inner), STRING)
+
+
+def _substring_from(s: Sql, pos: int, length: Sql) -> Sql:
+    """``substring`` at a literal position that is not from the end (``substr(c_phone, 1,
+    2)``, the usual form): the start computed here, so DuckDB runs its plain
+    ``substring`` per row rather than the general form's start bound per row (a start
+    from the end depends on the string's length)."""
+    first = max(pos, 1)  # 0 counts as 1; the end is the start plus the length either way
+    body = f"CASE WHEN @.n IS NULL THEN NULL ELSE substring(@.s, {first}, greatest(@.n, 0)) END"
+    return Sql(_exact.let({"s": s.text, "n": f"CAST({length.text} AS BIGINT)"}, body), STRING)
+
+
+def _int_literal(node: Node) -> int | None:
+    """The value of an integer ``Literal``; ``None`` for a null one or any other node."""
+    value = node.get("value") if node.cls == "Literal" else None
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 @register("Concat")
