@@ -32,6 +32,18 @@ side is rows a filter keeps of an aggregate (``IN (.. GROUP BY .. HAVING ..)``,
 TPC-H Q18): no estimate knows how few, so the translation computes that side first
 (``Push.computed_first``, ``sparkplan.built_first``); ``adaptive.semi_join_filters``
 turns it off.
+
+A shuffled semi or anti join's left keys go down its right side when a filter cuts the
+rows of the exchange they come from (``Push.left_side``: TPC-H Q4's orders of one
+quarter, Q21's late ``lineitem`` rows; through the kept side of a join above it, as
+Q21's anti join reads its semi join's): a right row whose key none of those rows has
+could match no left row, so neither join changes.  Not a null-aware anti join (``NOT
+IN``: one null key on the right empties the answer), and nothing where an exchange
+Spark reuses is on either side (the left side's producer could end up waiting for
+itself).  That producer writes its rows to the right side's stage too, over
+``exchange_<id>_keys``; the translation keeps the push only where the left side is
+estimated small and the right side not (``translate._left_first``), under the same
+``adaptive.semi_join_filters`` and its cap on keys.
 """
 
 from __future__ import annotations
@@ -70,6 +82,10 @@ class Push:
     build: Node
     keys: tuple[tuple[int, Node], ...]
     computed_first: bool = False
+    #: ``build`` is a shuffled semi or anti join's left side, the exchange it arrives
+    #: over: its producer's rows also go to the stage pushed onto, over a broadcast edge
+    #: (see the module docstring)
+    left_side: bool = False
 
 
 def find(tops: list[Node], originals: dict[int, Node]) -> dict[int, list[Push]]:
@@ -81,7 +97,7 @@ def find(tops: list[Node], originals: dict[int, Node]) -> dict[int, list[Push]]:
     reused = {node.op_id for node in originals.values() if node.op_id is not None}
     for top in tops:
         for node in top.walk():
-            found = _semi_push(node, reused, mentions)
+            found = _semi_push(node, reused, mentions) or _left_push(node, reused, mentions)
             if found is not None:
                 pushes.setdefault(id(found[0]), []).append(found[1])
     joins = [n for top in tops for n in top.walk() if n.cls == "BroadcastHashJoinExec"]
@@ -149,6 +165,65 @@ def _semi_push(
         return None
     target, push = found
     return target, replace(push, computed_first=True)
+
+
+def _left_push(
+    join: Node, reused: set[int], mentions: dict[int, frozenset[int]]
+) -> tuple[Node, Push] | None:
+    """A shuffled semi or anti join's left keys pushed down its right side (``Push.
+    left_side``), if a filter cuts the rows of the exchange its left side's keys come
+    from: a right row whose key none of them has cannot change the answer."""
+    from hybrid_shuffle.sparkplan.operators.join import join_type
+    from hybrid_shuffle.sparkplan.switchable import SHUFFLED_JOINS, selective
+
+    if join.cls not in SHUFFLED_JOINS or join_type(join) not in ("LeftSemi", "LeftAnti"):
+        return None
+    if join.get("isNullAwareAntiJoin") or len(join.children) != 2:
+        return None  # NOT IN: a right row with a null key empties the answer
+    # the left side's producer must wait for nothing of the right side: a reused exchange
+    # on either side may be the other's (Spark computes it once)
+    if any(_reads_reuse(side, reused) for side in join.children):
+        return None
+    exchange: Node | None = None
+    reached: set[int] = set()  # the left keys that reach ``exchange`` as they are
+    for key in join.exprs("leftKeys"):
+        found = _exchange_of(join.children[0], key, mentions)
+        if found is not None and (exchange is None or found is exchange):
+            exchange = found
+            reached.add(key.expr_id)
+    if exchange is None or not any(selective(n) for n in exchange.walk()):
+        return None
+    traced = _traced(join, 1, exchange, reused, mentions)
+    if traced is None:
+        return None
+    target, push = traced
+    keys = tuple((k, built) for k, built in push.keys if built.expr_id in reached)
+    return (target, replace(push, keys=keys, left_side=True)) if keys else None
+
+
+def _exchange_of(node: Node, key: Node, memo: dict[int, frozenset[int]]) -> Node | None:
+    """The shuffle exchange below ``node`` that attribute ``key`` comes from unrenamed,
+    through operators that keep or drop each row alone (and the kept sides of joins):
+    every row ``node`` outputs has the key of one of the exchange's rows."""
+    from hybrid_shuffle.sparkplan.operators.join import join_type
+
+    if key.cls != "AttributeReference":
+        return None
+    while True:
+        passes = node.cls == "ProjectExec" and _passed_through(node, key.expr_id) == key.expr_id
+        if node.cls in _ROWWISE or passes:
+            node = node.child
+        elif node.cls in _JOINS:
+            sides = [i for i, c in enumerate(node.children) if key.expr_id in _mentioned(c, memo)]
+            if len(sides) != 1 or sides[0] not in _KEPT_SIDES.get(join_type(node), ()):
+                return None
+            node = node.children[sides[0]]
+        else:
+            return node if node.cls == "ShuffleExchangeExec" else None
+
+
+def _reads_reuse(node: Node, reused: set[int]) -> bool:
+    return any(n.cls == "ReusedExchangeExec" or n.op_id in reused for n in node.walk())
 
 
 def _cut_after_aggregate(node: Node) -> bool:

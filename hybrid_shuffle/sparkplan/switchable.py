@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -74,13 +74,16 @@ def switchable_join(
     rel: Rel,
     final: bool,
     rels: Mapping[int, Rel] | None = None,
+    vetoed: Collection[int] = (),
 ) -> SwitchableJoin | None:
     """The stage's shuffled join if the stage may run as a broadcast join (see the module
     docstring); ``top`` is the exchange the stage feeds (or the top-n whose partial part
     it runs), or the plan's root (``final``: the job's last stage, whose query names its
     columns as Spark does).  ``rels`` maps
     ``id(node)`` to each translated operator's relation: with it, a stage whose operators
-    above the join need its hash partitioning may split."""
+    above the join need its hash partitioning may split.  ``vetoed``: ``id(join)`` of
+    joins that may not switch (``translate``: a left side whose keys went down the
+    right side)."""
     if final:
         below = top
     elif top.cls in _PER_TASK_TOPS and len(top.children) == 1:
@@ -96,7 +99,7 @@ def switchable_join(
         split = None if join is None else rels.get(id(join))
         if split is None:
             return None
-    if join is None or len(join.children) != 2:
+    if join is None or len(join.children) != 2 or id(join) in vetoed:
         return None
     sides = [_exchange_below(child) for child in join.children]
     filtered = [i for i, side in enumerate(sides) if side is None]

@@ -48,7 +48,7 @@ from hybrid_shuffle.sparkplan.pushed_keys import Push
 from hybrid_shuffle.sparkplan.pushed_keys import find as find_pushes
 from hybrid_shuffle.sparkplan.relation import Column, Rel, distinct
 from hybrid_shuffle.sparkplan.stage import Stage
-from hybrid_shuffle.sparkplan.switchable import switchable_join
+from hybrid_shuffle.sparkplan.switchable import estimate, switchable_join
 from hybrid_shuffle.sparkplan.tree import EXCHANGES, WRAPPERS, Node
 from hybrid_shuffle.sparkplan.types import UnsupportedType, column_type
 
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
     from hybrid_shuffle.api.job import Job
     from hybrid_shuffle.api.stream import Stream
+    from hybrid_shuffle.config import AdaptiveConfig
     from hybrid_shuffle.plan.logical import LogicalNode
 
 __all__ = ["SparkPlanInfo", "Translator", "describe"]
@@ -134,12 +135,16 @@ class Translator:
         #: per built side pushed (its operator id), the edge each stage reads it over
         self._key_edges: dict[int, dict[Stage, str]] = {}
         #: the shuffled semi joins' right sides computed first (``sparkplan.built_first``)
-        if not job.cluster.config.adaptive.semi_join_filters:
-            self._pushes = {
-                target: kept
-                for target, pushes in self._pushes.items()
-                if (kept := [p for p in pushes if not p.computed_first])
-            }
+        adaptive = job.cluster.config.adaptive
+        self._pushes = {
+            target: kept
+            for target, pushes in self._pushes.items()
+            if (kept := [p for p in pushes if _kept(plan, p, adaptive)])
+        }
+        #: ``id(join)`` of the shuffled semi and anti joins whose left keys were pushed
+        #: down their right side: such a join may not switch to a broadcast join, whose
+        #: left side's producer would wait for the right side's, which waits for its keys
+        self._left_pushed: set[int] = set()
         self._first_joins = {
             id(p.build): p.join for ps in self._pushes.values() for p in ps if p.computed_first
         }
@@ -162,6 +167,7 @@ class Translator:
         for attempt in range(_ATTEMPTS + 1):
             self._exchanges, self._subqueries, self._done = {}, {}, []
             self._subquery_edges, self._stages, self._key_edges = {}, [], {}
+            self._left_pushed = set()
             self._first = BuiltFirst(self, self._first_joins)
             self.info.edges, self.info.spark_subtrees = {}, []
             try:
@@ -191,7 +197,9 @@ class Translator:
         self._stages.append((stage, stream))
         # a shuffled join that may become a broadcast join at run time (``plan.join_switch``)
         rels = {id(node): out for node, out, _ in self._done}
-        stream.node.switchable = switchable_join(self.plan, top, stage, rel, final, rels)
+        stream.node.switchable = switchable_join(
+            self.plan, top, stage, rel, final, rels, vetoed=self._left_pushed
+        )
         schemas = [_schema(up) for up, _ in stream.node.inputs]
         operator = stream.node.operator
         if operator is None or any(s is None for s in schemas):
@@ -299,7 +307,7 @@ class Translator:
             if push.computed_first:
                 built = self._first.keys(push.build, stage, edge)
             else:
-                built = read_exchange(self, push.build, stage, edge)
+                built = read_exchange(self, push.build, stage, edge, broadcast=push.left_side)
             scope = built.scope(self.subquery_of_stage)
             on = " AND ".join(
                 f"({by_id[key].ref} = {compile_expression(expr, scope).text})"
@@ -314,7 +322,15 @@ class Translator:
             f"joins: the rows of {self.describe(node)} that cannot join there are dropped "
             "before their exchange"
         )
-        if push.computed_first:
+        if push.left_side:
+            self._left_pushed.add(id(push.join))
+            self.info.edges[edge] = (
+                f"the rows of {self.describe(push.build)}, the left side of "
+                f"{self.describe(push.join)}, whose keys drop the rows of "
+                f"{self.describe(node)} on its right side that cannot join, before their "
+                "exchange"
+            )
+        if push.computed_first or push.left_side:
             return self._filtered_unless_many(out, built, on, stage, edge)
         semi = f"({out.sql}) AS l SEMI JOIN ({built.sql}) AS r ON {on}"
         return Rel(f"SELECT {out.select_list()} FROM {semi}", out.columns, streams=out.streams)
@@ -528,6 +544,29 @@ class Translator:
         spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), edge, facts=facts)
         rel = self._stage.read(stream, spec, [column])
         return Sql(f"({rel.sql})", column.type)
+
+
+def _kept(plan: PhysicalPlan, push: Push, adaptive: AdaptiveConfig) -> bool:
+    """Whether the translation makes ``push``: a runtime filter's (a side computed first,
+    a left side) only under ``adaptive.semi_join_filters``, a left side only where it
+    goes first (``_left_first``)."""
+    if (push.computed_first or push.left_side) and not adaptive.semi_join_filters:
+        return False
+    return not push.left_side or _left_first(plan, push, adaptive)
+
+
+def _left_first(plan: PhysicalPlan, push: Push, adaptive: AdaptiveConfig) -> bool:
+    """Whether a semi or anti join's left side (``Push.left_side``) goes first: its rows go
+    to every task of the right side's, so only as many as a broadcast may hold
+    (``broadcast_max_bytes``, by ``switchable.estimate``, as Spark caps its runtime
+    filters' creation side), and only where the runtime join switch would not broadcast
+    the right side instead (estimated over ``broadcast_bytes``: the switch needs the
+    opposite order, the left side's producer waiting for the right side's)."""
+    left = estimate(plan, push.build, decoded=True)
+    if left is None or left > adaptive.broadcast_max_bytes:
+        return False
+    right = estimate(plan, push.join.children[1], decoded=True)
+    return right is None or right > adaptive.broadcast_bytes
 
 
 def _sentence(reason: str) -> str:

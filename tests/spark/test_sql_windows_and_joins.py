@@ -752,7 +752,22 @@ def test_a_semi_joins_having_side_is_computed_first_and_its_keys_cut_the_other_s
 
 
 #: a query whose keys cut another side's rows, by where the keys come from
-EVERY_MODE = {"pushed": PUSHED_KEYS[0][0], "computed-first": COMPUTED_FIRST[0][0]}
+def _left_sides(stream: hs.Stream) -> list[str]:
+    """The edges carrying a semi or anti join's left side to the stage of its right."""
+    exchanges = stream.explain_data()["spark_exchanges"]
+    return sorted(name for name, text in exchanges.items() if "the left side of" in text)
+
+
+EVERY_MODE = {
+    "pushed": PUSHED_KEYS[0][0],
+    "computed-first": COMPUTED_FIRST[0][0],
+    # a filtered left side's keys cut its semi and anti joins' right sides (TPC-H Q21)
+    "left-side": (
+        "SELECT id, v FROM w WHERE k < 2 "
+        "AND EXISTS (SELECT 1 FROM b WHERE b.k = w.k AND b.bid <> w.id) "
+        "AND NOT EXISTS (SELECT 1 FROM b WHERE b.k = w.k AND b.bid > 8)"
+    ),
+}
 
 
 @pytest.mark.parametrize("mode", ["pipelined", "blocking", "hybrid-full", "hybrid-selective"])
@@ -760,15 +775,23 @@ EVERY_MODE = {"pushed": PUSHED_KEYS[0][0], "computed-first": COMPUTED_FIRST[0][0
 def test_keys_edges_in_every_mode(
     session: hs.Session, spark: Any, tmp_path: Path, mode: str, kind: str
 ) -> None:
-    """The keys' edges (pushed from a broadcast side, or from a semi join's side
-    computed first) and the exchanges they cut, in each mode: Spark's rows."""
-    with configured(session, tmp_path, BASE_YAML % f", default_mode: {mode}"):
+    """The keys' edges (pushed from a broadcast side, from a semi join's side computed
+    first, or from a semi or anti join's left side) and the exchanges they cut, in each
+    mode: Spark's rows."""
+    yaml = BASE_YAML % f", default_mode: {mode}"
+    if kind == "left-side":  # the runtime join switch off: it would broadcast ``b``
+        yaml += "adaptive: {broadcast_bytes: 0}\n"
+    with configured(session, tmp_path, yaml):
         with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
             stream = in_engine_sql(session, spark, EVERY_MODE[kind])
-        pushed = _keys_edges(stream) if kind == "pushed" else _computed_first(stream)
-        assert list(pushed)
-        modes = {e["name"]: e["mode"] for e in stream.explain_data()["edges"]}
-    assert mode in modes.values()
+        found = {"pushed": _keys_edges, "computed-first": _computed_first}.get(kind, _left_sides)
+        assert list(found(stream))
+        edges = stream.explain_data()["edges"]
+    modes = {e["name"]: e["mode"] for e in edges}
+    if kind == "left-side":  # every stage of this plan ends its output at end of input
+        assert all(e["mode"] == mode or e["mode_origin"] == "output-on-eof" for e in edges)
+    else:
+        assert mode in modes.values()
 
 
 def test_a_task_given_more_keys_than_the_cap_lets_every_row_pass(
@@ -807,6 +830,90 @@ def test_semi_join_filters_off_leaves_the_semi_join_as_spark_planned_it(
     with configured(session, tmp_path, yaml), spark_conf(spark, autoBroadcastJoinThreshold="-1"):
         stream = in_engine_sql(session, spark, COMPUTED_FIRST[0][0])
     assert _computed_first(stream) == []
+
+
+# -- 4c. a shuffled semi or anti join's filtered left side cuts its right side ----------
+
+#: (query, how many right sides its filtered left side's keys cut): sort-merge semi and
+#: anti joins (``autoBroadcastJoinThreshold`` off), nulls among both sides' keys
+LEFT_SIDES = [
+    ("SELECT id, g FROM w WHERE k < 2 AND k IN (SELECT k FROM b)", 1),
+    ("SELECT id FROM w WHERE k < 2 AND NOT EXISTS (SELECT 1 FROM b WHERE b.k = w.k)", 1),
+    # TPC-H Q21's shape: an EXISTS with a condition besides the key, then a NOT EXISTS
+    (
+        "SELECT id, v FROM w WHERE k < 2 "
+        "AND EXISTS (SELECT 1 FROM b WHERE b.k = w.k AND b.bid <> w.id) "
+        "AND NOT EXISTS (SELECT 1 FROM b WHERE b.k = w.k AND b.bid > 8)",
+        2,
+    ),
+    # no filter cuts the left side: its keys would cut nothing
+    ("SELECT id FROM w WHERE k IN (SELECT k FROM b)", 0),
+]
+
+
+@pytest.mark.parametrize(("query", "cut"), LEFT_SIDES)
+def test_a_semi_or_anti_joins_filtered_left_side_cuts_its_right_side(
+    session: hs.Session, spark: Any, tmp_path: Path, query: str, cut: int
+) -> None:
+    """The left side's producer writes its rows to the stage making the right side's
+    too, over a broadcast edge ``exchange_<id>_keys``, which semi-joins them there.  The
+    join itself runs on what arrives, shuffled: the rows are Spark's.  (``b`` is small
+    enough for the runtime join switch, which would broadcast it instead: off here.)"""
+    yaml = BASE_YAML % "" + "adaptive: {broadcast_bytes: 0}\n"
+    with configured(session, tmp_path, yaml), spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        stream = in_engine_sql(session, spark, query)
+    edges = _left_sides(stream)
+    assert len(edges) == cut, edges
+    partitioners = {e["name"]: e["partitioner"] for e in stream.explain_data()["edges"]}
+    assert all(partitioners[e].startswith("broadcast") for e in edges)
+    # such a join never becomes a broadcast join: its left side's producer would wait for
+    # the right side's, which waits for its keys
+    assert not cut or "may become a broadcast join" not in stream.explain()
+
+
+def test_a_right_side_the_join_switch_may_broadcast_is_not_cut_by_the_left_side(
+    session: hs.Session, spark: Any
+) -> None:
+    """Estimated within ``adaptive.broadcast_bytes``, the right side is the one to go
+    first: the join may run as a broadcast join of it, and its left side stays as is."""
+    with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        stream = in_engine_sql(session, spark, LEFT_SIDES[0][0])
+    assert _left_sides(stream) == []
+    assert "may become a broadcast join" in stream.explain()
+
+
+def test_a_left_side_cuts_the_rows_crossing_its_right_sides_exchange_unless_capped(
+    session: hs.Session, spark: Any, tmp_path: Path
+) -> None:
+    """The right side's exchange carries only the rows whose key the left side has;
+    past ``adaptive.semi_join_filter_max_keys``, every row (the join's switch to a
+    broadcast join off: ``broadcast_bytes: 0``).  Spark's rows each time; with
+    ``semi_join_filters`` off, no left side goes first."""
+    query = LEFT_SIDES[0][0]
+    every = int(spark.sql("SELECT count(*) FROM b").first()[0])
+    joining = "SELECT count(*) FROM b WHERE k IN (SELECT k FROM w WHERE k < 2)"
+    adaptive = {
+        "off": "{semi_join_filters: false}",
+        "capped": "{semi_join_filter_max_keys: 1, broadcast_bytes: 0}",
+        "cut": "{broadcast_bytes: 0}",
+    }
+    crossed: dict[str, int] = {}
+    for how, section in adaptive.items():
+        yaml = BASE_YAML % "" + f"adaptive: {section}\n"
+        with configured(session, tmp_path, yaml):
+            with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+                stream = session.sql(query)
+                result = stream.collect()
+                same_rows(rows(result.table), spark_rows(spark.sql(query)))
+            (keys,) = _left_sides(stream) or [None]
+        assert (keys is None) == (how == "off")
+        if keys is not None:
+            edges = stream.explain_data()["edges"]
+            right = next(e["target"] for e in edges if e["name"] == keys)
+            (exchange,) = [e["name"] for e in edges if e["source"] == right]
+            crossed[how] = next(e.rows for e in result.profile().edges if e.name == exchange)
+    cut = int(spark.sql(joining).first()[0])
+    assert crossed == {"capped": every, "cut": cut} and cut < every, crossed
 
 
 # -- 5. shuffled joins that become broadcast joins at run time (adaptive.broadcast_bytes) --

@@ -174,3 +174,55 @@ def test_no_semi_join_pushes_whose_right_side_nothing_cuts_after_its_exchange() 
     anti = _semi(_exchange(_scan(1), 1), _having(10))
     anti.fields["joinType"] = {"object": f"{PLANS}.LeftAnti$"}
     assert find([anti], {}) == {}
+
+
+# -- a shuffled semi or anti join's filtered left side, pushed down its right side -------
+
+
+def _sorted(exchange: Node) -> Node:
+    return Node("SortExec", {}, [exchange])
+
+
+def test_a_semi_joins_filtered_left_side_cuts_its_right_side() -> None:
+    """TPC-H Q4: the orders of a quarter, whose keys cut ``lineitem`` before its exchange."""
+    orders = _exchange(_filter(_scan(1, 2), 2), 1)
+    lineitem = _scan(3, 4)
+    top = _semi(_sorted(orders), _sorted(_exchange(lineitem, 2)))
+    pushes = find([top], {})
+    assert list(pushes) == [id(lineitem)]
+    (push,) = pushes[id(lineitem)]
+    assert push.left_side and not push.computed_first
+    assert push.join is top and push.build is orders
+    assert [(key, built.expr_id) for key, built in push.keys] == [(3, 1)]
+
+
+def test_an_anti_join_below_a_semi_join_on_its_left_side_cuts_its_right_side_too() -> None:
+    """TPC-H Q21: ``l1`` semi-joined with ``l2``, then anti-joined with ``l3``: the keys
+    of ``l1``'s exchange (a superset of the semi join's rows) cut both."""
+    l1 = _exchange(_filter(_scan(1, 2), 2), 1)
+    l2, l3 = _scan(3), _scan(5)
+    semi = _semi(_sorted(l1), _sorted(_exchange(l2, 2)))
+    anti = _semi(semi, _sorted(_exchange(l3, 3)), keys=(1, 5))
+    anti.fields["joinType"] = {"object": f"{PLANS}.LeftAnti$"}
+    pushes = find([anti], {})
+    assert set(pushes) == {id(l2), id(l3)}
+    assert {pushes[id(l3)][0].join is anti, pushes[id(l2)][0].build is l1} == {True}
+
+
+def test_no_left_side_is_pushed_that_nothing_cuts_or_that_could_change_the_answer() -> None:
+    def semi(left: Node, kind: str = "LeftSemi", aware: bool = False) -> Node:
+        join = _semi(_sorted(left), _sorted(_exchange(_scan(3), 2)))
+        join.fields["joinType"] = {"object": f"{PLANS}.{kind}$"}
+        if aware:
+            join.fields["isNullAwareAntiJoin"] = True
+        return join
+
+    filtered = _filter(_scan(1), 1)
+    # a left side only checked for nulls: its keys would cut nothing
+    assert find([semi(_exchange(_filter(_scan(1), 1, selective=False), 1))], {}) == {}
+    # NOT IN: one null key on the right side empties the answer, so none may be dropped
+    assert find([semi(_exchange(filtered, 1), "LeftAnti", aware=True)], {}) == {}
+    # an inner or outer join: left as Spark planned it (the runtime join switch may take it)
+    assert find([semi(_exchange(filtered, 1), "Inner")], {}) == {}
+    # an exchange Spark reuses on a side: the left side's producer could wait for itself
+    assert find([semi(_exchange(filtered, 1, "ReusedExchangeExec"))], {}) == {}

@@ -27,6 +27,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from hybrid_shuffle.plan.logical import ExchangeSpec
 from hybrid_shuffle.shuffle.routing import Partitioner, PartitionerKind
 from hybrid_shuffle.sparkplan.expressions import Unsupported, compile_expression
 from hybrid_shuffle.sparkplan.operators.basic import keeps_global_order, sort_key
@@ -111,11 +112,20 @@ def _reused(tr: Translator, node: Node, stage: Stage) -> Rel:
     return read_exchange(tr, node, stage)
 
 
-def read_exchange(tr: Translator, node: Node, stage: Stage, edge: str | None = None) -> Rel:
+def read_exchange(
+    tr: Translator, node: Node, stage: Stage, edge: str | None = None, broadcast: bool = False
+) -> Rel:
     """Exchange ``node`` read by ``stage``: a broadcast exchange, or a ``ReusedExchange``
     of any exchange.  ``edge`` names the edge instead of the exchange's own name, for a
     second stage reading the same rows (``sparkplan.pushed_keys``): the producer is
-    the same, and writes its rows once."""
+    the same, and writes its rows once.  ``broadcast``: ``node`` is a shuffle exchange
+    whose producer's rows ``stage`` reads all of, over broadcast edge ``edge`` (a semi
+    join's left side whose keys are pushed down its right side)."""
+    if broadcast:
+        assert node.cls == "ShuffleExchangeExec" and edge is not None
+        producer, columns = tr.exchange_producer(node, lambda s: _partitioning(tr, node, s))
+        spec = ExchangeSpec(Partitioner(PartitionerKind.BROADCAST), edge)
+        return stage.read(producer.stream, spec, columns)
     if node.cls == "BroadcastExchangeExec":
         producer, columns = tr.exchange_producer(node, _broadcast_build(tr, node))
         spec = producer.spec
