@@ -218,9 +218,11 @@ class AdaptiveConfig:
     them all would cost it more than the rows it could drop: Spark caps its runtime
     filters' creation side the same way).  So does a shuffled semi or anti join
     (``IN``, ``EXISTS``, ``NOT EXISTS``; not ``NOT IN``, where one null key on the right
-    side empties the answer) whose left side a filter cuts: that side's producer writes
-    its rows to the stage making the right side's rows too, which drops those whose key
-    none of them has before their exchange, under the same cap.  It goes first only
+    side empties the answer) whose left side a filter cuts, and such an inner join whose
+    right side is an aggregate's groups by the join's keys (TPC-H Q17's average per
+    part): the left side's producer writes its rows to the stage making the right side's
+    rows too (the aggregate's input), which drops those whose key none of them has
+    before their exchange, under the same cap.  It goes first only
     where it is estimated at most ``broadcast_max_bytes`` (every task of the right side
     reads all of it) and the right side over ``broadcast_bytes`` (a smaller right side is
     for ``broadcast_bytes`` to broadcast, which needs the opposite order: such a join
@@ -244,7 +246,8 @@ class AdaptiveConfig:
     broadcast_max_bytes: int = 128 * MiB
     #: a shuffled semi join's right side kept by a filter of an aggregate (HAVING) is
     #: computed first, and its keys filter the other side before its exchange; so is
-    #: a shuffled semi or anti join's left side that a filter cuts, for its right side
+    #: a shuffled semi, anti (or, over an aggregate, inner) join's left side that a
+    #: filter cuts, for its right side
     semi_join_filters: bool = True
     #: a task of the other side given more keys than this lets every row pass
     semi_join_filter_max_keys: int = 1_000_000

@@ -43,7 +43,12 @@ Spark reuses is on either side (the left side's producer could end up waiting fo
 itself).  That producer writes its rows to the right side's stage too, over
 ``exchange_<id>_keys``; the translation keeps the push only where the left side is
 estimated small and the right side not (``translate._left_first``), under the same
-``adaptive.semi_join_filters`` and its cap on keys.
+``adaptive.semi_join_filters`` and its cap on keys.  An inner join's left keys go
+down its right side the same way when they pass an aggregate that groups by them on
+the way (TPC-H Q17's average quantity of every part, cut to the few parts its left
+side joins): dropping its input's rows by a grouping key drops whole groups, which the
+join would drop.  An inner join's right side of plain rows is left to the runtime join
+switch, which may broadcast it.
 """
 
 from __future__ import annotations
@@ -82,9 +87,9 @@ class Push:
     build: Node
     keys: tuple[tuple[int, Node], ...]
     computed_first: bool = False
-    #: ``build`` is a shuffled semi or anti join's left side, the exchange it arrives
-    #: over: its producer's rows also go to the stage pushed onto, over a broadcast edge
-    #: (see the module docstring)
+    #: ``build`` is a shuffled semi, anti or inner join's left side, the exchange it
+    #: arrives over: its producer's rows also go to the stage pushed onto, over a
+    #: broadcast edge (see the module docstring)
     left_side: bool = False
 
 
@@ -172,11 +177,13 @@ def _left_push(
 ) -> tuple[Node, Push] | None:
     """A shuffled semi or anti join's left keys pushed down its right side (``Push.
     left_side``), if a filter cuts the rows of the exchange its left side's keys come
-    from: a right row whose key none of them has cannot change the answer."""
+    from: a right row whose key none of them has cannot change the answer.  An inner
+    join's, only through an aggregate grouping by them (see the module docstring)."""
     from hybrid_shuffle.sparkplan.operators.join import join_type
     from hybrid_shuffle.sparkplan.switchable import SHUFFLED_JOINS, selective
 
-    if join.cls not in SHUFFLED_JOINS or join_type(join) not in ("LeftSemi", "LeftAnti"):
+    kind = join_type(join)
+    if join.cls not in SHUFFLED_JOINS or kind not in ("LeftSemi", "LeftAnti", "Inner"):
         return None
     if join.get("isNullAwareAntiJoin") or len(join.children) != 2:
         return None  # NOT IN: a right row with a null key empties the answer
@@ -193,8 +200,11 @@ def _left_push(
             reached.add(key.expr_id)
     if exchange is None or not any(selective(n) for n in exchange.walk()):
         return None
-    traced = _traced(join, 1, exchange, reused, mentions)
-    if traced is None:
+    aggregates: list[Node] = []
+    traced = _traced(join, 1, exchange, reused, mentions, aggregates)
+    # an inner join's right side of plain rows is the runtime join switch's to broadcast;
+    # an aggregate's groups are cut in its input, before it aggregates and shuffles it
+    if traced is None or (kind == "Inner" and not aggregates):
         return None
     target, push = traced
     keys = tuple((k, built) for k, built in push.keys if built.expr_id in reached)
@@ -241,9 +251,15 @@ def _cut_after_aggregate(node: Node) -> bool:
 
 
 def _traced(
-    join: Node, probe: int, build: Node, reused: set[int], mentions: dict[int, frozenset[int]]
+    join: Node,
+    probe: int,
+    build: Node,
+    reused: set[int],
+    mentions: dict[int, frozenset[int]],
+    aggregates: list[Node] | None = None,
 ) -> tuple[Node, Push] | None:
-    """The operator below ``join``'s side ``probe`` its keys reach, and the push onto it."""
+    """The operator below ``join``'s side ``probe`` its keys reach, and the push onto it
+    (``aggregates``: see ``_trace``)."""
     streamed_keys = join.exprs("rightKeys" if probe else "leftKeys")
     built_keys = join.exprs("leftKeys" if probe else "rightKeys")
     target: Node | None = None
@@ -251,7 +267,7 @@ def _traced(
     for streamed, built in zip(streamed_keys, built_keys, strict=True):
         if streamed.cls != "AttributeReference":
             continue
-        traced = _trace(join.children[probe], streamed.expr_id, reused, mentions)
+        traced = _trace(join.children[probe], streamed.expr_id, reused, mentions, aggregates)
         if traced is None or (target is not None and traced[0] is not target):
             continue
         target = traced[0]
@@ -262,14 +278,23 @@ def _traced(
 
 
 def _trace(
-    node: Node, key: int, reused: set[int], mentions: dict[int, frozenset[int]]
+    node: Node,
+    key: int,
+    reused: set[int],
+    mentions: dict[int, frozenset[int]],
+    aggregates: list[Node] | None = None,
 ) -> tuple[Node, int] | None:
     """The operator, below at least one exchange, whose output is the first on the way
     down from ``node`` that attribute ``key`` (renamed on the way) cannot pass, and the
-    key's id there; None if there is none."""
+    key's id there; None if there is none.  Given a list ``aggregates``, the key passes
+    an aggregate it is a grouping attribute of (dropping rows by it drops whole groups),
+    and the aggregates passed are appended to it."""
     crossed = False
     while True:
         if node.cls in _ROWWISE:
+            node = node.child
+        elif aggregates is not None and _groups_by(node, key):
+            aggregates.append(node)
             node = node.child
         elif node.cls in EXCHANGES:
             if node.op_id in reused:
@@ -292,6 +317,19 @@ def _trace(
         else:
             break
     return (node, key) if crossed else None
+
+
+def _groups_by(node: Node, key: int) -> bool:
+    """Whether ``node`` is an aggregate with attribute ``key`` among its grouping
+    attributes (as it is, so its output names it as its input does)."""
+    from hybrid_shuffle.sparkplan.switchable import AGGREGATES
+
+    if node.cls not in AGGREGATES or len(node.children) != 1:
+        return False
+    return any(
+        g.cls == "AttributeReference" and g.expr_id == key
+        for g in node.exprs("groupingExpressions")
+    )
 
 
 def _passed_through(project: Node, key: int) -> int | None:

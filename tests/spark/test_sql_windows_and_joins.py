@@ -846,6 +846,14 @@ LEFT_SIDES = [
         "AND NOT EXISTS (SELECT 1 FROM b WHERE b.k = w.k AND b.bid > 8)",
         2,
     ),
+    # TPC-H Q17's shape: an inner join with an aggregate's groups, cut in its input
+    (
+        "SELECT w.id, a.m FROM w JOIN (SELECT k, max(bid) AS m FROM b GROUP BY k) a "
+        "ON w.k = a.k WHERE w.k < 2",
+        1,
+    ),
+    # an inner join of plain rows: the runtime join switch's, not cut
+    ("SELECT w.id, b.y FROM w JOIN b ON w.k = b.k WHERE w.k < 2", 0),
     # no filter cuts the left side: its keys would cut nothing
     ("SELECT id FROM w WHERE k IN (SELECT k FROM b)", 0),
 ]

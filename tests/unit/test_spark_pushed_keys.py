@@ -222,7 +222,32 @@ def test_no_left_side_is_pushed_that_nothing_cuts_or_that_could_change_the_answe
     assert find([semi(_exchange(_filter(_scan(1), 1, selective=False), 1))], {}) == {}
     # NOT IN: one null key on the right side empties the answer, so none may be dropped
     assert find([semi(_exchange(filtered, 1), "LeftAnti", aware=True)], {}) == {}
-    # an inner or outer join: left as Spark planned it (the runtime join switch may take it)
+    # an inner join of plain rows, an outer join: left as Spark planned them (the runtime
+    # join switch may broadcast such a right side)
     assert find([semi(_exchange(filtered, 1), "Inner")], {}) == {}
+    assert find([semi(_exchange(filtered, 1), "LeftOuter")], {}) == {}
     # an exchange Spark reuses on a side: the left side's producer could wait for itself
     assert find([semi(_exchange(filtered, 1, "ReusedExchangeExec"))], {}) == {}
+
+
+def _grouped(child: Node, key: int, op_id: int) -> Node:
+    """An aggregate grouping ``child``'s rows by attribute ``key``."""
+    return Node("HashAggregateExec", {"groupingExpressions": [_attr(key)]}, [child], op_id)
+
+
+def test_an_inner_joins_filtered_left_side_cuts_an_aggregates_input_on_its_right_side() -> None:
+    """TPC-H Q17: ``lineitem`` of a few parts joined with the average quantity of every
+    part: the parts' keys cut ``lineitem`` below both aggregates of the average, since
+    dropping rows by a grouping key drops whole groups."""
+    left = _exchange(_filter(_scan(1, 2), 2), 1)
+    lineitem = _scan(3, 4)
+    partial = _grouped(lineitem, 3, 40)
+    right = Node("FilterExec", {}, [_grouped(_exchange(partial, 2), 3, 41)])
+    top = _join("SortMergeJoinExec", _sorted(left), _sorted(right), (1, 3))
+    pushes = find([top], {})
+    assert list(pushes) == [id(lineitem)]
+    (push,) = pushes[id(lineitem)]
+    assert push.left_side and push.build is left
+    # an aggregate grouping by another attribute stops the key: no push
+    other = _grouped(_exchange(_grouped(_scan(3, 4), 4, 42), 3), 4, 43)
+    assert find([_join("SortMergeJoinExec", _sorted(left), other, (1, 3))], {}) == {}
