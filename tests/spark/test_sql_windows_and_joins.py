@@ -794,6 +794,19 @@ def test_keys_edges_in_every_mode(
         assert mode in modes.values()
 
 
+def _with_adaptive(
+    session: hs.Session, spark: Any, tmp_path: Path, query: str, adaptive: str
+) -> tuple[hs.Stream, hs.JobResult]:
+    """``query`` run with the YAML section ``adaptive:`` set to ``adaptive`` and Spark's
+    broadcasts off (sort-merge joins); its rows checked against Spark's."""
+    yaml = BASE_YAML % "" + f"adaptive: {adaptive}\n"
+    with configured(session, tmp_path, yaml), spark_conf(spark, autoBroadcastJoinThreshold="-1"):
+        stream = session.sql(query)
+        result = stream.collect()
+        same_rows(rows(result.table), spark_rows(spark.sql(query)))
+    return stream, result
+
+
 def test_a_task_given_more_keys_than_the_cap_lets_every_row_pass(
     session: hs.Session, spark: Any, tmp_path: Path
 ) -> None:
@@ -811,13 +824,8 @@ def test_a_task_given_more_keys_than_the_cap_lets_every_row_pass(
     }
     crossed: dict[str, int] = {}
     for how, section in adaptive.items():
-        yaml = BASE_YAML % "" + f"adaptive: {section}\n"
-        with configured(session, tmp_path, yaml):
-            with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
-                stream = session.sql(query)
-                result = stream.collect()
-                same_rows(rows(result.table), spark_rows(spark.sql(query)))
-            assert bool(_computed_first(stream)) == (how != "off")
+        stream, result = _with_adaptive(session, spark, tmp_path, query, section)
+        assert bool(_computed_first(stream)) == (how != "off")
         # the semi join's left side and the aggregate's partial rows, from the scans
         crossed[how] = sum(e.rows for e in result.profile().edges if e.name.startswith("exchange_"))
     assert crossed["capped"] == crossed["off"] > crossed["cut"], crossed
@@ -907,13 +915,8 @@ def test_a_left_side_cuts_the_rows_crossing_its_right_sides_exchange_unless_capp
     }
     crossed: dict[str, int] = {}
     for how, section in adaptive.items():
-        yaml = BASE_YAML % "" + f"adaptive: {section}\n"
-        with configured(session, tmp_path, yaml):
-            with spark_conf(spark, autoBroadcastJoinThreshold="-1"):
-                stream = session.sql(query)
-                result = stream.collect()
-                same_rows(rows(result.table), spark_rows(spark.sql(query)))
-            (keys,) = _left_sides(stream) or [None]
+        stream, result = _with_adaptive(session, spark, tmp_path, query, section)
+        (keys,) = _left_sides(stream) or [None]
         assert (keys is None) == (how == "off")
         if keys is not None:
             edges = stream.explain_data()["edges"]
