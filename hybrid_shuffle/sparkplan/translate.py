@@ -317,18 +317,17 @@ class Translator:
             del stage.inputs[inputs:]
             return out
         readers[stage] = edge
-        self.info.edges[edge] = (
-            f"the keys of {self.describe(push.build)}, which {self.describe(push.join)} "
-            f"joins: the rows of {self.describe(node)} that cannot join there are dropped "
-            "before their exchange"
-        )
+        build, join, cut = (self.describe(n) for n in (push.build, push.join, node))
         if push.left_side:
             self._left_pushed.add(id(push.join))
             self.info.edges[edge] = (
-                f"the rows of {self.describe(push.build)}, the left side of "
-                f"{self.describe(push.join)}, whose keys drop the rows of "
-                f"{self.describe(node)} on its right side that cannot join, before their "
-                "exchange"
+                f"the rows of {build}, the left side of {join}, whose keys drop the rows of "
+                f"{cut} on its right side that cannot join, before their exchange"
+            )
+        else:
+            self.info.edges[edge] = (
+                f"the keys of {build}, which {join} joins: the rows of {cut} that cannot "
+                "join there are dropped before their exchange"
             )
         if push.computed_first or push.left_side:
             return self._filtered_unless_many(out, built, on, stage, edge)

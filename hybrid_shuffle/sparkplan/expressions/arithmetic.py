@@ -28,6 +28,7 @@ from hybrid_shuffle.sparkplan.expressions.core import (
     Unsupported,
     cast,
     children,
+    int_literal,
     register,
 )
 from hybrid_shuffle.sparkplan.tree import Node
@@ -325,10 +326,11 @@ def _abs(node: Node, scope: Scope) -> Sql:
     return Sql(f"abs({a.text})", a.type, a.nullable)
 
 
-def _int_literal(node: Node) -> int:
-    if node.cls != "Literal" or node.get("value") is None:
+def _scale(node: Node) -> int:
+    scale = int_literal(node)
+    if scale is None:
         raise Unsupported("round to a scale that is not a literal")
-    return int(node.get("value"))
+    return scale
 
 
 @register(
@@ -340,7 +342,7 @@ def _round(node: Node, scope: Scope) -> Sql:
     """Spark rounds HALF_UP; a decimal's result type has one integer digit more
     (``RoundBase.dataType``); a double is rounded as ``BigDecimal(d.toString)``."""
     a = children(node, scope)[0]
-    d = _int_literal(node.children[1])
+    d = _scale(node.children[1])
     t = a.type
     if t.is_decimal:
         p, s = t.precision, t.scale

@@ -20,6 +20,7 @@ __all__ = [
     "Unsupported",
     "compile_expression",
     "compile_value",
+    "int_literal",
     "quote",
     "register",
     "register_value",
@@ -174,6 +175,15 @@ def compile_value(node: Node, scope: Scope) -> Sql:
 
 def children(node: Node, scope: Scope) -> list[Sql]:
     return [compile_expression(c, scope) for c in node.children]
+
+
+def int_literal(node: Node) -> int | None:
+    """The value of an integer ``Literal``; ``None`` for a null one or any other node."""
+    value = node.get("value") if node.cls == "Literal" else None
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def typed(node: Node) -> SparkType:

@@ -9,6 +9,7 @@ from hybrid_shuffle.sparkplan.expressions.core import (
     Sql,
     Unsupported,
     children,
+    int_literal,
     register,
 )
 from hybrid_shuffle.sparkplan.tree import Node
@@ -68,7 +69,7 @@ def _substring(node: Node, scope: Scope) -> Sql:
     s, pos, length = children(node, scope)[:3]
     if s.type.name != "string":
         raise Unsupported(f"substring of {s.type}")
-    first = _int_literal(node.children[1])
+    first = int_literal(node.children[1])
     if first is not None and first >= 0:
         return _substring_from(s, first, length)
     body = (
@@ -93,15 +94,6 @@ def _substring_from(s: Sql, pos: int, length: Sql) -> Sql:
     first = max(pos, 1)  # 0 counts as 1; the end is the start plus the length either way
     body = f"CASE WHEN @.n IS NULL THEN NULL ELSE substring(@.s, {first}, greatest(@.n, 0)) END"
     return Sql(_exact.let({"s": s.text, "n": f"CAST({length.text} AS BIGINT)"}, body), STRING)
-
-
-def _int_literal(node: Node) -> int | None:
-    """The value of an integer ``Literal``; ``None`` for a null one or any other node."""
-    value = node.get("value") if node.cls == "Literal" else None
-    try:
-        return None if value is None else int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 @register("Concat")
